@@ -1,0 +1,38 @@
+#include "core/hash.h"
+
+#include <vector>
+
+#include <xxhash.h>
+
+namespace deltacast {
+
+uint64_t xxh3_64(const void* data, size_t size, uint64_t seed) {
+  return XXH3_64bits_withSeed(data, size, seed);
+}
+
+uint64_t content_hash_from_leaves(const uint64_t* leaf_digests, size_t leaf_count, size_t total_size) {
+  // Digests are stored as u64 in host order; the host is little-endian (byte_io.h), which is the
+  // order the definition asks for.
+  return XXH3_64bits_withSeed(leaf_digests, leaf_count * sizeof(uint64_t), static_cast<uint64_t>(total_size));
+}
+
+uint64_t content_hash(const void* data, size_t size) {
+  const size_t leaves = content_hash_leaf_count(size);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  // Small inputs (every bucket header, most chunks) need no heap allocation.
+  uint64_t small[64];
+  std::vector<uint64_t> large;
+  uint64_t* digests = small;
+  if (leaves > 64) {
+    large.resize(leaves);
+    digests = large.data();
+  }
+  for (size_t i = 0; i < leaves; ++i) {
+    const size_t offset = i * kHashLeafBytes;
+    const size_t length = size - offset < kHashLeafBytes ? size - offset : kHashLeafBytes;
+    digests[i] = XXH3_64bits(bytes + offset, length);
+  }
+  return content_hash_from_leaves(digests, leaves, size);
+}
+
+}  // namespace deltacast

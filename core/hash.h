@@ -1,0 +1,32 @@
+// Hashing of tensor and bucket bytes.
+//
+// `content_hash` is a two-level tree over XXH3-64 so that a GPU can compute
+// the same value in parallel: the input is cut into 64 KiB leaves, each leaf
+// is hashed with XXH3-64 (seed 0), and the little-endian array of leaf
+// digests is hashed again with XXH3-64 seeded with the input length. The
+// definition is part of the bucket format (sparse/FORMAT.md); never change it
+// without bumping the format version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deltacast {
+
+inline constexpr size_t kHashLeafBytes = 64 * 1024;
+
+// Plain XXH3-64 of a byte range.
+uint64_t xxh3_64(const void* data, size_t size, uint64_t seed = 0);
+
+// The tree hash described above. Empty input is one empty leaf.
+uint64_t content_hash(const void* data, size_t size);
+
+// Finishes a content hash from precomputed leaf digests (how a GPU or a
+// multi-threaded caller that hashed the leaves itself gets the same value).
+uint64_t content_hash_from_leaves(const uint64_t* leaf_digests, size_t leaf_count, size_t total_size);
+
+inline size_t content_hash_leaf_count(size_t size) {
+  return size == 0 ? 1 : (size + kHashLeafBytes - 1) / kHashLeafBytes;
+}
+
+}  // namespace deltacast

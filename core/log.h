@@ -1,0 +1,15 @@
+// deltacast's logger: one spdlog logger named "deltacast" writing to stderr.
+// The level comes from the DELTACAST_LOG environment variable
+// (trace, debug, info, warn, error, off; default warn) or set_log_level().
+#pragma once
+
+#include <string_view>
+
+#include <spdlog/spdlog.h>
+
+namespace deltacast {
+
+spdlog::logger& log();
+void set_log_level(std::string_view level);
+
+}  // namespace deltacast

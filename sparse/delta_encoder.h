@@ -1,0 +1,69 @@
+// Producer side of the codec: turns the current tensors into the buckets of
+// one version, either a delta against the shadow or a full (dense) sync.
+// Work is split by chunk across a thread pool; the bytes produced do not
+// depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/manifest.h"
+#include "core/thread_pool.h"
+#include "sparse/chunk_encoder.h"
+#include "sparse/codec_options.h"
+#include "sparse/shadow.h"
+
+namespace deltacast {
+
+struct VersionStats {
+  uint64_t elements = 0;     // elements in the manifest
+  uint64_t changed = 0;      // elements whose bits changed (delta) or were sent (full)
+  uint64_t dense_bytes = 0;  // bytes of the whole model
+  uint64_t wire_bytes = 0;   // bytes of all buckets, headers included
+  uint64_t sparse_chunks = 0;
+  uint64_t dense_chunks = 0;
+
+  double density() const { return elements == 0 ? 0.0 : static_cast<double>(changed) / static_cast<double>(elements); }
+};
+
+struct EncodedVersion {
+  uint64_t base_version = 0;
+  uint64_t target_version = 0;
+  bool full = false;
+  std::vector<std::vector<uint8_t>> buckets;
+  VersionStats stats;
+};
+
+// Cuts every tensor of the manifest into chunk ranges of chunk_elements();
+// empty tensors get none. Both encoders (CPU and GPU) use this cut.
+std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options);
+
+class DeltaEncoder {
+ public:
+  static Result<DeltaEncoder> create(Manifest manifest, CodecOptions options);
+
+  const Manifest& manifest() const { return manifest_; }
+  const CodecOptions& options() const { return options_; }
+
+  // Diffs `current` against `shadow` (updating it) and encodes the delta from
+  // shadow.version() to `target_version`.
+  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, Shadow& shadow, uint64_t target_version);
+
+  // Encodes every element densely as version `version` (for a consumer that
+  // holds nothing, or the wrong base).
+  Result<EncodedVersion> encode_full(std::span<const TensorView> tensors, uint64_t version);
+
+ private:
+  DeltaEncoder(Manifest manifest, CodecOptions options);
+  Status check_host_views(std::span<const TensorView> tensors) const;
+  void finish(EncodedVersion* version, std::span<const std::vector<uint8_t>> chunks);
+
+  Manifest manifest_;
+  CodecOptions options_;
+  std::vector<ChunkRange> ranges_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace deltacast

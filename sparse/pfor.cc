@@ -1,0 +1,145 @@
+#include "sparse/pfor.h"
+
+#include <bit>
+
+#include "sparse/bitpack.h"
+
+namespace deltacast {
+
+namespace {
+
+inline unsigned bit_length(uint64_t v) { return v == 0 ? 0 : 64 - static_cast<unsigned>(std::countl_zero(v)); }
+
+inline size_t block_bytes(size_t count, unsigned width, unsigned exceptions, unsigned exception_width) {
+  if (exceptions == 0) return 2 + packed_bytes(count, width);
+  return 3 + packed_bytes(count, width) + exceptions + packed_bytes(exceptions, exception_width);
+}
+
+// True when the bits after the last value of a packed run, up to the end of its last byte, are zero.
+inline bool padding_is_zero(const uint8_t* run, size_t count, unsigned width) {
+  const size_t used_bits = count * width;
+  if (used_bits % 8 == 0) return true;
+  return (run[used_bits / 8] >> (used_bits % 8)) == 0;
+}
+
+}  // namespace
+
+PforLayout pfor_choose_layout(const uint64_t* values, size_t count) {
+  unsigned histogram[65] = {};
+  unsigned max_bits = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const unsigned k = bit_length(values[i]);
+    ++histogram[k];
+    max_bits = k > max_bits ? k : max_bits;
+  }
+  PforLayout best{max_bits, 0, 0, block_bytes(count, max_bits, 0, 0)};
+  unsigned above = 0;  // values whose bit length exceeds b
+  for (int b = static_cast<int>(max_bits) - 1; b >= 0; --b) {
+    above += histogram[b + 1];
+    const unsigned width = static_cast<unsigned>(b);
+    const unsigned exception_width = max_bits - width;
+    const size_t bytes = block_bytes(count, width, above, exception_width);
+    if (bytes <= best.bytes) best = {width, above, exception_width, bytes};  // `<=`: ties go to the smaller b
+  }
+  return best;
+}
+
+size_t pfor_encode_block(const uint64_t* values, size_t count, uint8_t* out) {
+  const PforLayout layout = pfor_choose_layout(values, count);
+  uint8_t* p = out;
+  *p++ = static_cast<uint8_t>(layout.width);
+  *p++ = static_cast<uint8_t>(layout.exceptions);
+  if (layout.exceptions > 0) *p++ = static_cast<uint8_t>(layout.exception_width);
+  pack_bits(values, count, layout.width, p);
+  p += packed_bytes(count, layout.width);
+  if (layout.exceptions > 0) {
+    uint64_t highs[kPforBlockValues];
+    unsigned e = 0;
+    const uint64_t limit_mask = ~low_mask(layout.width);
+    for (size_t i = 0; i < count; ++i) {
+      if (values[i] & limit_mask) {
+        p[e] = static_cast<uint8_t>(i);
+        highs[e] = values[i] >> layout.width;
+        ++e;
+      }
+    }
+    p += e;
+    pack_bits(highs, e, layout.exception_width, p);
+    p += packed_bytes(e, layout.exception_width);
+  }
+  return static_cast<size_t>(p - out);
+}
+
+Status pfor_decode_block(std::span<const uint8_t> in, size_t count, uint64_t* values, size_t* consumed) {
+  if (in.size() < 2) return corrupt("PFOR block header truncated ({} bytes left)", in.size());
+  const unsigned width = in[0];
+  const unsigned exceptions = in[1];
+  if (width > 64) return corrupt("PFOR block width {} exceeds 64", width);
+  if (exceptions > count) return corrupt("PFOR block claims {} exceptions in {} values", exceptions, count);
+  size_t pos = 2;
+  unsigned exception_width = 0;
+  if (exceptions > 0) {
+    if (in.size() < 3) return corrupt("PFOR block exception header truncated");
+    exception_width = in[2];
+    pos = 3;
+    if (exception_width == 0 || width + exception_width > 64) {
+      return corrupt("PFOR block exception width {} invalid with width {}", exception_width, width);
+    }
+  }
+  const size_t low_bytes = packed_bytes(count, width);
+  const size_t high_bytes = packed_bytes(exceptions, exception_width);
+  const size_t total = pos + low_bytes + exceptions + high_bytes;
+  if (total > in.size()) return corrupt("PFOR block needs {} bytes, {} left", total, in.size());
+  // The encoder leaves the unused bits of a run's last byte zero; insisting on it keeps the
+  // encoding canonical, so a forged value count that ends inside the same byte is caught.
+  if (!padding_is_zero(in.data() + pos, count, width)) return corrupt("PFOR block has non-zero padding bits");
+  // Unpacking may read ahead to the end of `in`; the bytes past the section are masked off.
+  unpack_bits(in.data() + pos, in.size() - pos, count, width, values);
+  pos += low_bytes;
+  if (exceptions > 0) {
+    const uint8_t* positions = in.data() + pos;
+    pos += exceptions;
+    if (!padding_is_zero(in.data() + pos, exceptions, exception_width)) {
+      return corrupt("PFOR exception run has non-zero padding bits");
+    }
+    uint64_t highs[kPforBlockValues];
+    unpack_bits(in.data() + pos, in.size() - pos, exceptions, exception_width, highs);
+    int previous = -1;
+    for (unsigned j = 0; j < exceptions; ++j) {
+      const int at = positions[j];
+      if (at <= previous || static_cast<size_t>(at) >= count) {
+        return corrupt("PFOR exception position {} out of order or beyond {} values", at, count);
+      }
+      previous = at;
+      values[at] |= highs[j] << width;
+    }
+  }
+  *consumed = total;
+  return Status();
+}
+
+void pfor_encode(const uint64_t* values, size_t count, std::vector<uint8_t>* out) {
+  for (size_t start = 0; start < count; start += kPforBlockValues) {
+    const size_t n = count - start < kPforBlockValues ? count - start : kPforBlockValues;
+    const size_t at = out->size();
+    out->resize(at + pfor_max_block_bytes(n));
+    const size_t used = pfor_encode_block(values + start, n, out->data() + at);
+    out->resize(at + used);
+  }
+}
+
+Status PforReader::next(uint64_t* values, size_t* n) {
+  if (left_ == 0) {
+    *n = 0;
+    return Status();
+  }
+  const size_t count = left_ < kPforBlockValues ? static_cast<size_t>(left_) : kPforBlockValues;
+  size_t consumed = 0;
+  DC_RETURN_IF_ERROR(pfor_decode_block(section_.subspan(pos_), count, values, &consumed));
+  pos_ += consumed;
+  left_ -= count;
+  *n = count;
+  return Status();
+}
+
+}  // namespace deltacast

@@ -1,0 +1,66 @@
+// Patched frame-of-reference (PFOR) coding of unsigned integers in blocks of
+// 128: each block picks the bit width `b` that minimises its encoded size,
+// packs every value's low `b` bits, and stores the few values that do not fit
+// ("exceptions") as (position, high bits) patches. Index gaps and `ulp` value
+// deltas are both coded this way. The byte layout is in sparse/FORMAT.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+
+namespace deltacast {
+
+inline constexpr size_t kPforBlockValues = 128;
+
+// How one block is laid out; chosen by pfor_choose_layout.
+struct PforLayout {
+  unsigned width = 0;            // b: bits stored for every value
+  unsigned exceptions = 0;       // e: values >= 2^b
+  unsigned exception_width = 0;  // hb: bits stored per exception for v >> b (0 when e == 0)
+  size_t bytes = 0;              // encoded size of the block
+};
+
+// The smallest layout for `count` (1..128) values; ties go to the smallest b.
+PforLayout pfor_choose_layout(const uint64_t* values, size_t count);
+
+// Upper bound of one block's encoded size.
+inline constexpr size_t pfor_max_block_bytes(size_t count) { return 3 + 8 * count + count + 8 * count; }
+// Upper bound of the encoded size of `count` values.
+inline constexpr size_t pfor_max_bytes(size_t count) {
+  return (count / kPforBlockValues + 1) * pfor_max_block_bytes(kPforBlockValues);
+}
+
+// Encodes one block of 1..128 values at `out`, which must have room for
+// pfor_max_block_bytes(count). Returns the bytes written.
+size_t pfor_encode_block(const uint64_t* values, size_t count, uint8_t* out);
+
+// Decodes one block of `count` values from untrusted `in`, checking every
+// field; on success sets `*consumed` to the block's size.
+Status pfor_decode_block(std::span<const uint8_t> in, size_t count, uint64_t* values, size_t* consumed);
+
+// Encodes `count` values as consecutive blocks appended to `out`.
+void pfor_encode(const uint64_t* values, size_t count, std::vector<uint8_t>* out);
+
+// Decodes a whole PFOR section block by block without holding all values:
+// next() yields up to 128 values at a time.
+class PforReader {
+ public:
+  PforReader(std::span<const uint8_t> section, uint64_t count) : section_(section), left_(count) {}
+
+  // Decodes the next block into `values` (room for 128); sets *n to its size (0 at the end).
+  Status next(uint64_t* values, size_t* n);
+  // True when every value was read and the section has no bytes left over.
+  bool finished() const { return left_ == 0 && pos_ == section_.size(); }
+  size_t bytes_consumed() const { return pos_; }
+
+ private:
+  std::span<const uint8_t> section_;
+  uint64_t left_;
+  size_t pos_ = 0;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,50 @@
+#include "sparse/trace/model_layout.h"
+
+#include <fmt/format.h>
+
+namespace deltacast {
+
+namespace {
+
+uint64_t hidden_size_for(uint64_t total) {
+  if (total >= (uint64_t{4} << 30)) return 4096;
+  if (total >= (uint64_t{512} << 20)) return 2048;
+  if (total >= (uint64_t{48} << 20)) return 1024;
+  if (total >= (uint64_t{8} << 20)) return 512;
+  if (total >= (uint64_t{256} << 10)) return 128;
+  return 0;  // too small for layers: one flat tensor
+}
+
+}  // namespace
+
+std::vector<TensorSpec> transformer_layout(uint64_t total, DType dtype) {
+  std::vector<TensorSpec> tensors;
+  const uint64_t h = hidden_size_for(total);
+  if (h == 0) {
+    tensors.push_back({"weights", dtype, {total}});
+    return tensors;
+  }
+  const uint64_t per_layer = 12 * h * h + 2 * h;
+  const uint64_t embed_rows = total / 16 / h;
+  tensors.push_back({"embed.weight", dtype, {embed_rows, h}});
+  uint64_t used = embed_rows * h + h;  // embedding + final norm
+  const uint64_t layers = (total - used) / per_layer;
+  for (uint64_t l = 0; l < layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    tensors.push_back({p + "input_norm.weight", dtype, {h}});
+    for (const char* name : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"}) {
+      tensors.push_back({p + name, dtype, {h, h}});
+    }
+    tensors.push_back({p + "post_attn_norm.weight", dtype, {h}});
+    tensors.push_back({p + "mlp.up.weight", dtype, {4 * h, h}});
+    tensors.push_back({p + "mlp.down.weight", dtype, {h, 4 * h}});
+  }
+  used += layers * per_layer;
+  tensors.push_back({"final_norm.weight", dtype, {h}});
+  const uint64_t rest = total - used;
+  if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
+  if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
+  return tensors;
+}
+
+}  // namespace deltacast

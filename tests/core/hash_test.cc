@@ -1,0 +1,62 @@
+#include "core/hash.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include <xxhash.h>
+
+namespace deltacast {
+namespace {
+
+// The definition written out longhand: leaves of 64 KiB, XXH3 of each, XXH3 of the digests seeded with the length.
+uint64_t reference_content_hash(const std::vector<uint8_t>& data) {
+  std::vector<uint64_t> digests;
+  size_t offset = 0;
+  do {
+    const size_t len = std::min<size_t>(65536, data.size() - offset);
+    digests.push_back(XXH3_64bits(data.data() + offset, len));
+    offset += len;
+  } while (offset < data.size());
+  return XXH3_64bits_withSeed(digests.data(), digests.size() * 8, data.size());
+}
+
+TEST(ContentHash, MatchesDefinitionAcrossLeafBoundaries) {
+  std::mt19937_64 rng(7);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{65535}, size_t{65536}, size_t{65537}, size_t{300000},
+                      size_t{64 * 65536 + 3}, size_t{65 * 65536}}) {
+    std::vector<uint8_t> data(size);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    EXPECT_EQ(content_hash(data.data(), data.size()), reference_content_hash(data)) << size;
+    EXPECT_EQ(content_hash_leaf_count(size), std::max<size_t>(1, (size + 65535) / 65536));
+  }
+}
+
+TEST(ContentHash, EveryByteMatters) {
+  std::vector<uint8_t> data(200000, 0x11);
+  const uint64_t base = content_hash(data.data(), data.size());
+  for (size_t i : {size_t{0}, size_t{65535}, size_t{65536}, size_t{199999}}) {
+    data[i] ^= 1;
+    EXPECT_NE(content_hash(data.data(), data.size()), base) << i;
+    data[i] ^= 1;
+  }
+  // Length is part of the hash: trailing zero bytes change it.
+  std::vector<uint8_t> longer = data;
+  longer.push_back(0);
+  EXPECT_NE(content_hash(longer.data(), longer.size()), base);
+}
+
+TEST(ContentHash, FromLeavesEqualsDirect) {
+  std::vector<uint8_t> data(150000, 3);
+  const size_t leaves = content_hash_leaf_count(data.size());
+  std::vector<uint64_t> digests(leaves);
+  for (size_t i = 0; i < leaves; ++i) {
+    const size_t off = i * kHashLeafBytes;
+    digests[i] = xxh3_64(data.data() + off, std::min(kHashLeafBytes, data.size() - off));
+  }
+  EXPECT_EQ(content_hash_from_leaves(digests.data(), leaves, data.size()), content_hash(data.data(), data.size()));
+}
+
+}  // namespace
+}  // namespace deltacast

@@ -1,0 +1,19 @@
+#include "support/codec_harness.h"
+
+namespace deltacast::testing {
+
+std::vector<std::span<const uint8_t>> bucket_spans(const std::vector<std::vector<uint8_t>>& buckets) {
+  std::vector<std::span<const uint8_t>> spans;
+  for (const auto& b : buckets) spans.emplace_back(b);
+  return spans;
+}
+
+Status verify_and_apply(const DeltaApplier& applier, const std::vector<std::vector<uint8_t>>& buckets,
+                        std::optional<uint64_t> held_version, const TensorSet& target) {
+  const auto spans = bucket_spans(buckets);
+  DC_ASSIGN_OR_RETURN(VerifiedVersion version, applier.verify(spans, held_version));
+  const auto views = target.views();
+  return applier.apply(version, views);
+}
+
+}  // namespace deltacast::testing
