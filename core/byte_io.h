@@ -86,8 +86,7 @@ class ByteReader {
 
  private:
   Status truncated(std::string_view what, size_t wanted) const {
-    return corrupt("truncated input reading {}: need {} bytes at offset {}, {} left", what, wanted, pos_,
-                   remaining());
+    return corrupt("truncated input reading {}: need {} bytes at offset {}, {} left", what, wanted, pos_, remaining());
   }
 
   std::span<const uint8_t> bytes_;

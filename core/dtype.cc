@@ -37,11 +37,13 @@ const DTypeInfo& info(DType dtype) {
 }
 
 constexpr std::pair<std::string_view, DType> kAliases[] = {
-    {"float64", DType::kF64},     {"double", DType::kF64},          {"float32", DType::kF32},
-    {"float", DType::kF32},       {"float16", DType::kF16},         {"half", DType::kF16},
-    {"bfloat16", DType::kBF16},   {"float8_e4m3fn", DType::kF8E4M3}, {"float8_e5m2", DType::kF8E5M2},
-    {"int8", DType::kI8},         {"int16", DType::kI16},           {"int32", DType::kI32},
-    {"int64", DType::kI64},       {"uint8", DType::kU8},
+    {"float64", DType::kF64},        {"double", DType::kF64},
+    {"float32", DType::kF32},        {"float", DType::kF32},
+    {"float16", DType::kF16},        {"half", DType::kF16},
+    {"bfloat16", DType::kBF16},      {"float8_e4m3fn", DType::kF8E4M3},
+    {"float8_e5m2", DType::kF8E5M2}, {"int8", DType::kI8},
+    {"int16", DType::kI16},          {"int32", DType::kI32},
+    {"int64", DType::kI64},          {"uint8", DType::kU8},
 };
 
 }  // namespace

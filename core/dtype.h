@@ -25,9 +25,9 @@ enum class DType : uint8_t {
   kBool = 12,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kF64, DType::kF32,    DType::kF16,    DType::kBF16,
+inline constexpr DType kAllDTypes[] = {DType::kF64,    DType::kF32,    DType::kF16, DType::kBF16,
                                        DType::kF8E4M3, DType::kF8E5M2, DType::kI8,  DType::kI16,
-                                       DType::kI32, DType::kI64,    DType::kU8,     DType::kBool};
+                                       DType::kI32,    DType::kI64,    DType::kU8,  DType::kBool};
 
 // Width of one element in bytes (1, 2, 4 or 8).
 uint32_t dtype_size(DType dtype);

@@ -1,14 +1,12 @@
 #include "core/hash.h"
 
-#include <vector>
-
 #include <xxhash.h>
+
+#include <vector>
 
 namespace deltacast {
 
-uint64_t xxh3_64(const void* data, size_t size, uint64_t seed) {
-  return XXH3_64bits_withSeed(data, size, seed);
-}
+uint64_t xxh3_64(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
 
 uint64_t content_hash_from_leaves(const uint64_t* leaf_digests, size_t leaf_count, size_t total_size) {
   // Digests are stored as u64 in host order; the host is little-endian (byte_io.h), which is the

@@ -1,10 +1,10 @@
 #include "core/log.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
 
 namespace deltacast {
 

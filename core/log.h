@@ -3,9 +3,9 @@
 // (trace, debug, info, warn, error, off; default warn) or set_log_level().
 #pragma once
 
-#include <string_view>
-
 #include <spdlog/spdlog.h>
+
+#include <string_view>
 
 namespace deltacast {
 

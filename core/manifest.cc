@@ -1,9 +1,9 @@
 #include "core/manifest.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <unordered_set>
-
-#include <fmt/ranges.h>
 
 #include "core/byte_io.h"
 #include "core/hash.h"
@@ -15,15 +15,14 @@ namespace {
 constexpr uint32_t kManifestMagic = 0x4d434c44;  // "DLCM"
 constexpr uint16_t kManifestVersion = 1;
 
-std::string shape_string(const std::vector<uint64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
+std::string shape_string(const std::vector<uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 // Element count of a shape, failing on overflow (the product must fit in 2^63).
 Result<uint64_t> checked_numel(const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
   for (uint64_t dim : shape) {
-    if (dim != 0 && n > (uint64_t{1} << 63) / dim) return out_of_range("shape {} has too many elements", shape_string(shape));
+    if (dim != 0 && n > (uint64_t{1} << 63) / dim)
+      return out_of_range("shape {} has too many elements", shape_string(shape));
     n *= dim;
   }
   return n;
@@ -38,13 +37,16 @@ uint64_t TensorSpec::numel() const {
 }
 
 Result<Manifest> Manifest::create(std::vector<TensorSpec> tensors) {
-  if (tensors.size() > kMaxTensors) return invalid_argument("manifest has {} tensors, the limit is {}", tensors.size(), kMaxTensors);
+  if (tensors.size() > kMaxTensors)
+    return invalid_argument("manifest has {} tensors, the limit is {}", tensors.size(), kMaxTensors);
   std::unordered_set<std::string_view> names;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorSpec& t = tensors[i];
     if (t.name.empty()) return invalid_argument("tensor {} has an empty name", i);
-    if (t.name.size() > kMaxNameBytes) return invalid_argument("tensor {} name is longer than {} bytes", i, kMaxNameBytes);
-    if (t.shape.size() > kMaxRank) return invalid_argument("tensor '{}' has rank {}, the limit is {}", t.name, t.shape.size(), kMaxRank);
+    if (t.name.size() > kMaxNameBytes)
+      return invalid_argument("tensor {} name is longer than {} bytes", i, kMaxNameBytes);
+    if (t.shape.size() > kMaxRank)
+      return invalid_argument("tensor '{}' has rank {}, the limit is {}", t.name, t.shape.size(), kMaxRank);
     if (!names.insert(t.name).second) return invalid_argument("tensor name '{}' appears twice", t.name);
     DC_ASSIGN_OR_RETURN(uint64_t numel, checked_numel(t.shape));
     if (numel > (uint64_t{1} << 62) / dtype_size(t.dtype)) return invalid_argument("tensor '{}' is too large", t.name);
@@ -109,7 +111,8 @@ Status Manifest::check_views(std::span<const TensorView> views) const {
       return mismatch("tensor {} '{}': {} elements given, manifest shape {} has {}", i, t.name, views[i].numel,
                       shape_string(t.shape), t.numel());
     }
-    if (views[i].data == nullptr && t.numel() != 0) return invalid_argument("tensor {} '{}': null data pointer", i, t.name);
+    if (views[i].data == nullptr && t.numel() != 0)
+      return invalid_argument("tensor {} '{}': null data pointer", i, t.name);
   }
   return Status();
 }
@@ -137,11 +140,13 @@ Result<Manifest> Manifest::parse(std::span<const uint8_t> bytes) {
   DC_RETURN_IF_ERROR(r.get(&magic, "manifest magic"));
   if (magic != kManifestMagic) return corrupt("not a manifest (magic {:#x})", magic);
   DC_RETURN_IF_ERROR(r.get(&version, "manifest version"));
-  if (version != kManifestVersion) return corrupt("manifest format version {} is not supported (want {})", version, kManifestVersion);
+  if (version != kManifestVersion)
+    return corrupt("manifest format version {} is not supported (want {})", version, kManifestVersion);
   DC_RETURN_IF_ERROR(r.get(&count, "manifest tensor count"));
   if (count > kMaxTensors) return corrupt("manifest claims {} tensors, the limit is {}", count, kMaxTensors);
   // Each tensor takes at least 6 bytes, so a forged count cannot make us reserve much.
-  if (count > r.remaining() / 6) return corrupt("manifest claims {} tensors but has only {} bytes left", count, r.remaining());
+  if (count > r.remaining() / 6)
+    return corrupt("manifest claims {} tensors but has only {} bytes left", count, r.remaining());
   std::vector<TensorSpec> tensors(count);
   for (uint32_t i = 0; i < count; ++i) {
     TensorSpec& t = tensors[i];

@@ -5,21 +5,21 @@
 // was wrong, for the person reading the log.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 
-#include <fmt/format.h>
-
 namespace deltacast {
 
 enum class StatusCode : uint8_t {
   kOk = 0,
-  kInvalidArgument,     // the caller passed something unusable
-  kCorrupt,             // bytes (from disk or network) fail validation
-  kOutOfRange,          // an index or length outside what exists
+  kInvalidArgument,  // the caller passed something unusable
+  kCorrupt,          // bytes (from disk or network) fail validation
+  kOutOfRange,       // an index or length outside what exists
   kNotFound,
   kFailedPrecondition,  // state does not allow it (wrong base version, closed engine)
   kMismatch,            // the two sides disagree (manifest, dtype, shape)
@@ -28,7 +28,7 @@ enum class StatusCode : uint8_t {
   kDeadlineExceeded,
   kResourceExhausted,
   kCancelled,
-  kIoError,             // an operating-system call failed
+  kIoError,  // an operating-system call failed
   kInternal,
   kUnimplemented,
 };
@@ -56,9 +56,9 @@ class [[nodiscard]] Status {
 };
 
 // One factory per code, each taking a fmt format string.
-#define DELTACAST_STATUS_FACTORY(fn, code)                                          \
-  template <typename... Args>                                                       \
-  Status fn(fmt::format_string<Args...> format, Args&&... args) {                   \
+#define DELTACAST_STATUS_FACTORY(fn, code)                                             \
+  template <typename... Args>                                                          \
+  Status fn(fmt::format_string<Args...> format, Args&&... args) {                      \
     return Status(StatusCode::code, fmt::format(format, std::forward<Args>(args)...)); \
   }
 DELTACAST_STATUS_FACTORY(invalid_argument, kInvalidArgument)
@@ -81,7 +81,7 @@ DELTACAST_STATUS_FACTORY(unimplemented, kUnimplemented)
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : state_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : state_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(state_).ok()) {
       state_ = Status(StatusCode::kInternal, "Result constructed from an ok Status");
@@ -117,8 +117,7 @@ class [[nodiscard]] Result {
   } while (0)
 
 // `DC_ASSIGN_OR_RETURN(auto x, make_x());` unwraps a Result or returns its error.
-#define DC_ASSIGN_OR_RETURN(lhs, expr) \
-  DC_ASSIGN_OR_RETURN_IMPL(DELTACAST_CONCAT(dc_result_, __COUNTER__), lhs, expr)
+#define DC_ASSIGN_OR_RETURN(lhs, expr) DC_ASSIGN_OR_RETURN_IMPL(DELTACAST_CONCAT(dc_result_, __COUNTER__), lhs, expr)
 #define DC_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \

@@ -17,7 +17,7 @@ struct Plan {
 
 }  // namespace
 
-std::vector<std::vector<uint8_t>> build_buckets(std::span<const std::vector<uint8_t>> chunks, uint64_t bucket_bytes,
+std::vector<std::vector<uint8_t>> build_buckets(std::span<const ByteBuffer> chunks, uint64_t bucket_bytes,
                                                 const BucketStamp& stamp, ThreadPool& pool) {
   // Cut the ordered runs into buckets.
   std::vector<Plan> plans(1);
@@ -36,14 +36,12 @@ std::vector<std::vector<uint8_t>> build_buckets(std::span<const std::vector<uint
   pool.parallel_for(plans.size(), [&](size_t b) {
     const Plan& p = plans[b];
     std::vector<uint8_t>& out = buckets[b];
-    out.resize(BucketHeader::kBytes + p.payload_bytes);
-    uint8_t* payload = out.data() + BucketHeader::kBytes;
-    size_t at = 0;
-    for (size_t i = p.first; i < p.end; ++i) {
-      if (chunks[i].empty()) continue;
-      std::memcpy(payload + at, chunks[i].data(), chunks[i].size());
-      at += chunks[i].size();
-    }
+    // reserve + insert copies each chunk once; resize would zero the payload first.
+    out.reserve(BucketHeader::kBytes + p.payload_bytes);
+    out.resize(BucketHeader::kBytes);
+    for (size_t i = p.first; i < p.end; ++i)
+      out.insert(out.end(), chunks[i].data(), chunks[i].data() + chunks[i].size());
+    const uint8_t* payload = out.data() + BucketHeader::kBytes;
     BucketHeader h;
     h.manifest_hash = stamp.manifest_hash;
     h.base_version = stamp.base_version;

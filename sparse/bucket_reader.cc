@@ -52,8 +52,8 @@ Result<BucketView> read_bucket(std::span<const uint8_t> bucket, const Manifest& 
     // Name the bucket when its header is readable enough to say which one it claims to be.
     auto header = BucketHeader::parse(bucket);
     if (header.ok()) {
-      return view.status().with_context(
-          fmt::format("bucket {}/{} of version {}", header->bucket_index, header->bucket_count, header->target_version));
+      return view.status().with_context(fmt::format("bucket {}/{} of version {}", header->bucket_index,
+                                                    header->bucket_count, header->target_version));
     }
   }
   return view;

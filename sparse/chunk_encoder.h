@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/byte_buffer.h"
 #include "core/dtype.h"
 #include "sparse/diff.h"
 #include "sparse/value_codec.h"
@@ -22,7 +23,7 @@ struct ChunkRange {
 // Per-thread buffers reused across chunks.
 struct ChunkScratch {
   DiffResult diff;
-  std::vector<uint8_t> body;
+  ByteBuffer body;
 };
 
 enum class EncodedAs { kNothing, kSparse, kDense };
@@ -31,9 +32,9 @@ enum class EncodedAs { kNothing, kSparse, kDense };
 // range start). `current` points at the range's first element and is only
 // read when the dense form wins. Appends nothing when nothing changed.
 EncodedAs encode_delta_chunk(const ChunkRange& range, const uint8_t* current, const DiffResult& diff, ValueCodec codec,
-                        int zstd_level, ChunkScratch* scratch, std::vector<uint8_t>* out);
+                             int zstd_level, ChunkScratch* scratch, ByteBuffer* out);
 
 // Appends a dense chunk holding the range's bytes (a full sync is all dense).
-void encode_dense_chunk(const ChunkRange& range, const uint8_t* current, int zstd_level, std::vector<uint8_t>* out);
+void encode_dense_chunk(const ChunkRange& range, const uint8_t* current, int zstd_level, ByteBuffer* out);
 
 }  // namespace deltacast

@@ -12,10 +12,10 @@ namespace deltacast {
 
 struct CodecOptions {
   ValueCodec value_codec = ValueCodec::kUlp;
-  int zstd_level = 0;                     // 0: no zstd stage
-  uint64_t chunk_bytes = 2ull << 20;      // dense size of one chunk: the unit of parallel work
-  uint64_t bucket_bytes = 4ull << 20;     // buckets are cut at this payload size (a larger chunk goes alone)
-  unsigned threads = 0;                   // 0: one per hardware thread
+  int zstd_level = 0;                  // 0: no zstd stage
+  uint64_t chunk_bytes = 2ull << 20;   // dense size of one chunk: the unit of parallel work
+  uint64_t bucket_bytes = 4ull << 20;  // buckets are cut at this payload size (a larger chunk goes alone)
+  unsigned threads = 0;                // 0: one per hardware thread
 
   Status validate() const;
 };

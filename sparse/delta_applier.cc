@@ -63,8 +63,9 @@ Status check_ranges(const VerifiedVersion& version, const Manifest& manifest) {
   for (const auto& c : version.chunks) {
     ranges.push_back({c.header.tensor_index, c.header.element_start, c.header.element_count});
   }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.tensor != b.tensor ? a.tensor < b.tensor : a.start < b.start; });
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.tensor != b.tensor ? a.tensor < b.tensor : a.start < b.start;
+  });
   // covered[t]: elements of tensor t covered so far, as one contiguous prefix (full syncs only).
   std::vector<uint64_t> covered(version.full ? manifest.size() : 0, 0);
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -128,7 +129,8 @@ Result<VerifiedVersion> DeltaApplier::verify(std::span<const std::span<const uin
     if (c.header.compression == Compression::kZstd) {
       std::vector<uint8_t>& out = version.decompressed[i];
       out.resize(c.header.raw_body_bytes);  // bounded by the range's dense size (check_chunk_header)
-      DC_RETURN_IF_ERROR(zstd_decompress_exact(c.raw_body, out.data(), out.size()).with_context(fmt::format("chunk {}", i)));
+      DC_RETURN_IF_ERROR(
+          zstd_decompress_exact(c.raw_body, out.data(), out.size()).with_context(fmt::format("chunk {}", i)));
       c.raw_body = out;
     }
     return verify_chunk_body(c.header, c.raw_body, manifest_[c.header.tensor_index].dtype)

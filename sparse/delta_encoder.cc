@@ -38,7 +38,7 @@ Status DeltaEncoder::check_host_views(std::span<const TensorView> tensors) const
   return Status();
 }
 
-void DeltaEncoder::finish(EncodedVersion* version, std::span<const std::vector<uint8_t>> chunks) {
+void DeltaEncoder::finish(EncodedVersion* version, std::span<const ByteBuffer> chunks) {
   const BucketStamp stamp{manifest_.hash(), version->base_version, version->target_version,
                           version->full ? static_cast<uint32_t>(kBucketFull) : 0u};
   version->buckets = build_buckets(chunks, options_.bucket_bytes, stamp, *pool_);
@@ -54,7 +54,7 @@ Result<EncodedVersion> DeltaEncoder::encode_delta(std::span<const TensorView> cu
   if (target_version <= shadow.version()) {
     return invalid_argument("target version {} is not after the shadow's version {}", target_version, shadow.version());
   }
-  std::vector<std::vector<uint8_t>> chunks(ranges_.size());
+  std::vector<ByteBuffer> chunks(ranges_.size());
   std::vector<uint64_t> changed(ranges_.size());
   std::vector<EncodedAs> encoded_as(ranges_.size());
   pool_->parallel_for(ranges_.size(), [&](size_t i) {
@@ -84,7 +84,7 @@ Result<EncodedVersion> DeltaEncoder::encode_delta(std::span<const TensorView> cu
 Result<EncodedVersion> DeltaEncoder::encode_full(std::span<const TensorView> tensors, uint64_t version_number) {
   DC_RETURN_IF_ERROR(check_host_views(tensors));
   if (version_number == 0) return invalid_argument("version 0 means 'nothing held' and cannot be published");
-  std::vector<std::vector<uint8_t>> chunks(ranges_.size());
+  std::vector<ByteBuffer> chunks(ranges_.size());
   pool_->parallel_for(ranges_.size(), [&](size_t i) {
     const ChunkRange& r = ranges_[i];
     encode_dense_chunk(r, tensors[r.tensor_index].bytes() + r.element_start * dtype_size(r.dtype), options_.zstd_level,

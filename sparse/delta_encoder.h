@@ -58,7 +58,7 @@ class DeltaEncoder {
  private:
   DeltaEncoder(Manifest manifest, CodecOptions options);
   Status check_host_views(std::span<const TensorView> tensors) const;
-  void finish(EncodedVersion* version, std::span<const std::vector<uint8_t>> chunks);
+  void finish(EncodedVersion* version, std::span<const ByteBuffer> chunks);
 
   Manifest manifest_;
   CodecOptions options_;

@@ -21,9 +21,14 @@ struct DiffResult {
   size_t count = 0;
 };
 
+// kBest picks the vector path the CPU supports (AVX2 on x86-64); kPortable
+// forces the plain 64-bit-word path, so tests can check both on one machine.
+enum class DiffPath { kBest, kPortable };
+
 // Compares `count` elements of `elem_size` bytes (1, 2, 4 or 8), records every
 // element whose bits differ, and writes current into shadow for them.
-void diff_and_update(const uint8_t* current, uint8_t* shadow, uint64_t count, unsigned elem_size, DiffResult* out);
+void diff_and_update(const uint8_t* current, uint8_t* shadow, uint64_t count, unsigned elem_size, DiffResult* out,
+                     DiffPath path = DiffPath::kBest);
 
 // The plain element-by-element loop the fast path is tested against.
 void diff_and_update_reference(const uint8_t* current, uint8_t* shadow, uint64_t count, unsigned elem_size,

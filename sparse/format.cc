@@ -62,7 +62,8 @@ Result<BucketHeader> BucketHeader::parse(std::span<const uint8_t> bytes) {
   const uint32_t magic = load_le<uint32_t>(p);
   if (magic != kBucketMagic) return corrupt("not a deltacast bucket (magic {:#010x})", magic);
   const uint16_t version = load_le<uint16_t>(p + 4);
-  if (version != kFormatVersion) return corrupt("bucket format version {} is not supported (this build reads {})", version, kFormatVersion);
+  if (version != kFormatVersion)
+    return corrupt("bucket format version {} is not supported (this build reads {})", version, kFormatVersion);
   const uint16_t header_bytes = load_le<uint16_t>(p + 6);
   if (header_bytes != kBytes) return corrupt("bucket header size {} is not {}", header_bytes, kBytes);
   const uint64_t stored_checksum = load_le<uint64_t>(p + 64);
@@ -83,8 +84,8 @@ Result<BucketHeader> BucketHeader::parse(std::span<const uint8_t> bytes) {
   }
   if (h.full() ? (h.base_version != 0 || h.target_version == 0)
                : (h.base_version == 0 || h.target_version <= h.base_version)) {
-    return corrupt("bucket versions base {} -> target {} are inconsistent ({} sync)", h.base_version,
-                   h.target_version, h.full() ? "full" : "delta");
+    return corrupt("bucket versions base {} -> target {} are inconsistent ({} sync)", h.base_version, h.target_version,
+                   h.full() ? "full" : "delta");
   }
   if (h.chunk_count > h.payload_bytes / ChunkHeader::kBytes) {
     return corrupt("bucket claims {} chunks in a {}-byte payload", h.chunk_count, h.payload_bytes);

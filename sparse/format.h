@@ -26,7 +26,7 @@ struct ChunkHeader {
 
   uint32_t tensor_index = 0;
   ChunkKind kind = ChunkKind::kDense;
-  uint8_t value_codec = 0;   // ValueCodec; 0 for dense chunks
+  uint8_t value_codec = 0;  // ValueCodec; 0 for dense chunks
   Compression compression = Compression::kNone;
   uint64_t element_start = 0;
   uint64_t element_count = 0;

@@ -1,5 +1,6 @@
 #include "sparse/pfor.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "sparse/bitpack.h"
@@ -8,7 +9,11 @@ namespace deltacast {
 
 namespace {
 
-inline unsigned bit_length(uint64_t v) { return v == 0 ? 0 : 64 - static_cast<unsigned>(std::countl_zero(v)); }
+// Branch-free: ulp value blocks are a mix of 0 and 1, so `v == 0 ? ...` mispredicts half the time.
+// countl_zero(v | 1) never sees zero, which lets the compiler drop its own zero check too.
+inline unsigned bit_length(uint64_t v) {
+  return 63 - static_cast<unsigned>(std::countl_zero(v | 1)) + static_cast<unsigned>(v != 0);
+}
 
 inline size_t block_bytes(size_t count, unsigned width, unsigned exceptions, unsigned exception_width) {
   if (exceptions == 0) return 2 + packed_bytes(count, width);
@@ -25,13 +30,25 @@ inline bool padding_is_zero(const uint8_t* run, size_t count, unsigned width) {
 }  // namespace
 
 PforLayout pfor_choose_layout(const uint64_t* values, size_t count) {
-  unsigned histogram[65] = {};
-  unsigned max_bits = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const unsigned k = bit_length(values[i]);
-    ++histogram[k];
-    max_bits = k > max_bits ? k : max_bits;
+  // Four histograms filled round-robin: a block's values mostly share a bit length, and
+  // incrementing one counter 128 times in a row is a chain of dependent read-modify-writes.
+  uint8_t partial[4][65] = {};  // a block holds at most 128 values, so 8-bit counters suffice
+  uint64_t all_bits = 0;
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    ++partial[0][bit_length(values[i])];
+    ++partial[1][bit_length(values[i + 1])];
+    ++partial[2][bit_length(values[i + 2])];
+    ++partial[3][bit_length(values[i + 3])];
+    all_bits |= values[i] | values[i + 1] | values[i + 2] | values[i + 3];
   }
+  for (; i < count; ++i) {
+    ++partial[0][bit_length(values[i])];
+    all_bits |= values[i];
+  }
+  const unsigned max_bits = bit_length(all_bits);
+  unsigned histogram[65];
+  for (unsigned k = 0; k <= max_bits; ++k) histogram[k] = partial[0][k] + partial[1][k] + partial[2][k] + partial[3][k];
   PforLayout best{max_bits, 0, 0, block_bytes(count, max_bits, 0, 0)};
   unsigned above = 0;  // values whose bit length exceeds b
   for (int b = static_cast<int>(max_bits) - 1; b >= 0; --b) {
@@ -56,12 +73,12 @@ size_t pfor_encode_block(const uint64_t* values, size_t count, uint8_t* out) {
     uint64_t highs[kPforBlockValues];
     unsigned e = 0;
     const uint64_t limit_mask = ~low_mask(layout.width);
+    // Branch-free compaction (exceptions fall at random places): every value is written at
+    // slot e, and e only advances past the exceptions. Slot e <= i < count stays in bounds.
     for (size_t i = 0; i < count; ++i) {
-      if (values[i] & limit_mask) {
-        p[e] = static_cast<uint8_t>(i);
-        highs[e] = values[i] >> layout.width;
-        ++e;
-      }
+      p[e] = static_cast<uint8_t>(i);
+      highs[e] = values[i] >> layout.width;
+      e += (values[i] & limit_mask) != 0;
     }
     p += e;
     pack_bits(highs, e, layout.exception_width, p);
@@ -118,13 +135,9 @@ Status pfor_decode_block(std::span<const uint8_t> in, size_t count, uint64_t* va
   return Status();
 }
 
-void pfor_encode(const uint64_t* values, size_t count, std::vector<uint8_t>* out) {
+void pfor_encode(const uint64_t* values, size_t count, ByteBuffer* out) {
   for (size_t start = 0; start < count; start += kPforBlockValues) {
-    const size_t n = count - start < kPforBlockValues ? count - start : kPforBlockValues;
-    const size_t at = out->size();
-    out->resize(at + pfor_max_block_bytes(n));
-    const size_t used = pfor_encode_block(values + start, n, out->data() + at);
-    out->resize(at + used);
+    pfor_append_block(values + start, std::min(kPforBlockValues, count - start), out);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "core/byte_buffer.h"
 #include "core/status.h"
 
 namespace deltacast {
@@ -42,8 +43,14 @@ size_t pfor_encode_block(const uint64_t* values, size_t count, uint8_t* out);
 // field; on success sets `*consumed` to the block's size.
 Status pfor_decode_block(std::span<const uint8_t> in, size_t count, uint64_t* values, size_t* consumed);
 
+// Encodes one block of 1..128 values appended to `out`.
+inline void pfor_append_block(const uint64_t* values, size_t count, ByteBuffer* out) {
+  const size_t at = out->size();
+  out->truncate(at + pfor_encode_block(values, count, out->extend(pfor_max_block_bytes(count))));
+}
+
 // Encodes `count` values as consecutive blocks appended to `out`.
-void pfor_encode(const uint64_t* values, size_t count, std::vector<uint8_t>* out);
+void pfor_encode(const uint64_t* values, size_t count, ByteBuffer* out);
 
 // Decodes a whole PFOR section block by block without holding all values:
 // next() yields up to 128 values at a time.

@@ -32,14 +32,20 @@ inline ValueCodec effective_value_codec(ValueCodec wanted, DType dtype) {
 // All helpers take and return w-bit patterns held in the low bits of a u64.
 inline constexpr uint64_t width_mask(unsigned bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 
+// Negative patterns flip every bit, positive ones only the sign bit. Written
+// without branches: weight signs are a coin toss, so a branch would miss half
+// the time in the apply loop.
 inline constexpr uint64_t float_key(uint64_t pattern, unsigned bits) {
   const uint64_t sign = uint64_t{1} << (bits - 1);
-  return (pattern & sign) ? (~pattern & width_mask(bits)) : (pattern | sign);
+  const uint64_t negative = 0 - (pattern >> (bits - 1));  // all ones for a negative pattern
+  return pattern ^ ((negative & width_mask(bits)) | sign);
 }
 
 inline constexpr uint64_t float_unkey(uint64_t key, unsigned bits) {
   const uint64_t sign = uint64_t{1} << (bits - 1);
-  return (key & sign) ? (key & ~sign) : (~key & width_mask(bits));
+  const uint64_t mask = width_mask(bits);
+  const uint64_t positive = 0 - (key >> (bits - 1));  // keys of non-negative values have the top bit set
+  return key ^ (mask ^ (positive & (mask ^ sign)));
 }
 
 // The stored `ulp` value for old -> new (old != new).

@@ -1,8 +1,8 @@
 #include "sparse/zstd_stage.h"
 
-#include <memory>
-
 #include <zstd.h>
+
+#include <memory>
 
 namespace deltacast {
 
@@ -27,15 +27,16 @@ ZSTD_DCtx* thread_dctx() {
 
 }  // namespace
 
-bool zstd_compress_if_smaller(std::span<const uint8_t> in, int level, std::vector<uint8_t>* out) {
+bool zstd_compress_if_smaller(std::span<const uint8_t> in, int level, ByteBuffer* out) {
   const size_t at = out->size();
-  out->resize(at + ZSTD_compressBound(in.size()));
-  const size_t n = ZSTD_compressCCtx(thread_cctx(), out->data() + at, out->size() - at, in.data(), in.size(), level);
+  const size_t bound = ZSTD_compressBound(in.size());
+  uint8_t* dst = out->extend(bound);
+  const size_t n = ZSTD_compressCCtx(thread_cctx(), dst, bound, in.data(), in.size(), level);
   if (ZSTD_isError(n) || n >= in.size()) {
-    out->resize(at);
+    out->truncate(at);
     return false;
   }
-  out->resize(at + n);
+  out->truncate(at + n);
   return true;
 }
 

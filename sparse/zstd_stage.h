@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "core/byte_buffer.h"
 #include "core/status.h"
 
 namespace deltacast {
@@ -17,7 +18,7 @@ inline constexpr int kMaxZstdLevel = 22;
 
 // Appends the zstd frame of `in` to `out` and returns true when it is smaller
 // than `in`; otherwise leaves `out` as it was and returns false.
-bool zstd_compress_if_smaller(std::span<const uint8_t> in, int level, std::vector<uint8_t>* out);
+bool zstd_compress_if_smaller(std::span<const uint8_t> in, int level, ByteBuffer* out);
 
 // Decompresses an untrusted frame that must expand to exactly `out_size` bytes.
 Status zstd_decompress_exact(std::span<const uint8_t> in, uint8_t* out, size_t out_size);

@@ -16,11 +16,16 @@ struct Format {
 
 Format format_of(DType dtype) {
   switch (dtype) {
-    case DType::kBF16: return {8, 7, true};
-    case DType::kF16: return {5, 10, true};
-    case DType::kF8E4M3: return {4, 3, false};
-    case DType::kF8E5M2: return {5, 2, true};
-    default: return {8, 23, true};
+    case DType::kBF16:
+      return {8, 7, true};
+    case DType::kF16:
+      return {5, 10, true};
+    case DType::kF8E4M3:
+      return {4, 3, false};
+    case DType::kF8E5M2:
+      return {5, 2, true};
+    default:
+      return {8, 23, true};
   }
 }
 
@@ -34,8 +39,8 @@ uint32_t round_f32_to(float x, DType dtype) {
   const uint32_t sign = (u >> 31) << (f.exp_bits + f.man_bits);
   const uint32_t exp_all_ones = (1u << f.exp_bits) - 1;
   const uint32_t man_mask = (1u << f.man_bits) - 1;
-  const uint32_t nan_bits = f.has_inf ? (exp_all_ones << f.man_bits) | (1u << (f.man_bits - 1))
-                                      : (exp_all_ones << f.man_bits) | man_mask;
+  const uint32_t nan_bits =
+      f.has_inf ? (exp_all_ones << f.man_bits) | (1u << (f.man_bits - 1)) : (exp_all_ones << f.man_bits) | man_mask;
   const uint32_t exponent = (u >> 23) & 0xff;
   const uint32_t mantissa = u & 0x7fffff;
   if (exponent == 0xff) {

@@ -64,8 +64,14 @@ class NormalStream {
 
 Result<std::unique_ptr<RlTrace>> RlTrace::create(std::vector<TensorSpec> layout, const TraceOptions& options) {
   switch (options.publish_dtype) {
-    case DType::kBF16: case DType::kF16: case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF32: break;
-    default: return invalid_argument("the trace publishes float dtypes only, not {}", dtype_name(options.publish_dtype));
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+    case DType::kF32:
+      break;
+    default:
+      return invalid_argument("the trace publishes float dtypes only, not {}", dtype_name(options.publish_dtype));
   }
   if (!(options.lr >= 0) || !(options.init_std >= 0) || !(options.grad_std >= 0)) {
     return invalid_argument("trace lr, init_std and grad_std must be non-negative");
@@ -109,7 +115,9 @@ void RlTrace::publish(size_t b) {
   const float* w = reinterpret_cast<const float*>(master_[blk.tensor].data()) + blk.start;
   uint8_t* out = published_[blk.tensor].data();
   switch (dtype_size(options_.publish_dtype)) {
-    case 4: std::memcpy(out + blk.start * 4, w, blk.count * 4); break;
+    case 4:
+      std::memcpy(out + blk.start * 4, w, blk.count * 4);
+      break;
     case 2: {
       auto* o = reinterpret_cast<uint16_t*>(out) + blk.start;
       for (uint64_t i = 0; i < blk.count; ++i) o[i] = static_cast<uint16_t>(round_f32_to(w[i], options_.publish_dtype));
@@ -128,8 +136,10 @@ void RlTrace::step() {
   // PyTorch's Adam in fp32: m, v moments, bias corrections computed in double once per step.
   const float beta1 = static_cast<float>(options_.beta1);
   const float beta2 = static_cast<float>(options_.beta2);
-  const float step_size = static_cast<float>(options_.lr / (1.0 - std::pow(options_.beta1, static_cast<double>(steps_))));
-  const float correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(steps_))));
+  const float step_size =
+      static_cast<float>(options_.lr / (1.0 - std::pow(options_.beta1, static_cast<double>(steps_))));
+  const float correction2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(steps_))));
   const float eps = static_cast<float>(options_.eps);
   pool_->parallel_for(blocks_.size(), [&](size_t b) {
     const Block& blk = blocks_[b];

@@ -1,11 +1,10 @@
 #include "core/hash.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <random>
 #include <vector>
-
-#include <xxhash.h>
 
 namespace deltacast {
 namespace {

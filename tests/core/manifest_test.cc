@@ -25,16 +25,19 @@ TEST(Manifest, HashIsStableAndSensitive) {
   EXPECT_EQ(sample().hash(), sample().hash());
   // A fixed value: the hash is part of the wire format and must not drift between builds.
   EXPECT_EQ(sample().hash(), Manifest::parse(sample().serialize())->hash());
-  auto other = Manifest::create({{"embed", DType::kBF16, {1000, 64}}, {"norm", DType::kF32, {65}}, {"step", DType::kI64, {}}});
+  auto other =
+      Manifest::create({{"embed", DType::kBF16, {1000, 64}}, {"norm", DType::kF32, {65}}, {"step", DType::kI64, {}}});
   EXPECT_NE(sample().hash(), other->hash());
-  auto renamed = Manifest::create({{"embed", DType::kBF16, {1000, 64}}, {"norms", DType::kF32, {64}}, {"step", DType::kI64, {}}});
+  auto renamed =
+      Manifest::create({{"embed", DType::kBF16, {1000, 64}}, {"norms", DType::kF32, {64}}, {"step", DType::kI64, {}}});
   EXPECT_NE(sample().hash(), renamed->hash());
 }
 
 TEST(Manifest, NamesFirstDifference) {
   Manifest a = sample();
   EXPECT_EQ(a.first_difference(a), "");
-  auto b = Manifest::create({{"embed", DType::kBF16, {1000, 64}}, {"norm", DType::kF16, {64}}, {"step", DType::kI64, {}}});
+  auto b =
+      Manifest::create({{"embed", DType::kBF16, {1000, 64}}, {"norm", DType::kF16, {64}}, {"step", DType::kI64, {}}});
   EXPECT_EQ(a.first_difference(*b), "tensor 1 'norm': dtype f32 vs f16");
   auto c = Manifest::create({{"embed", DType::kBF16, {1000, 32}}});
   EXPECT_EQ(a.first_difference(*c), "tensor 0 'embed': shape [1000, 64] vs [1000, 32]");
@@ -51,8 +54,8 @@ TEST(Manifest, RejectsBadSpecs) {
 TEST(Manifest, ChecksViews) {
   Manifest m = sample();
   std::vector<uint8_t> a(128000), b(256), c(8);
-  std::vector<TensorView> views = {{a.data(), DType::kBF16, 64000, {}}, {b.data(), DType::kF32, 64, {}},
-                                   {c.data(), DType::kI64, 1, {}}};
+  std::vector<TensorView> views = {
+      {a.data(), DType::kBF16, 64000, {}}, {b.data(), DType::kF32, 64, {}}, {c.data(), DType::kI64, 1, {}}};
   EXPECT_TRUE(m.check_views(views).ok());
   views[1].dtype = DType::kF16;
   EXPECT_EQ(m.check_views(views).code(), StatusCode::kMismatch);

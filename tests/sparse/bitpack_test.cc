@@ -29,7 +29,8 @@ TEST(BitPack, MatchesReferenceForEveryWidth) {
       std::vector<uint8_t> packed(packed_bytes(count, width) + 3, 0xEE);  // 0xEE: must stay untouched
       pack_bits(values.data(), count, width, packed.data());
       const std::vector<uint8_t> expected = reference_pack(values, width);
-      ASSERT_TRUE(std::equal(expected.begin(), expected.end(), packed.begin())) << "width " << width << " count " << count;
+      ASSERT_TRUE(std::equal(expected.begin(), expected.end(), packed.begin()))
+          << "width " << width << " count " << count;
       for (size_t i = expected.size(); i < packed.size(); ++i) ASSERT_EQ(packed[i], 0xEE) << "wrote past the end";
       std::vector<uint64_t> back(count + 1, 0xDEAD);
       // Unpack with exactly the packed bytes available: the tail path must not read further.

@@ -171,19 +171,23 @@ ChunkAt find_chunk(const Sample& s, uint8_t kind, uint8_t compression) {
 TEST(Corruption, ForgedBucketFieldsAreRejected) {
   Sample s(0);
   const uint32_t chunks = peek<uint32_t>(s.buckets[0], kChunkCount);
-  run_forgeries(s, 0, {
-      {"chunk count +1", [&](auto& b) { poke<uint32_t>(b, kChunkCount, chunks + 1); }, "chunk"},
-      {"chunk count -1", [&](auto& b) { poke<uint32_t>(b, kChunkCount, chunks - 1); }, "after the last chunk"},
-      {"chunk count huge", [](auto& b) { poke<uint32_t>(b, kChunkCount, 0xffffffffu); }, "claims"},
-      {"payload bytes +1", [](auto& b) { poke<uint64_t>(b, kPayloadBytes, peek<uint64_t>(b, kPayloadBytes) + 1); }, "payload is"},
-      {"payload bytes huge", [](auto& b) { poke<uint64_t>(b, kPayloadBytes, ~uint64_t{0}); }, "payload is"},
-      {"bucket count 0", [](auto& b) { poke<uint32_t>(b, kBucketCount, 0); }, "impossible"},
-      {"bucket index past count", [](auto& b) { poke<uint32_t>(b, kBucketIndex, peek<uint32_t>(b, kBucketCount)); }, "impossible"},
-      {"unknown flag", [](auto& b) { poke<uint32_t>(b, kFlags, 0x80); }, "unknown flags"},
-      {"base after target", [](auto& b) { poke<uint64_t>(b, kBase, 9); }, "inconsistent"},
-      {"other base version", [](auto& b) { poke<uint64_t>(b, kBase, 6); }, "belongs to version"},
-      {"other manifest", [](auto& b) { poke<uint64_t>(b, kManifestHash, 12345); }, "manifest"},
-  });
+  run_forgeries(
+      s, 0,
+      {
+          {"chunk count +1", [&](auto& b) { poke<uint32_t>(b, kChunkCount, chunks + 1); }, "chunk"},
+          {"chunk count -1", [&](auto& b) { poke<uint32_t>(b, kChunkCount, chunks - 1); }, "after the last chunk"},
+          {"chunk count huge", [](auto& b) { poke<uint32_t>(b, kChunkCount, 0xffffffffu); }, "claims"},
+          {"payload bytes +1", [](auto& b) { poke<uint64_t>(b, kPayloadBytes, peek<uint64_t>(b, kPayloadBytes) + 1); },
+           "payload is"},
+          {"payload bytes huge", [](auto& b) { poke<uint64_t>(b, kPayloadBytes, ~uint64_t{0}); }, "payload is"},
+          {"bucket count 0", [](auto& b) { poke<uint32_t>(b, kBucketCount, 0); }, "impossible"},
+          {"bucket index past count", [](auto& b) { poke<uint32_t>(b, kBucketIndex, peek<uint32_t>(b, kBucketCount)); },
+           "impossible"},
+          {"unknown flag", [](auto& b) { poke<uint32_t>(b, kFlags, 0x80); }, "unknown flags"},
+          {"base after target", [](auto& b) { poke<uint64_t>(b, kBase, 9); }, "inconsistent"},
+          {"other base version", [](auto& b) { poke<uint64_t>(b, kBase, 6); }, "belongs to version"},
+          {"other manifest", [](auto& b) { poke<uint64_t>(b, kManifestHash, 12345); }, "manifest"},
+      });
 }
 
 TEST(Corruption, ForgedSparseChunkFieldsAreRejected) {
@@ -193,54 +197,73 @@ TEST(Corruption, ForgedSparseChunkFieldsAreRejected) {
   const uint64_t count = peek<uint64_t>(orig, c + kElementCount);
   const uint64_t nnz = peek<uint64_t>(orig, c + kNnz);
   const uint64_t index_bytes = peek<uint64_t>(orig, c + kIndexBytes);
-  run_forgeries(s, b, {
-      {"tensor index past manifest", [&](auto& x) { poke<uint32_t>(x, c + kTensor, 3); }, "names tensor 3"},
-      {"start past tensor end", [&](auto& x) { poke<uint64_t>(x, c + kElementStart, 40000); }, "outside tensor"},
-      {"start overflow", [&](auto& x) { poke<uint64_t>(x, c + kElementStart, ~uint64_t{0} - 10); }, "outside tensor"},
-      {"zero elements", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, 0); }, "covers no elements"},
-      {"count past tensor end", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, 40001); }, "outside tensor"},
-      {"count shrunk below positions", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, count / 4); }, ""},
-      {"nnz zero", [&](auto& x) { poke<uint64_t>(x, c + kNnz, 0); }, "claims 0 changes"},
-      {"nnz > count", [&](auto& x) { poke<uint64_t>(x, c + kNnz, count + 1); }, "changes in"},
-      {"nnz + 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz + 1); }, ""},
-      {"nnz - 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz - 1); }, "padding"},
-      {"index bytes + 1", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, index_bytes + 1); }, ""},
-      {"index bytes - 1", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, index_bytes - 1); }, ""},
-      {"index bytes huge", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, ~uint64_t{0}); }, "bytes for a"},
-      {"raw body huge", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, uint64_t{1} << 40); }, "bytes for a"},
-      {"body bytes + 8", [&](auto& x) { poke<uint64_t>(x, c + kBodyBytes, peek<uint64_t>(x, c + kBodyBytes) + 8); }, "stores"},
-      {"body bytes huge", [&](auto& x) { poke<uint64_t>(x, c + kBodyBytes, ~uint64_t{0} - 3); }, "stores"},
-      {"unknown kind", [&](auto& x) { x[c + kKind] = 7; }, "kind 7"},
-      {"unknown codec", [&](auto& x) { x[c + kCodec] = 9; }, "codec 9"},
-      {"unknown compression", [&](auto& x) { x[c + kCompression] = 5; }, "compression 5"},
-      {"reserved byte", [&](auto& x) { x[c + kReserved] = 1; }, "reserved"},
-      {"sparse claims dense", [&](auto& x) { x[c + kKind] = 0; }, "inconsistent sizes"},
-      {"ulp on an integer tensor", [&](auto& x) { poke<uint32_t>(x, c + kTensor, 1); poke<uint64_t>(x, c + kElementStart, 0); poke<uint64_t>(x, c + kElementCount, 3000); }, "non-float"},
-      {"first index block width 65", [&](auto& x) { x[c + ChunkHeader::kBytes] = 65; }, "width 65"},
-  });
+  run_forgeries(
+      s, b,
+      {
+          {"tensor index past manifest", [&](auto& x) { poke<uint32_t>(x, c + kTensor, 3); }, "names tensor 3"},
+          {"start past tensor end", [&](auto& x) { poke<uint64_t>(x, c + kElementStart, 40000); }, "outside tensor"},
+          {"start overflow", [&](auto& x) { poke<uint64_t>(x, c + kElementStart, ~uint64_t{0} - 10); },
+           "outside tensor"},
+          {"zero elements", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, 0); }, "covers no elements"},
+          {"count past tensor end", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, 40001); }, "outside tensor"},
+          {"count shrunk below positions", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, count / 4); }, ""},
+          {"nnz zero", [&](auto& x) { poke<uint64_t>(x, c + kNnz, 0); }, "claims 0 changes"},
+          {"nnz > count", [&](auto& x) { poke<uint64_t>(x, c + kNnz, count + 1); }, "changes in"},
+          {"nnz + 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz + 1); }, ""},
+          {"nnz - 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz - 1); }, "padding"},
+          {"index bytes + 1", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, index_bytes + 1); }, ""},
+          {"index bytes - 1", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, index_bytes - 1); }, ""},
+          {"index bytes huge", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, ~uint64_t{0}); }, "bytes for a"},
+          {"raw body huge", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, uint64_t{1} << 40); }, "bytes for a"},
+          {"body bytes + 8", [&](auto& x) { poke<uint64_t>(x, c + kBodyBytes, peek<uint64_t>(x, c + kBodyBytes) + 8); },
+           "stores"},
+          {"body bytes huge", [&](auto& x) { poke<uint64_t>(x, c + kBodyBytes, ~uint64_t{0} - 3); }, "stores"},
+          {"unknown kind", [&](auto& x) { x[c + kKind] = 7; }, "kind 7"},
+          {"unknown codec", [&](auto& x) { x[c + kCodec] = 9; }, "codec 9"},
+          {"unknown compression", [&](auto& x) { x[c + kCompression] = 5; }, "compression 5"},
+          {"reserved byte", [&](auto& x) { x[c + kReserved] = 1; }, "reserved"},
+          {"sparse claims dense", [&](auto& x) { x[c + kKind] = 0; }, "inconsistent sizes"},
+          {"ulp on an integer tensor",
+           [&](auto& x) {
+             poke<uint32_t>(x, c + kTensor, 1);
+             poke<uint64_t>(x, c + kElementStart, 0);
+             poke<uint64_t>(x, c + kElementCount, 3000);
+           },
+           "non-float"},
+          {"first index block width 65", [&](auto& x) { x[c + ChunkHeader::kBytes] = 65; }, "width 65"},
+      });
 }
 
 TEST(Corruption, ForgedZstdChunkFieldsAreRejected) {
   Sample s(3);
   const auto [z, c] = find_chunk(s, 1, 1);
   const uint64_t raw = peek<uint64_t>(s.buckets[z], c + kRawBodyBytes);
-  run_forgeries(s, z, {
-      {"zstd raw size + 1", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, raw + 1); }, ""},
-      {"zstd raw size - 1", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, raw - 1); }, ""},
-      {"zstd frame garbage", [&](auto& x) { for (size_t i = 0; i < 8; ++i) x[c + ChunkHeader::kBytes + i] ^= 0x5a; }, "zstd"},
-      {"zstd claims uncompressed", [&](auto& x) { x[c + kCompression] = 0; }, "stores"},
-  });
+  run_forgeries(s, z,
+                {
+                    {"zstd raw size + 1", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, raw + 1); }, ""},
+                    {"zstd raw size - 1", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, raw - 1); }, ""},
+                    {"zstd frame garbage",
+                     [&](auto& x) {
+                       for (size_t i = 0; i < 8; ++i) x[c + ChunkHeader::kBytes + i] ^= 0x5a;
+                     },
+                     "zstd"},
+                    {"zstd claims uncompressed", [&](auto& x) { x[c + kCompression] = 0; }, "stores"},
+                });
 }
 
 TEST(Corruption, ForgedDenseChunkFieldsAreRejected) {
   Sample s(0);
   const auto [b, c] = find_chunk(s, 0, 0);
-  run_forgeries(s, b, {
-      {"dense nnz differs", [&](auto& x) { poke<uint64_t>(x, c + kNnz, 5); }, "inconsistent sizes"},
-      {"dense with codec", [&](auto& x) { x[c + kCodec] = 1; }, "inconsistent sizes"},
-      {"dense with index bytes", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, 8); }, "inconsistent sizes"},
-      {"dense count shrunk", [&](auto& x) { poke<uint64_t>(x, c + kElementCount, peek<uint64_t>(x, c + kElementCount) - 1); }, "inconsistent sizes"},
-  });
+  run_forgeries(
+      s, b,
+      {
+          {"dense nnz differs", [&](auto& x) { poke<uint64_t>(x, c + kNnz, 5); }, "inconsistent sizes"},
+          {"dense with codec", [&](auto& x) { x[c + kCodec] = 1; }, "inconsistent sizes"},
+          {"dense with index bytes", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, 8); }, "inconsistent sizes"},
+          {"dense count shrunk",
+           [&](auto& x) { poke<uint64_t>(x, c + kElementCount, peek<uint64_t>(x, c + kElementCount) - 1); },
+           "inconsistent sizes"},
+      });
 }
 
 // Byte offsets of a bucket where any edit matters to the decoder: chunk headers and sparse bodies

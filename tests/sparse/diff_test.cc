@@ -24,32 +24,34 @@ TEST(Diff, FastPathEqualsReferenceLoop) {
       for (double density : {0.0, 0.001, 0.01, 0.3, 1.0}) cases.push_back({size, count, density});
     }
   }
-  for (const Case& c : cases) {
-    const size_t bytes = c.count * c.elem_size;
-    std::vector<uint8_t> shadow(bytes), current(bytes);
-    for (auto& b : shadow) b = static_cast<uint8_t>(rng());
-    current = shadow;
-    std::bernoulli_distribution change(c.density);
-    for (uint64_t i = 0; i < c.count; ++i) {
-      if (change(rng)) {
-        // Flip one random bit: the smallest possible difference, incl. sign bits (-0.0 vs +0.0).
-        current[i * c.elem_size + rng() % c.elem_size] ^= static_cast<uint8_t>(1u << (rng() % 8));
+  for (DiffPath path : {DiffPath::kBest, DiffPath::kPortable})
+    for (const Case& c : cases) {
+      const size_t bytes = c.count * c.elem_size;
+      std::vector<uint8_t> shadow(bytes), current(bytes);
+      for (auto& b : shadow) b = static_cast<uint8_t>(rng());
+      current = shadow;
+      std::bernoulli_distribution change(c.density);
+      for (uint64_t i = 0; i < c.count; ++i) {
+        if (change(rng)) {
+          // Flip one random bit: the smallest possible difference, incl. sign bits (-0.0 vs +0.0).
+          current[i * c.elem_size + rng() % c.elem_size] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        }
       }
+      std::vector<uint8_t> shadow_fast = shadow, shadow_ref = shadow;
+      DiffResult fast, ref;
+      diff_and_update(current.data(), shadow_fast.data(), c.count, c.elem_size, &fast, path);
+      diff_and_update_reference(current.data(), shadow_ref.data(), c.count, c.elem_size, &ref);
+      SCOPED_TRACE(testing::Message() << (path == DiffPath::kBest ? "best path" : "portable path") << " size "
+                                      << c.elem_size << " count " << c.count << " density " << c.density);
+      ASSERT_EQ(fast.count, ref.count);
+      for (size_t k = 0; k < fast.count; ++k) {
+        ASSERT_EQ(fast.positions.data()[k], ref.positions.data()[k]);
+        ASSERT_EQ(fast.old_bits.data()[k], ref.old_bits.data()[k]);
+        ASSERT_EQ(fast.new_bits.data()[k], ref.new_bits.data()[k]);
+      }
+      EXPECT_EQ(shadow_fast, current) << "shadow must become the current version";
+      EXPECT_EQ(shadow_ref, current);
     }
-    std::vector<uint8_t> shadow_fast = shadow, shadow_ref = shadow;
-    DiffResult fast, ref;
-    diff_and_update(current.data(), shadow_fast.data(), c.count, c.elem_size, &fast);
-    diff_and_update_reference(current.data(), shadow_ref.data(), c.count, c.elem_size, &ref);
-    SCOPED_TRACE(testing::Message() << "size " << c.elem_size << " count " << c.count << " density " << c.density);
-    ASSERT_EQ(fast.count, ref.count);
-    for (size_t k = 0; k < fast.count; ++k) {
-      ASSERT_EQ(fast.positions.data()[k], ref.positions.data()[k]);
-      ASSERT_EQ(fast.old_bits.data()[k], ref.old_bits.data()[k]);
-      ASSERT_EQ(fast.new_bits.data()[k], ref.new_bits.data()[k]);
-    }
-    EXPECT_EQ(shadow_fast, current) << "shadow must become the current version";
-    EXPECT_EQ(shadow_ref, current);
-  }
 }
 
 TEST(Diff, ComparesBitsNotFloatValues) {

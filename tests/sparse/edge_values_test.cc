@@ -16,7 +16,7 @@ struct FloatFormat {
   unsigned man_bits;
 };
 
-constexpr FloatFormat kFormats[] = {{DType::kF64, 11, 52}, {DType::kF32, 8, 23}, {DType::kF16, 5, 10},
+constexpr FloatFormat kFormats[] = {{DType::kF64, 11, 52}, {DType::kF32, 8, 23},   {DType::kF16, 5, 10},
                                     {DType::kBF16, 8, 7},  {DType::kF8E4M3, 4, 3}, {DType::kF8E5M2, 5, 2}};
 
 std::vector<uint64_t> special_patterns(const FloatFormat& f) {
@@ -25,15 +25,15 @@ std::vector<uint64_t> special_patterns(const FloatFormat& f) {
   const uint64_t exp_ones = ((uint64_t{1} << f.exp_bits) - 1) << f.man_bits;
   const uint64_t bias = (uint64_t{1} << (f.exp_bits - 1)) - 1;
   const std::vector<uint64_t> positive = {
-      0,                                          // +0
-      1,                                          // smallest denormal
-      (uint64_t{1} << f.man_bits) - 1,            // largest denormal
-      uint64_t{1} << f.man_bits,                  // smallest normal
-      bias << f.man_bits,                         // 1.0
-      exp_ones - 1,                               // largest finite (largest NaN-free pattern below the top binade)
-      exp_ones,                                   // Inf (a normal value in e4m3fn)
+      0,                                             // +0
+      1,                                             // smallest denormal
+      (uint64_t{1} << f.man_bits) - 1,               // largest denormal
+      uint64_t{1} << f.man_bits,                     // smallest normal
+      bias << f.man_bits,                            // 1.0
+      exp_ones - 1,                                  // largest finite (largest NaN-free pattern below the top binade)
+      exp_ones,                                      // Inf (a normal value in e4m3fn)
       exp_ones | (uint64_t{1} << (f.man_bits - 1)),  // quiet NaN
-      exp_ones | 1,                               // signalling NaN / NaN payload 1
+      exp_ones | 1,                                  // signalling NaN / NaN payload 1
       exp_ones | ((uint64_t{1} << f.man_bits) - 1),  // all-ones NaN
   };
   std::vector<uint64_t> all = positive;

@@ -17,8 +17,8 @@ TEST(HugeTensor, AboveTwoToTheThirtyOneElements) {
   DeltaApplier applier(manifest);
   const auto views = current.views();
   // Positions on both sides of 2^31, the first and the last element.
-  const std::vector<uint64_t> positions = {0, 1, 5, 1u << 20, (uint64_t{1} << 31) - 1, uint64_t{1} << 31,
-                                           (uint64_t{1} << 31) + 1, n - 2, n - 1};
+  const std::vector<uint64_t> positions = {
+      0, 1, 5, 1u << 20, (uint64_t{1} << 31) - 1, uint64_t{1} << 31, (uint64_t{1} << 31) + 1, n - 2, n - 1};
   uint64_t version = 1;
   for (bool one_chunk : {true, false}) {
     SCOPED_TRACE(one_chunk ? "one chunk over the whole tensor: in-chunk gaps above 2^31" : "default chunking");

@@ -70,9 +70,9 @@ TEST(Pfor, StreamRoundTripsThroughReader) {
   for (size_t count : {size_t{0}, size_t{1}, size_t{128}, size_t{129}, size_t{1000}, size_t{100000}}) {
     std::vector<uint64_t> values(count);
     for (auto& v : values) v = gaps(rng) + ((rng() % 100 == 0) ? (uint64_t{1} << 40) : 0);
-    std::vector<uint8_t> encoded;
+    ByteBuffer encoded;
     pfor_encode(values.data(), count, &encoded);
-    PforReader reader(encoded, count);
+    PforReader reader(encoded.span(), count);
     std::vector<uint64_t> back;
     uint64_t block[kPforBlockValues];
     for (;;) {
@@ -101,12 +101,12 @@ TEST(Pfor, RejectsMalformedBlocks) {
     forged[at] = byte;
     return pfor_decode_block(forged, values.size(), back, &consumed);
   };
-  EXPECT_FALSE(with(0, 65).ok());                                  // width > 64
-  EXPECT_FALSE(with(1, 9).ok());                                   // more exceptions than values
-  EXPECT_FALSE(with(2, 0).ok());                                   // zero exception width
-  EXPECT_FALSE(with(2, static_cast<uint8_t>(65 - out[0])).ok());   // width + exception width > 64
+  EXPECT_FALSE(with(0, 65).ok());                                 // width > 64
+  EXPECT_FALSE(with(1, 9).ok());                                  // more exceptions than values
+  EXPECT_FALSE(with(2, 0).ok());                                  // zero exception width
+  EXPECT_FALSE(with(2, static_cast<uint8_t>(65 - out[0])).ok());  // width + exception width > 64
   const size_t positions_at = 3 + packed_bytes(values.size(), out[0]);
-  EXPECT_FALSE(with(positions_at, 8).ok());                        // exception position beyond the block
+  EXPECT_FALSE(with(positions_at, 8).ok());  // exception position beyond the block
   // A reader must not accept leftover bytes or a short section.
   std::vector<uint8_t> longer = out;
   longer.push_back(0);

@@ -53,8 +53,9 @@ TEST_P(RoundTrip, EveryCodecDensityAndSize) {
           consumer.copy_from(base);
           for (auto& t : current.tensors) {
             const uint64_t n = t.view().numel;
-            const uint64_t changes = density.fraction < 0 ? std::min<uint64_t>(1, n)
-                                                          : static_cast<uint64_t>(density.fraction * static_cast<double>(n));
+            const uint64_t changes = density.fraction < 0
+                                         ? std::min<uint64_t>(1, n)
+                                         : static_cast<uint64_t>(density.fraction * static_cast<double>(n));
             testing::apply_random_changes(t, changes, rng);
           }
           auto shadow = Shadow::copy_of(manifest, base.views(), 1);
@@ -89,7 +90,9 @@ TEST_P(RoundTrip, EveryCodecDensityAndSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, RoundTrip, ::testing::ValuesIn(kAllDTypes),
-                         [](const ::testing::TestParamInfo<DType>& param) { return std::string(dtype_name(param.param)); });
+                         [](const ::testing::TestParamInfo<DType>& param) {
+                           return std::string(dtype_name(param.param));
+                         });
 
 TEST(RoundTrip, OutputDoesNotDependOnThreadCount) {
   Manifest manifest = testing::make_manifest({{"w", DType::kBF16, {300000}}, {"v", DType::kF32, {5000}}});

@@ -46,7 +46,8 @@ TEST(FloatRounding, F16MatchesTheCompiler) {
   std::mt19937 rng(2);
   for (int i = 0; i < 200000; ++i) {
     // Bias towards the f16 range so normals, denormals and overflow all occur.
-    const float x = std::ldexp(static_cast<float>(static_cast<int32_t>(rng())) / 2147483648.0f, static_cast<int>(rng() % 50) - 30);
+    const float x =
+        std::ldexp(static_cast<float>(static_cast<int32_t>(rng())) / 2147483648.0f, static_cast<int>(rng() % 50) - 30);
     const _Float16 h = static_cast<_Float16>(x);
     uint16_t bits;
     std::memcpy(&bits, &h, 2);
@@ -58,7 +59,8 @@ TEST(FloatRounding, Fp8MatchesNearestValueSearch) {
   std::mt19937 rng(3);
   for (DType dtype : {DType::kF8E4M3, DType::kF8E5M2}) {
     for (int i = 0; i < 20000; ++i) {
-      const float x = std::ldexp(static_cast<float>(static_cast<int32_t>(rng())) / 2147483648.0f, static_cast<int>(rng() % 30) - 20);
+      const float x = std::ldexp(static_cast<float>(static_cast<int32_t>(rng())) / 2147483648.0f,
+                                 static_cast<int>(rng() % 30) - 20);
       const uint32_t got = round_f32_to(x, dtype);
       const double max_finite = dtype == DType::kF8E4M3 ? 448.0 : 57344.0;
       const double half_ulp_past = dtype == DType::kF8E4M3 ? 464.0 : 61440.0;

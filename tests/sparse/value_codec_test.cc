@@ -51,10 +51,10 @@ TEST(UlpCodec, KeyOrderIsNumericOrderForBf16) {
 }
 
 TEST(UlpCodec, SmallStepsAreSmallNumbers) {
-  const uint64_t one = 0x3f80;  // bf16 1.0
-  EXPECT_EQ(ulp_encode(one, one + 1, 16), 1u);      // +1 step: zigzag 2, stored 1
-  EXPECT_EQ(ulp_encode(one, one - 1, 16), 0u);      // -1 step: zigzag 1, stored 0
-  EXPECT_EQ(ulp_encode(0x8000, 0x0000, 16), 1u);    // -0.0 -> +0.0 is one step up
+  const uint64_t one = 0x3f80;                    // bf16 1.0
+  EXPECT_EQ(ulp_encode(one, one + 1, 16), 1u);    // +1 step: zigzag 2, stored 1
+  EXPECT_EQ(ulp_encode(one, one - 1, 16), 0u);    // -1 step: zigzag 1, stored 0
+  EXPECT_EQ(ulp_encode(0x8000, 0x0000, 16), 1u);  // -0.0 -> +0.0 is one step up
   // +denormal -> +0 -> -0 -> -denormal: 3 steps down, zigzag 5, stored 4.
   EXPECT_EQ(ulp_encode(0x0001, 0x8001, 16), 4u);
 }

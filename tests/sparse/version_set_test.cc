@@ -119,7 +119,8 @@ TEST(VersionSet, OverlappingChunksAreRejected) {
   // Append a copy of the first chunk to the same bucket.
   auto bucket = v.delta[0];
   const size_t size = align_up(ChunkHeader::kBytes + testing::peek<uint64_t>(bucket, testing::kFirstChunk + 48), 8);
-  std::vector<uint8_t> chunk(bucket.begin() + testing::kFirstChunk, bucket.begin() + static_cast<long>(testing::kFirstChunk + size));
+  std::vector<uint8_t> chunk(bucket.begin() + testing::kFirstChunk,
+                             bucket.begin() + static_cast<long>(testing::kFirstChunk + size));
   bucket.insert(bucket.end(), chunk.begin(), chunk.end());
   testing::poke<uint32_t>(bucket, kChunkCount, testing::peek<uint32_t>(bucket, kChunkCount) + 1);
   testing::poke<uint64_t>(bucket, kPayloadBytes, bucket.size() - BucketHeader::kBytes);

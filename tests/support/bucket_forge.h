@@ -15,13 +15,13 @@ namespace deltacast::testing {
 
 // Offsets inside a bucket (sparse/FORMAT.md).
 namespace bucket_field {
-inline constexpr size_t kManifestHash = 8, kBase = 16, kTarget = 24, kBucketIndex = 32, kBucketCount = 36, kChunkCount = 40,
-                        kFlags = 44, kPayloadBytes = 48, kPayloadChecksum = 56, kHeaderChecksum = 64;
+inline constexpr size_t kManifestHash = 8, kBase = 16, kTarget = 24, kBucketIndex = 32, kBucketCount = 36,
+                        kChunkCount = 40, kFlags = 44, kPayloadBytes = 48, kPayloadChecksum = 56, kHeaderChecksum = 64;
 }
 // Offsets inside a chunk header, relative to the chunk's start.
 namespace chunk_field {
-inline constexpr size_t kTensor = 0, kKind = 4, kCodec = 5, kCompression = 6, kReserved = 7, kElementStart = 8, kElementCount = 16,
-                        kNnz = 24, kIndexBytes = 32, kRawBodyBytes = 40, kBodyBytes = 48;
+inline constexpr size_t kTensor = 0, kKind = 4, kCodec = 5, kCompression = 6, kReserved = 7, kElementStart = 8,
+                        kElementCount = 16, kNnz = 24, kIndexBytes = 32, kRawBodyBytes = 40, kBodyBytes = 48;
 }
 inline constexpr size_t kFirstChunk = BucketHeader::kBytes;
 

@@ -1,0 +1,10 @@
+// Each deltacast-bench mode registers itself as a CLI11 subcommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace deltacast::bench {
+
+void add_codec_command(CLI::App& app);
+
+}  // namespace deltacast::bench

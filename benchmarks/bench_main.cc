@@ -1,0 +1,16 @@
+// deltacast-bench: codec, wire and sync benchmarks in one binary.
+#include <CLI/CLI.hpp>
+
+#include "bench_commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"deltacast-bench: measure deltacast against baselines taken in the same run"};
+  app.require_subcommand(1);
+  deltacast::bench::add_codec_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return 0;
+}
