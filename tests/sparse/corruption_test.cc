@@ -192,7 +192,8 @@ TEST(Corruption, ForgedBucketFieldsAreRejected) {
 
 TEST(Corruption, ForgedSparseChunkFieldsAreRejected) {
   Sample s(0);
-  const auto [b, c] = find_chunk(s, 1, 0);
+  const ChunkAt found = find_chunk(s, 1, 0);
+  const size_t b = found.bucket, c = found.offset;  // plain variables: lambdas below capture them
   const auto& orig = s.buckets[b];
   const uint64_t count = peek<uint64_t>(orig, c + kElementCount);
   const uint64_t nnz = peek<uint64_t>(orig, c + kNnz);
@@ -236,7 +237,8 @@ TEST(Corruption, ForgedSparseChunkFieldsAreRejected) {
 
 TEST(Corruption, ForgedZstdChunkFieldsAreRejected) {
   Sample s(3);
-  const auto [z, c] = find_chunk(s, 1, 1);
+  const ChunkAt found = find_chunk(s, 1, 1);
+  const size_t z = found.bucket, c = found.offset;  // plain variables: lambdas below capture them
   const uint64_t raw = peek<uint64_t>(s.buckets[z], c + kRawBodyBytes);
   run_forgeries(s, z,
                 {
@@ -253,7 +255,8 @@ TEST(Corruption, ForgedZstdChunkFieldsAreRejected) {
 
 TEST(Corruption, ForgedDenseChunkFieldsAreRejected) {
   Sample s(0);
-  const auto [b, c] = find_chunk(s, 0, 0);
+  const ChunkAt found = find_chunk(s, 0, 0);
+  const size_t b = found.bucket, c = found.offset;  // plain variables: lambdas below capture them
   run_forgeries(
       s, b,
       {

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the tree with clang, AddressSanitizer and UBSan into build-fuzz/, runs
+# the unit tests there, then fuzzes the bucket decoder for SECONDS (default 60)
+# from a freshly generated seed corpus. Any sanitizer report or crash fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DDELTACAST_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j"$(nproc)"
+echo "== unit tests under ASan + UBSan"
+build-fuzz/bin/core_tests --gtest_brief=1
+# The >2^31-element test needs 4 GiB of tensors; under ASan it only repeats what the plain build checks.
+build-fuzz/bin/sparse_tests --gtest_brief=1 --gtest_filter=-HugeTensor.*
+echo "== fuzzing the bucket decoder for ${seconds}s"
+corpus="$(mktemp -d)"
+trap 'rm -rf "$corpus"' EXIT
+build-fuzz/bin/make_seed_corpus "$corpus"
+build-fuzz/bin/fuzz_decoder "$corpus" -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^#[0-9]+ +(DONE|pulse)|ERROR|SUMMARY|stat::number_of_executed_units"

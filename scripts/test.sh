@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Every test: builds, runs the CTest suite (unit tests, bench acceptance),
+# then the sanitizer build and the decoder fuzzer (scripts/fuzz.sh, 60 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+echo "== ctest"
+(cd build && ctest --output-on-failure -j"$(nproc)")
+scripts/fuzz.sh "${DELTACAST_FUZZ_SECONDS:-60}"
+echo "== all tests passed"
