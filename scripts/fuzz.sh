@@ -16,4 +16,4 @@ corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus"' EXIT
 build-fuzz/bin/make_seed_corpus "$corpus"
 build-fuzz/bin/fuzz_decoder "$corpus" -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
-  -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^#[0-9]+ +(DONE|pulse)|ERROR|SUMMARY|stat::number_of_executed_units"
+  -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^#[0-9]+[[:space:]]+(DONE|pulse)|ERROR|SUMMARY|stat::number_of_executed_units"

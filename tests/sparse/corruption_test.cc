@@ -42,10 +42,7 @@ struct Sample {
     options.chunk_bytes = 16384;
     options.bucket_bytes = 4096;
     options.threads = 1;
-    auto encoder = DeltaEncoder::create(manifest, options);
-    auto shadow = Shadow::copy_of(manifest, base.views(), 7);
-    const auto views = current.views();
-    buckets = encoder->encode_delta(views, *shadow, 8)->buckets;
+    buckets = testing::encode_delta(manifest, options, base, current, 7, 8)->buckets;
   }
 
   // Replaces bucket `b` with `forged`, tries to commit, and checks the outcome.

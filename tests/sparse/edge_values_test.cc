@@ -63,10 +63,7 @@ TEST(EdgeValues, EveryTransitionRoundTrips) {
         CodecOptions options;
         options.value_codec = codec;
         options.zstd_level = zstd;
-        auto encoder = DeltaEncoder::create(manifest, options);
-        auto shadow = Shadow::copy_of(manifest, base.views(), 5);
-        const auto views = current.views();
-        auto delta = encoder->encode_delta(views, *shadow, 6);
+        auto delta = testing::encode_delta(manifest, options, base, current, 5, 6);
         ASSERT_TRUE(delta.ok());
         EXPECT_EQ(delta->stats.changed, pairs.size() - specials.size()) << "every pair but a -> a changes";
         EXPECT_GE(delta->stats.sparse_chunks, 1u) << "the sparse path must be the one exercised";

@@ -160,10 +160,7 @@ TEST(FormatSpec, PlainReaderAgreesWithEncoderAndFastDecoder) {
         CodecOptions options;
         options.value_codec = codec;
         options.chunk_bytes = 8192;
-        auto encoder = DeltaEncoder::create(m, options);
-        auto shadow = Shadow::copy_of(m, base.views(), 1);
-        const auto views = current.views();
-        auto delta = encoder->encode_delta(views, *shadow, 2);
+        auto delta = testing::encode_delta(m, options, base, current, 1, 2);
         ASSERT_TRUE(delta.ok());
         fast.copy_from(base);
         spec.copy_from(base);
@@ -186,10 +183,7 @@ TEST(FormatSpec, GoldenBytesDoNotDrift) {
   current.copy_from(base);
   for (uint64_t i = 3; i < 1000; i += 37) testing::set_element_bits(current.tensors[0], i, 0x3c00 + i + (i % 3) - 1 + 2 * (i % 2));
   testing::set_element_bits(current.tensors[1], 7, 0xdeadbeef);
-  auto encoder = DeltaEncoder::create(m, CodecOptions{});
-  auto shadow = Shadow::copy_of(m, base.views(), 4);
-  const auto views = current.views();
-  auto delta = encoder->encode_delta(views, *shadow, 5);
+  auto delta = testing::encode_delta(m, CodecOptions{}, base, current, 4, 5);
   ASSERT_EQ(delta->buckets.size(), 1u);
   const auto& b = delta->buckets[0];
   EXPECT_EQ(b.size(), 232u);

@@ -107,10 +107,7 @@ TEST(RoundTrip, OutputDoesNotDependOnThreadCount) {
     options.threads = threads;
     options.chunk_bytes = 16384;
     options.zstd_level = 1;
-    auto encoder = DeltaEncoder::create(manifest, options);
-    auto shadow = Shadow::copy_of(manifest, base.views(), 1);
-    const auto views = current.views();
-    auto delta = encoder->encode_delta(views, *shadow, 2);
+    auto delta = testing::encode_delta(manifest, options, base, current, 1, 2);
     ASSERT_TRUE(delta.ok());
     if (reference.empty()) reference = delta->buckets;
     EXPECT_EQ(delta->buckets, reference) << threads << " threads";
