@@ -23,9 +23,9 @@ Status check_chunk_header(const ChunkHeader& h, const Manifest& manifest) {
   }
   const uint64_t dense_bytes = h.element_count * elem_size;
   if (h.kind == ChunkKind::kDense) {
-    if (h.value_codec != 0 || h.index_bytes != 0 || h.nnz != h.element_count || h.raw_body_bytes != dense_bytes) {
-      return corrupt("dense chunk of tensor '{}' has inconsistent sizes (nnz {}, index {}, body {} for {} bytes)",
-                     t.name, h.nnz, h.index_bytes, h.raw_body_bytes, dense_bytes);
+    if (h.value_codec != 0 || h.nnz != h.element_count || h.raw_body_bytes != dense_bytes) {
+      return corrupt("dense chunk of tensor '{}' has inconsistent sizes (nnz {}, body {} for {} bytes)", t.name, h.nnz,
+                     h.raw_body_bytes, dense_bytes);
     }
   } else {
     if (h.nnz == 0 || h.nnz > h.element_count) {
@@ -34,14 +34,16 @@ Status check_chunk_header(const ChunkHeader& h, const Manifest& manifest) {
     if (static_cast<ValueCodec>(h.value_codec) == ValueCodec::kUlp && !dtype_is_floating(t.dtype)) {
       return corrupt("ulp values for tensor '{}' of non-float dtype {}", t.name, dtype_name(t.dtype));
     }
-    if (h.raw_body_bytes > dense_bytes || h.index_bytes > h.raw_body_bytes) {
-      return corrupt("sparse chunk of tensor '{}' has body {} / index {} bytes for a {}-byte range", t.name,
-                     h.raw_body_bytes, h.index_bytes, dense_bytes);
+    if (h.raw_body_bytes > dense_bytes) {
+      return corrupt("sparse chunk of tensor '{}' has a {}-byte body for a {}-byte range", t.name, h.raw_body_bytes,
+                     dense_bytes);
     }
-    if (static_cast<ValueCodec>(h.value_codec) == ValueCodec::kRaw &&
-        h.raw_body_bytes - h.index_bytes != h.nnz * elem_size) {
-      return corrupt("raw values of tensor '{}' take {} bytes, {} changes need {}", t.name,
-                     h.raw_body_bytes - h.index_bytes, h.nnz, h.nnz * elem_size);
+    // Each group holds at least a 2-byte index block, and raw values take their full width.
+    const uint64_t groups = (h.nnz + kPforBlockValues - 1) / kPforBlockValues;
+    const uint64_t raw_values = static_cast<ValueCodec>(h.value_codec) == ValueCodec::kRaw ? h.nnz * elem_size : 0;
+    if (h.raw_body_bytes < 2 * groups + raw_values) {
+      return corrupt("sparse chunk of tensor '{}' has a {}-byte body, too small for {} changes", t.name,
+                     h.raw_body_bytes, h.nnz);
     }
   }
   // The stored body lies inside the bucket, which bounds it; only its relation to the raw body is checked.
@@ -53,58 +55,50 @@ Status check_chunk_header(const ChunkHeader& h, const Manifest& manifest) {
 
 namespace {
 
-// Reads a sparse body 128 changes at a time: the gaps and stored values of
-// each block, with the structural checks every consumer needs (section sizes,
-// PFOR validity, bytes left over). Position and value ranges are checked by
-// the callers, each in the form that suits it.
+// Reads a sparse body one group (up to 128 changes) at a time: the gaps and
+// stored values of each group, with the structural checks every consumer
+// needs (PFOR validity, raw values present, no bytes left over). Position
+// and value ranges are checked by the callers, each in the form that suits it.
 class SparseBlocks {
  public:
   static Result<SparseBlocks> open(const ChunkHeader& h, std::span<const uint8_t> body, unsigned elem_size) {
-    const bool ulp = static_cast<ValueCodec>(h.value_codec) == ValueCodec::kUlp;
-    // Repeats the size checks of check_chunk_header so that the reader is safe on its own.
-    if (body.size() != h.raw_body_bytes || h.index_bytes > body.size() || h.nnz > h.element_count ||
-        (!ulp && body.size() - h.index_bytes != h.nnz * elem_size)) {
+    if (body.size() != h.raw_body_bytes || h.nnz > h.element_count) {
       return corrupt("sparse body of {} bytes does not match its header", body.size());
     }
-    return SparseBlocks(h, body, elem_size, ulp);
+    return SparseBlocks(h, body, elem_size);
   }
 
   // Fills up to 128 gaps and stored values; *n = 0 at the end.
   Status next(uint64_t* gaps, uint64_t* values, size_t* n) {
-    DC_RETURN_IF_ERROR(index_.next(gaps, n).with_context("index section"));
-    if (*n == 0) return Status();
+    *n = 0;
+    if (left_ == 0) return Status();
+    const size_t count = std::min<uint64_t>(left_, kPforBlockValues);
+    size_t used = 0;
+    DC_RETURN_IF_ERROR(pfor_decode_block(body_.subspan(pos_), count, gaps, &used).with_context("index block"));
+    pos_ += used;
     if (ulp_) {
-      size_t m = 0;
-      DC_RETURN_IF_ERROR(ulp_values_.next(values, &m).with_context("ulp value section"));
+      DC_RETURN_IF_ERROR(pfor_decode_block(body_.subspan(pos_), count, values, &used).with_context("ulp value block"));
+      pos_ += used;
     } else {
-      // Sizes checked in open(). One loop per width: a memcpy of a run-time size is a call per value.
-      const uint8_t* p = value_section_.data() + raw_offset_;
+      if (body_.size() - pos_ < count * elem_size_) return corrupt("raw values run past the chunk body");
+      // One loop per width: a memcpy of a run-time size is a call per value.
+      const uint8_t* p = body_.data() + pos_;
       switch (elem_size_) {
-        case 1:
-          widen<uint8_t>(p, *n, values);
-          break;
-        case 2:
-          widen<uint16_t>(p, *n, values);
-          break;
-        case 4:
-          widen<uint32_t>(p, *n, values);
-          break;
-        default:
-          widen<uint64_t>(p, *n, values);
-          break;
+        case 1: widen<uint8_t>(p, count, values); break;
+        case 2: widen<uint16_t>(p, count, values); break;
+        case 4: widen<uint32_t>(p, count, values); break;
+        default: widen<uint64_t>(p, count, values); break;
       }
-      raw_offset_ += *n * elem_size_;
+      pos_ += count * elem_size_;
     }
+    left_ -= count;
+    *n = count;
     return Status();
   }
 
-  // After the last block: every byte of both sections was used.
+  // After the last group: every byte of the body was used.
   Status finish() const {
-    if (!index_.finished())
-      return corrupt("index section has {} bytes left over", index_bytes_ - index_.bytes_consumed());
-    if (ulp_ ? !ulp_values_.finished() : raw_offset_ != value_section_.size()) {
-      return corrupt("value section has bytes left over");
-    }
+    if (pos_ != body_.size()) return corrupt("sparse body has {} bytes left over", body_.size() - pos_);
     return Status();
   }
 
@@ -116,19 +110,15 @@ class SparseBlocks {
     for (size_t k = 0; k < n; ++k) values[k] = load_le<U>(p + k * sizeof(U));
   }
 
-  SparseBlocks(const ChunkHeader& h, std::span<const uint8_t> body, unsigned elem_size, bool ulp)
-      : index_(body.first(h.index_bytes), h.nnz),
-        value_section_(body.subspan(h.index_bytes)),
-        ulp_values_(value_section_, h.nnz),
-        index_bytes_(h.index_bytes),
+  SparseBlocks(const ChunkHeader& h, std::span<const uint8_t> body, unsigned elem_size)
+      : body_(body),
+        left_(h.nnz),
         elem_size_(elem_size),
-        ulp_(ulp) {}
+        ulp_(static_cast<ValueCodec>(h.value_codec) == ValueCodec::kUlp) {}
 
-  PforReader index_;
-  std::span<const uint8_t> value_section_;
-  PforReader ulp_values_;
-  size_t raw_offset_ = 0;
-  uint64_t index_bytes_;
+  std::span<const uint8_t> body_;
+  size_t pos_ = 0;
+  uint64_t left_;
   unsigned elem_size_;
   bool ulp_;
 };

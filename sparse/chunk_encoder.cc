@@ -12,38 +12,34 @@ namespace deltacast {
 
 namespace {
 
-// Index section: gap before each changed position (the first counted from
-// the range start, the others minus one since positions strictly increase).
-void append_index_section(const DiffResult& diff, ByteBuffer* body) {
+// The sparse body is a run of groups of up to 128 changes: each group's PFOR
+// block of gaps (before each changed position; the first counted from the
+// range start, the others minus one since positions strictly increase),
+// followed by its values (a PFOR block of ulp steps, or the raw patterns).
+// Groups are self-contained, so an encoder can emit them as changes stream in.
+void append_groups(const DiffResult& diff, ValueCodec codec, unsigned elem_size, ByteBuffer* body) {
   const uint64_t* pos = diff.positions.data();
-  uint64_t gaps[kPforBlockValues];
+  const uint64_t* old_bits = diff.old_bits.data();
+  const uint64_t* new_bits = diff.new_bits.data();
+  const unsigned bits = elem_size * 8;
+  uint64_t scratch[kPforBlockValues];
   uint64_t next = 0;  // smallest position the next change may have
   for (size_t start = 0; start < diff.count; start += kPforBlockValues) {
     const size_t n = std::min(kPforBlockValues, diff.count - start);
     for (size_t k = 0; k < n; ++k) {
-      gaps[k] = pos[start + k] - next;
+      scratch[k] = pos[start + k] - next;
       next = pos[start + k] + 1;
     }
-    pfor_append_block(gaps, n, body);
+    pfor_append_block(scratch, n, body);
+    if (codec == ValueCodec::kUlp) {
+      for (size_t k = 0; k < n; ++k) scratch[k] = ulp_encode(old_bits[start + k], new_bits[start + k], bits);
+      pfor_append_block(scratch, n, body);
+    } else {
+      // Little-endian host: the low `elem_size` bytes of the u64 are the element.
+      uint8_t* p = body->extend(n * elem_size);
+      for (size_t k = 0; k < n; ++k, p += elem_size) std::memcpy(p, &new_bits[start + k], elem_size);
+    }
   }
-}
-
-void append_ulp_values(const DiffResult& diff, unsigned bits, ByteBuffer* body) {
-  const uint64_t* old_bits = diff.old_bits.data();
-  const uint64_t* new_bits = diff.new_bits.data();
-  uint64_t values[kPforBlockValues];
-  for (size_t start = 0; start < diff.count; start += kPforBlockValues) {
-    const size_t n = std::min(kPforBlockValues, diff.count - start);
-    for (size_t k = 0; k < n; ++k) values[k] = ulp_encode(old_bits[start + k], new_bits[start + k], bits);
-    pfor_append_block(values, n, body);
-  }
-}
-
-void append_raw_values(const DiffResult& diff, unsigned elem_size, ByteBuffer* body) {
-  uint8_t* p = body->extend(diff.count * elem_size);
-  const uint64_t* new_bits = diff.new_bits.data();
-  // Little-endian host: the low `elem_size` bytes of the u64 are the element.
-  for (size_t k = 0; k < diff.count; ++k, p += elem_size) std::memcpy(p, &new_bits[k], elem_size);
 }
 
 // Writes header + (possibly compressed) body + padding for a finished raw body.
@@ -87,13 +83,7 @@ EncodedAs encode_delta_chunk(const ChunkRange& range, const uint8_t* current, co
   const ValueCodec effective = effective_value_codec(codec, range.dtype);
   ByteBuffer& body = scratch->body;
   body.clear();
-  append_index_section(diff, &body);
-  const size_t index_bytes = body.size();
-  if (effective == ValueCodec::kUlp) {
-    append_ulp_values(diff, elem_size * 8, &body);
-  } else {
-    append_raw_values(diff, elem_size, &body);
-  }
+  append_groups(diff, effective, elem_size, &body);
   if (body.size() >= range.element_count * elem_size) {
     encode_dense_chunk(range, current, zstd_level, out);
     return EncodedAs::kDense;
@@ -101,7 +91,6 @@ EncodedAs encode_delta_chunk(const ChunkRange& range, const uint8_t* current, co
   ChunkHeader h = header_for(range, ChunkKind::kSparse);
   h.value_codec = static_cast<uint8_t>(effective);
   h.nnz = diff.count;
-  h.index_bytes = index_bytes;
   emit_chunk(h, body.span(), zstd_level, out);
   return EncodedAs::kSparse;
 }

@@ -14,7 +14,7 @@ void ChunkHeader::write(uint8_t* out) const {
   store_le<uint64_t>(out + 8, element_start);
   store_le<uint64_t>(out + 16, element_count);
   store_le<uint64_t>(out + 24, nnz);
-  store_le<uint64_t>(out + 32, index_bytes);
+  store_le<uint64_t>(out + 32, 0);  // reserved
   store_le<uint64_t>(out + 40, raw_body_bytes);
   store_le<uint64_t>(out + 48, body_bytes);
 }
@@ -26,6 +26,7 @@ Result<ChunkHeader> ChunkHeader::parse(std::span<const uint8_t> bytes) {
   if (p[5] > 1) return corrupt("chunk value codec {} is unknown", p[5]);
   if (p[6] > static_cast<uint8_t>(Compression::kZstd)) return corrupt("chunk compression {} is unknown", p[6]);
   if (p[7] != 0) return corrupt("chunk reserved byte is {} (must be 0)", p[7]);
+  if (load_le<uint64_t>(p + 32) != 0) return corrupt("chunk reserved field is not 0");
   ChunkHeader h;
   h.tensor_index = load_le<uint32_t>(p + 0);
   h.kind = static_cast<ChunkKind>(p[4]);
@@ -34,7 +35,6 @@ Result<ChunkHeader> ChunkHeader::parse(std::span<const uint8_t> bytes) {
   h.element_start = load_le<uint64_t>(p + 8);
   h.element_count = load_le<uint64_t>(p + 16);
   h.nnz = load_le<uint64_t>(p + 24);
-  h.index_bytes = load_le<uint64_t>(p + 32);
   h.raw_body_bytes = load_le<uint64_t>(p + 40);
   h.body_bytes = load_le<uint64_t>(p + 48);
   return h;

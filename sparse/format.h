@@ -31,7 +31,6 @@ struct ChunkHeader {
   uint64_t element_start = 0;
   uint64_t element_count = 0;
   uint64_t nnz = 0;             // changed elements (sparse) or element_count (dense)
-  uint64_t index_bytes = 0;     // size of the index section inside the raw body (sparse)
   uint64_t raw_body_bytes = 0;  // body size before compression
   uint64_t body_bytes = 0;      // stored body size that follows the header
 
@@ -39,7 +38,7 @@ struct ChunkHeader {
   size_t stored_bytes() const { return align_up(kBytes + body_bytes, kChunkAlignment); }
 
   void write(uint8_t* out) const;
-  // Reads a header from untrusted bytes; rejects unknown enum values and a non-zero reserved byte.
+  // Reads a header from untrusted bytes; rejects unknown enum values and non-zero reserved fields.
   static Result<ChunkHeader> parse(std::span<const uint8_t> bytes);
 };
 

@@ -141,18 +141,4 @@ void pfor_encode(const uint64_t* values, size_t count, ByteBuffer* out) {
   }
 }
 
-Status PforReader::next(uint64_t* values, size_t* n) {
-  if (left_ == 0) {
-    *n = 0;
-    return Status();
-  }
-  const size_t count = left_ < kPforBlockValues ? static_cast<size_t>(left_) : kPforBlockValues;
-  size_t consumed = 0;
-  DC_RETURN_IF_ERROR(pfor_decode_block(section_.subspan(pos_), count, values, &consumed));
-  pos_ += consumed;
-  left_ -= count;
-  *n = count;
-  return Status();
-}
-
 }  // namespace deltacast

@@ -52,22 +52,4 @@ inline void pfor_append_block(const uint64_t* values, size_t count, ByteBuffer* 
 // Encodes `count` values as consecutive blocks appended to `out`.
 void pfor_encode(const uint64_t* values, size_t count, ByteBuffer* out);
 
-// Decodes a whole PFOR section block by block without holding all values:
-// next() yields up to 128 values at a time.
-class PforReader {
- public:
-  PforReader(std::span<const uint8_t> section, uint64_t count) : section_(section), left_(count) {}
-
-  // Decodes the next block into `values` (room for 128); sets *n to its size (0 at the end).
-  Status next(uint64_t* values, size_t* n);
-  // True when every value was read and the section has no bytes left over.
-  bool finished() const { return left_ == 0 && pos_ == section_.size(); }
-  size_t bytes_consumed() const { return pos_; }
-
- private:
-  std::span<const uint8_t> section_;
-  uint64_t left_;
-  size_t pos_ = 0;
-};
-
 }  // namespace deltacast

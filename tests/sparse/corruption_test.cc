@@ -194,7 +194,6 @@ TEST(Corruption, ForgedSparseChunkFieldsAreRejected) {
   const auto& orig = s.buckets[b];
   const uint64_t count = peek<uint64_t>(orig, c + kElementCount);
   const uint64_t nnz = peek<uint64_t>(orig, c + kNnz);
-  const uint64_t index_bytes = peek<uint64_t>(orig, c + kIndexBytes);
   run_forgeries(
       s, b,
       {
@@ -208,11 +207,12 @@ TEST(Corruption, ForgedSparseChunkFieldsAreRejected) {
           {"nnz zero", [&](auto& x) { poke<uint64_t>(x, c + kNnz, 0); }, "claims 0 changes"},
           {"nnz > count", [&](auto& x) { poke<uint64_t>(x, c + kNnz, count + 1); }, "changes in"},
           {"nnz + 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz + 1); }, ""},
-          {"nnz - 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz - 1); }, "padding"},
-          {"index bytes + 1", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, index_bytes + 1); }, ""},
-          {"index bytes - 1", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, index_bytes - 1); }, ""},
-          {"index bytes huge", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, ~uint64_t{0}); }, "bytes for a"},
-          {"raw body huge", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, uint64_t{1} << 40); }, "bytes for a"},
+          {"nnz - 1", [&](auto& x) { poke<uint64_t>(x, c + kNnz, nnz - 1); }, ""},
+          {"reserved field", [&](auto& x) { poke<uint64_t>(x, c + kReserved64, 1); }, "reserved field"},
+          {"raw body + 1 (a byte left over)", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, peek<uint64_t>(x, c + kRawBodyBytes) + 1); }, ""},
+          {"raw body - 1 (a group cut short)", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, peek<uint64_t>(x, c + kRawBodyBytes) - 1); }, ""},
+          {"body too small for its changes", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, 1); poke<uint64_t>(x, c + kBodyBytes, 1); }, "too small"},
+          {"raw body huge", [&](auto& x) { poke<uint64_t>(x, c + kRawBodyBytes, uint64_t{1} << 40); }, "byte body for a"},
           {"body bytes + 8", [&](auto& x) { poke<uint64_t>(x, c + kBodyBytes, peek<uint64_t>(x, c + kBodyBytes) + 8); },
            "stores"},
           {"body bytes huge", [&](auto& x) { poke<uint64_t>(x, c + kBodyBytes, ~uint64_t{0} - 3); }, "stores"},
@@ -259,7 +259,7 @@ TEST(Corruption, ForgedDenseChunkFieldsAreRejected) {
       {
           {"dense nnz differs", [&](auto& x) { poke<uint64_t>(x, c + kNnz, 5); }, "inconsistent sizes"},
           {"dense with codec", [&](auto& x) { x[c + kCodec] = 1; }, "inconsistent sizes"},
-          {"dense with index bytes", [&](auto& x) { poke<uint64_t>(x, c + kIndexBytes, 8); }, "inconsistent sizes"},
+          {"dense with reserved field", [&](auto& x) { poke<uint64_t>(x, c + kReserved64, 8); }, "reserved field"},
           {"dense count shrunk",
            [&](auto& x) { poke<uint64_t>(x, c + kElementCount, peek<uint64_t>(x, c + kElementCount) - 1); },
            "inconsistent sizes"},

@@ -64,7 +64,7 @@ TEST(Pfor, BlockRoundTripsAndReportsItsSize) {
   }
 }
 
-TEST(Pfor, StreamRoundTripsThroughReader) {
+TEST(Pfor, ConsecutiveBlocksRoundTrip) {
   std::mt19937_64 rng(4);
   std::geometric_distribution<uint64_t> gaps(0.01);
   for (size_t count : {size_t{0}, size_t{1}, size_t{128}, size_t{129}, size_t{1000}, size_t{100000}}) {
@@ -72,16 +72,17 @@ TEST(Pfor, StreamRoundTripsThroughReader) {
     for (auto& v : values) v = gaps(rng) + ((rng() % 100 == 0) ? (uint64_t{1} << 40) : 0);
     ByteBuffer encoded;
     pfor_encode(values.data(), count, &encoded);
-    PforReader reader(encoded.span(), count);
     std::vector<uint64_t> back;
     uint64_t block[kPforBlockValues];
-    for (;;) {
-      size_t n = 0;
-      ASSERT_TRUE(reader.next(block, &n).ok());
-      if (n == 0) break;
+    size_t at = 0;
+    while (back.size() < count) {
+      const size_t n = std::min(kPforBlockValues, count - back.size());
+      size_t used = 0;
+      ASSERT_TRUE(pfor_decode_block(encoded.span().subspan(at), n, block, &used).ok());
+      at += used;
       back.insert(back.end(), block, block + n);
     }
-    EXPECT_TRUE(reader.finished());
+    EXPECT_EQ(at, encoded.size());
     EXPECT_EQ(back, values);
   }
 }
@@ -107,13 +108,11 @@ TEST(Pfor, RejectsMalformedBlocks) {
   EXPECT_FALSE(with(2, static_cast<uint8_t>(65 - out[0])).ok());  // width + exception width > 64
   const size_t positions_at = 3 + packed_bytes(values.size(), out[0]);
   EXPECT_FALSE(with(positions_at, 8).ok());  // exception position beyond the block
-  // A reader must not accept leftover bytes or a short section.
+  // Trailing bytes are not part of the block: the reported size ignores them.
   std::vector<uint8_t> longer = out;
   longer.push_back(0);
-  PforReader reader(longer, values.size());
-  size_t n = 0;
-  ASSERT_TRUE(reader.next(back, &n).ok());
-  EXPECT_FALSE(reader.finished());
+  ASSERT_TRUE(pfor_decode_block(longer, values.size(), back, &consumed).ok());
+  EXPECT_EQ(consumed, out.size());
 }
 
 TEST(Pfor, DuplicateExceptionPositionsAreRejected) {

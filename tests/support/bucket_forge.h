@@ -21,7 +21,7 @@ inline constexpr size_t kManifestHash = 8, kBase = 16, kTarget = 24, kBucketInde
 // Offsets inside a chunk header, relative to the chunk's start.
 namespace chunk_field {
 inline constexpr size_t kTensor = 0, kKind = 4, kCodec = 5, kCompression = 6, kReserved = 7, kElementStart = 8,
-                        kElementCount = 16, kNnz = 24, kIndexBytes = 32, kRawBodyBytes = 40, kBodyBytes = 48;
+                        kElementCount = 16, kNnz = 24, kReserved64 = 32, kRawBodyBytes = 40, kBodyBytes = 48;
 }
 inline constexpr size_t kFirstChunk = BucketHeader::kBytes;
 
