@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/status.h"
+
 namespace deltacast {
 
 class ThreadPool {
@@ -46,5 +48,17 @@ class ThreadPool {
   uint64_t generation_ = 0;
   bool stop_ = false;
 };
+
+// Runs fn(i) -> Status over the pool and returns the error of the lowest
+// failing index, so the reported error does not depend on thread timing.
+template <typename Fn>
+Status parallel_for_status(ThreadPool& pool, size_t n, Fn&& fn) {
+  std::vector<Status> statuses(n);
+  pool.parallel_for(n, [&](size_t i) { statuses[i] = fn(i); });
+  for (auto& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
 
 }  // namespace deltacast

@@ -12,25 +12,9 @@
 
 #include "core/manifest.h"
 #include "core/thread_pool.h"
-#include "sparse/format.h"
+#include "sparse/version_reader.h"
 
 namespace deltacast {
-
-struct VerifiedChunk {
-  ChunkHeader header;
-  std::span<const uint8_t> raw_body;  // into the caller's bucket, or into VerifiedVersion::decompressed
-};
-
-// The result of verify(): refers to the caller's bucket memory, which must
-// outlive it.
-struct VerifiedVersion {
-  uint64_t manifest_hash = 0;
-  uint64_t base_version = 0;
-  uint64_t target_version = 0;
-  bool full = false;
-  std::vector<VerifiedChunk> chunks;
-  std::vector<std::vector<uint8_t>> decompressed;  // bodies of zstd chunks
-};
 
 class DeltaApplier {
  public:
@@ -38,15 +22,13 @@ class DeltaApplier {
 
   const Manifest& manifest() const { return manifest_; }
 
-  // Checks that `buckets` are exactly one version (every index once, same
-  // versions and flags), that it applies to `held_version` (nullopt: holding
-  // nothing, so only a full sync applies), that chunks do not overlap and a
-  // full sync covers every element, and decodes every chunk.
-  Result<VerifiedVersion> verify(std::span<const std::span<const uint8_t>> buckets,
-                                 std::optional<uint64_t> held_version) const;
+  // read_version() (every header, the version set, chunk ranges, zstd), then
+  // decodes every sparse body without writing anything.
+  Result<VersionChunks> verify(std::span<const std::span<const uint8_t>> buckets,
+                               std::optional<uint64_t> held_version) const;
 
-  // Writes a verified version into `targets` (host tensors matching the manifest).
-  Status apply(const VerifiedVersion& version, std::span<const TensorView> targets) const;
+  // Writes a version that verify() accepted into `targets` (host tensors matching the manifest).
+  Status apply(const VersionChunks& version, std::span<const TensorView> targets) const;
 
  private:
   Manifest manifest_;

@@ -19,7 +19,7 @@ Result<EncodedVersion> encode_delta(const Manifest& manifest, const CodecOptions
 Status verify_and_apply(const DeltaApplier& applier, const std::vector<std::vector<uint8_t>>& buckets,
                         std::optional<uint64_t> held_version, const TensorSet& target) {
   const auto spans = bucket_spans(buckets);
-  DC_ASSIGN_OR_RETURN(VerifiedVersion version, applier.verify(spans, held_version));
+  DC_ASSIGN_OR_RETURN(VersionChunks version, applier.verify(spans, held_version));
   const auto views = target.views();
   return applier.apply(version, views);
 }
