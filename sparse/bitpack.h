@@ -9,11 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sparse/pfor_layout.h"  // packed_bytes, low_mask
+
 namespace deltacast {
 
-inline constexpr size_t packed_bytes(size_t count, unsigned width) { return (count * width + 7) / 8; }
-
-inline constexpr uint64_t low_mask(unsigned width) { return width >= 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1; }
 
 // Packs the low `width` bits (0..64) of each value; writes packed_bytes(count, width) bytes.
 void pack_bits(const uint64_t* values, size_t count, unsigned width, uint8_t* out);

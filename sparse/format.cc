@@ -5,20 +5,6 @@
 
 namespace deltacast {
 
-void ChunkHeader::write(uint8_t* out) const {
-  store_le<uint32_t>(out + 0, tensor_index);
-  out[4] = static_cast<uint8_t>(kind);
-  out[5] = value_codec;
-  out[6] = static_cast<uint8_t>(compression);
-  out[7] = 0;
-  store_le<uint64_t>(out + 8, element_start);
-  store_le<uint64_t>(out + 16, element_count);
-  store_le<uint64_t>(out + 24, nnz);
-  store_le<uint64_t>(out + 32, 0);  // reserved
-  store_le<uint64_t>(out + 40, raw_body_bytes);
-  store_le<uint64_t>(out + 48, body_bytes);
-}
-
 Result<ChunkHeader> ChunkHeader::parse(std::span<const uint8_t> bytes) {
   if (bytes.size() < kBytes) return corrupt("chunk header truncated: {} of {} bytes", bytes.size(), kBytes);
   const uint8_t* p = bytes.data();

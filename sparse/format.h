@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/host_device.h"
 #include "core/status.h"
 
 namespace deltacast {
@@ -19,7 +20,7 @@ enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
 
 // Chunks start on 8-byte boundaries inside a bucket payload.
 inline constexpr size_t kChunkAlignment = 8;
-inline constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+DC_HOST_DEVICE inline constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct ChunkHeader {
   static constexpr size_t kBytes = 56;
@@ -35,11 +36,29 @@ struct ChunkHeader {
   uint64_t body_bytes = 0;      // stored body size that follows the header
 
   // Total bytes the chunk occupies in a payload, padding included.
-  size_t stored_bytes() const { return align_up(kBytes + body_bytes, kChunkAlignment); }
+  DC_HOST_DEVICE size_t stored_bytes() const { return align_up(kBytes + body_bytes, kChunkAlignment); }
 
-  void write(uint8_t* out) const;
+  // Byte by byte, so that kernels can write headers at unaligned addresses too.
+  DC_HOST_DEVICE void write(uint8_t* out) const {
+    put(out + 0, tensor_index, 4);
+    out[4] = static_cast<uint8_t>(kind);
+    out[5] = value_codec;
+    out[6] = static_cast<uint8_t>(compression);
+    out[7] = 0;
+    put(out + 8, element_start, 8);
+    put(out + 16, element_count, 8);
+    put(out + 24, nnz, 8);
+    put(out + 32, 0, 8);  // reserved
+    put(out + 40, raw_body_bytes, 8);
+    put(out + 48, body_bytes, 8);
+  }
   // Reads a header from untrusted bytes; rejects unknown enum values and non-zero reserved fields.
   static Result<ChunkHeader> parse(std::span<const uint8_t> bytes);
+
+ private:
+  DC_HOST_DEVICE static void put(uint8_t* p, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  }
 };
 
 inline constexpr uint32_t kBucketMagic = 0x4b424344;  // "DCBK" in memory order

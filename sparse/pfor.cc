@@ -9,17 +9,6 @@ namespace deltacast {
 
 namespace {
 
-// Branch-free: ulp value blocks are a mix of 0 and 1, so `v == 0 ? ...` mispredicts half the time.
-// countl_zero(v | 1) never sees zero, which lets the compiler drop its own zero check too.
-inline unsigned bit_length(uint64_t v) {
-  return 63 - static_cast<unsigned>(std::countl_zero(v | 1)) + static_cast<unsigned>(v != 0);
-}
-
-inline size_t block_bytes(size_t count, unsigned width, unsigned exceptions, unsigned exception_width) {
-  if (exceptions == 0) return 2 + packed_bytes(count, width);
-  return 3 + packed_bytes(count, width) + exceptions + packed_bytes(exceptions, exception_width);
-}
-
 // True when the bits after the last value of a packed run, up to the end of its last byte, are zero.
 inline bool padding_is_zero(const uint8_t* run, size_t count, unsigned width) {
   const size_t used_bits = count * width;
@@ -49,16 +38,7 @@ PforLayout pfor_choose_layout(const uint64_t* values, size_t count) {
   const unsigned max_bits = bit_length(all_bits);
   unsigned histogram[65];
   for (unsigned k = 0; k <= max_bits; ++k) histogram[k] = partial[0][k] + partial[1][k] + partial[2][k] + partial[3][k];
-  PforLayout best{max_bits, 0, 0, block_bytes(count, max_bits, 0, 0)};
-  unsigned above = 0;  // values whose bit length exceeds b
-  for (int b = static_cast<int>(max_bits) - 1; b >= 0; --b) {
-    above += histogram[b + 1];
-    const unsigned width = static_cast<unsigned>(b);
-    const unsigned exception_width = max_bits - width;
-    const size_t bytes = block_bytes(count, width, above, exception_width);
-    if (bytes <= best.bytes) best = {width, above, exception_width, bytes};  // `<=`: ties go to the smaller b
-  }
-  return best;
+  return pfor_layout_from_histogram(histogram, max_bits, count);
 }
 
 size_t pfor_encode_block(const uint64_t* values, size_t count, uint8_t* out) {

@@ -12,24 +12,13 @@
 
 #include "core/byte_buffer.h"
 #include "core/status.h"
+#include "sparse/pfor_layout.h"
 
 namespace deltacast {
-
-inline constexpr size_t kPforBlockValues = 128;
-
-// How one block is laid out; chosen by pfor_choose_layout.
-struct PforLayout {
-  unsigned width = 0;            // b: bits stored for every value
-  unsigned exceptions = 0;       // e: values >= 2^b
-  unsigned exception_width = 0;  // hb: bits stored per exception for v >> b (0 when e == 0)
-  size_t bytes = 0;              // encoded size of the block
-};
 
 // The smallest layout for `count` (1..128) values; ties go to the smallest b.
 PforLayout pfor_choose_layout(const uint64_t* values, size_t count);
 
-// Upper bound of one block's encoded size.
-inline constexpr size_t pfor_max_block_bytes(size_t count) { return 3 + 8 * count + count + 8 * count; }
 // Upper bound of the encoded size of `count` values.
 inline constexpr size_t pfor_max_bytes(size_t count) {
   return (count / kPforBlockValues + 1) * pfor_max_block_bytes(kPforBlockValues);

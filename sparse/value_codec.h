@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "core/host_device.h"
 #include "core/status.h"
 
 namespace deltacast {
@@ -30,18 +31,18 @@ inline ValueCodec effective_value_codec(ValueCodec wanted, DType dtype) {
 }
 
 // All helpers take and return w-bit patterns held in the low bits of a u64.
-inline constexpr uint64_t width_mask(unsigned bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
+DC_HOST_DEVICE inline constexpr uint64_t width_mask(unsigned bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 
 // Negative patterns flip every bit, positive ones only the sign bit. Written
 // without branches: weight signs are a coin toss, so a branch would miss half
 // the time in the apply loop.
-inline constexpr uint64_t float_key(uint64_t pattern, unsigned bits) {
+DC_HOST_DEVICE inline constexpr uint64_t float_key(uint64_t pattern, unsigned bits) {
   const uint64_t sign = uint64_t{1} << (bits - 1);
   const uint64_t negative = 0 - (pattern >> (bits - 1));  // all ones for a negative pattern
   return pattern ^ ((negative & width_mask(bits)) | sign);
 }
 
-inline constexpr uint64_t float_unkey(uint64_t key, unsigned bits) {
+DC_HOST_DEVICE inline constexpr uint64_t float_unkey(uint64_t key, unsigned bits) {
   const uint64_t sign = uint64_t{1} << (bits - 1);
   const uint64_t mask = width_mask(bits);
   const uint64_t positive = 0 - (key >> (bits - 1));  // keys of non-negative values have the top bit set
@@ -49,7 +50,7 @@ inline constexpr uint64_t float_unkey(uint64_t key, unsigned bits) {
 }
 
 // The stored `ulp` value for old -> new (old != new).
-inline constexpr uint64_t ulp_encode(uint64_t old_pattern, uint64_t new_pattern, unsigned bits) {
+DC_HOST_DEVICE inline constexpr uint64_t ulp_encode(uint64_t old_pattern, uint64_t new_pattern, unsigned bits) {
   const uint64_t mask = width_mask(bits);
   const uint64_t delta = (float_key(new_pattern, bits) - float_key(old_pattern, bits)) & mask;
   // Zigzag in w bits: sign-extend the w-bit delta, then (d << 1) ^ (d >> (w - 1)).
@@ -60,10 +61,10 @@ inline constexpr uint64_t ulp_encode(uint64_t old_pattern, uint64_t new_pattern,
 }
 
 // Largest stored `ulp` value that is valid for a w-bit type (zigzag 2^w - 1).
-inline constexpr uint64_t ulp_max_stored(unsigned bits) { return width_mask(bits) - 1; }
+DC_HOST_DEVICE inline constexpr uint64_t ulp_max_stored(unsigned bits) { return width_mask(bits) - 1; }
 
 // The new pattern from the old one and a stored value <= ulp_max_stored(bits).
-inline constexpr uint64_t ulp_decode(uint64_t old_pattern, uint64_t stored, unsigned bits) {
+DC_HOST_DEVICE inline constexpr uint64_t ulp_decode(uint64_t old_pattern, uint64_t stored, unsigned bits) {
   const uint64_t mask = width_mask(bits);
   const uint64_t zz = stored + 1;
   const uint64_t delta = (zz >> 1) ^ (0 - (zz & 1));

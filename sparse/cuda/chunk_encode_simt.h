@@ -1,0 +1,282 @@
+// One chunk diffed and encoded by one thread block, in a single pass over
+// the current tensor and the shadow: each tile's changes are compacted into
+// a pending list in shared memory (positions, old and new bits), the shadow
+// is updated where they changed, and every 128 pending changes become one
+// group (FORMAT.md), encoded by a warp straight into the chunk's output
+// region. When the sparse body stops being smaller than the dense bytes the
+// block stops encoding, finishes the diff, and writes the chunk dense.
+// Produces exactly the bytes of the CPU encoder (encode_delta_chunk without
+// zstd); the host tests check that through simt::HostBlock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "sparse/cuda/pfor_warp.h"
+#include "sparse/format.h"
+#include "sparse/value_codec.h"
+
+namespace deltacast::simt {
+
+inline constexpr unsigned kEncodeThreads = 128;
+inline constexpr unsigned kEncodeWarps = kEncodeThreads / kWarpSize;
+
+// One chunk to encode. Pointers are device addresses on the GPU.
+struct EncodeJob {
+  const uint8_t* current;  // the range's first element
+  uint8_t* shadow;         // the shadow's element at the same position
+  uint8_t* out;            // output region: ChunkHeader::kBytes + dense bytes + padding
+  uint64_t* out_size;      // bytes of the chunk written at `out` (0: nothing changed)
+  uint64_t* changed;       // changed elements, for statistics
+  uint64_t element_start;
+  uint32_t element_count;  // below 2^32 (the GPU encoder checks the chunk size)
+  uint32_t tensor_index;
+  uint8_t value_codec;     // the effective codec for this dtype
+};
+
+template <typename U>
+struct EncodeShared {
+  static constexpr unsigned kPerThread = 16 / sizeof(U);  // one 16-byte load per thread and tile
+  static constexpr unsigned kTile = kEncodeThreads * kPerThread;
+  static constexpr unsigned kPendingCap = kTile + kPforBlockValues;
+  static constexpr unsigned kMaxGroups = kPendingCap / kPforBlockValues + 1;
+
+  uint32_t position[kPendingCap];  // relative to the chunk start
+  U old_bits[kPendingCap];
+  U new_bits[kPendingCap];
+  uint32_t thread_offset[kEncodeThreads];
+  uint64_t warp_values[kEncodeWarps][kPforBlockValues];
+  PforWarpScratch warp_scratch[kEncodeWarps];
+  uint32_t group_bytes[kMaxGroups];
+  uint64_t group_at[kMaxGroups];
+  uint32_t pending;
+  uint32_t tile_changes;
+  uint32_t next_position;  // smallest position the next change may have (the first gap's base)
+  uint64_t body_bytes;
+  uint64_t changed;
+  uint32_t groups;
+  uint32_t consumed;
+  bool overflow;  // the sparse body reached the dense size: the chunk goes dense
+};
+
+// Gaps (into warp_values) of pending changes [first, first + n).
+template <typename U, typename Warp>
+DC_HOST_DEVICE void load_gaps(const Warp& x, EncodeShared<U>& s, unsigned w, unsigned first, unsigned n) {
+  x.lanes([&](unsigned lane) {
+    for (unsigned k = lane; k < n; k += kWarpSize) {
+      const unsigned i = first + k;
+      const uint32_t base = i == 0 ? s.next_position : s.position[i - 1] + 1;
+      s.warp_values[w][k] = s.position[i] - base;
+    }
+  });
+  x.sync();
+}
+
+template <typename U, typename Warp>
+DC_HOST_DEVICE void load_ulp_values(const Warp& x, EncodeShared<U>& s, unsigned w, unsigned first, unsigned n) {
+  x.lanes([&](unsigned lane) {
+    for (unsigned k = lane; k < n; k += kWarpSize) {
+      s.warp_values[w][k] = ulp_encode(s.old_bits[first + k], s.new_bits[first + k], sizeof(U) * 8);
+    }
+  });
+  x.sync();
+}
+
+// Size of group g (pending changes [128g, 128g + n)), or, with `out`, its bytes written there.
+template <typename U, typename Warp>
+DC_HOST_DEVICE size_t group_encode(const Warp& x, EncodeShared<U>& s, unsigned w, unsigned g, bool ulp, uint8_t* out) {
+  const unsigned first = g * kPforBlockValues;
+  const unsigned n = s.pending - first < kPforBlockValues ? s.pending - first : kPforBlockValues;
+  load_gaps(x, s, w, first, n);
+  size_t bytes = out ? warp_pfor_encode(x, s.warp_values[w], n, out, s.warp_scratch[w])
+                     : warp_pfor_layout(x, s.warp_values[w], n, s.warp_scratch[w]).bytes;
+  if (ulp) {
+    load_ulp_values(x, s, w, first, n);
+    bytes += out ? warp_pfor_encode(x, s.warp_values[w], n, out + bytes, s.warp_scratch[w])
+                 : warp_pfor_layout(x, s.warp_values[w], n, s.warp_scratch[w]).bytes;
+  } else {
+    if (out) {
+      uint8_t* raw = out + bytes;
+      x.lanes([&](unsigned lane) {
+        for (unsigned k = lane; k < n * sizeof(U); k += kWarpSize) {
+          raw[k] = static_cast<uint8_t>(static_cast<uint64_t>(s.new_bits[first + k / sizeof(U)]) >> (8 * (k % sizeof(U))));
+        }
+      });
+      x.sync();
+    }
+    bytes += n * sizeof(U);
+  }
+  return bytes;
+}
+
+// Encodes the groups that are complete (all remaining ones when `final`).
+template <typename U, typename Block>
+DC_HOST_DEVICE void flush_groups(const Block& x, EncodeShared<U>& s, const EncodeJob& job, bool final,
+                                 uint64_t dense_bytes) {
+  const bool ulp = job.value_codec == static_cast<uint8_t>(ValueCodec::kUlp);
+  x.each_thread([&](unsigned t) {
+    if (t != 0) return;
+    s.groups = final ? (s.pending + kPforBlockValues - 1) / kPforBlockValues : s.pending / kPforBlockValues;
+    s.consumed = s.groups * kPforBlockValues < s.pending ? s.groups * kPforBlockValues : s.pending;
+  });
+  x.sync();
+  if (s.groups == 0) return;
+  if (!s.overflow) {
+    // Sizes first, so that groups can be written in parallel at known offsets.
+    x.each_warp([&](unsigned w, const auto& wx) {
+      for (unsigned g = w; g < s.groups; g += kEncodeWarps) {
+        const size_t bytes = group_encode(wx, s, w, g, ulp, nullptr);
+        wx.lanes([&](unsigned lane) {
+          if (lane == 0) s.group_bytes[g] = static_cast<uint32_t>(bytes);
+        });
+        wx.sync();
+      }
+    });
+    x.sync();
+    x.each_thread([&](unsigned t) {
+      if (t != 0) return;
+      uint64_t at = s.body_bytes;
+      for (unsigned g = 0; g < s.groups; ++g) {
+        s.group_at[g] = at;
+        at += s.group_bytes[g];
+      }
+      if (at > dense_bytes) {
+        s.overflow = true;  // the sparse body is not smaller than dense: stop encoding, write dense
+      } else {
+        s.body_bytes = at;
+      }
+    });
+    x.sync();
+    if (!s.overflow) {
+      x.each_warp([&](unsigned w, const auto& wx) {
+        for (unsigned g = w; g < s.groups; g += kEncodeWarps) {
+          group_encode(wx, s, w, g, ulp, job.out + ChunkHeader::kBytes + s.group_at[g]);
+        }
+      });
+      x.sync();
+    }
+  }
+  // The next group's first gap counts from just after the last consumed change.
+  x.each_thread([&](unsigned t) {
+    if (t == 0) s.next_position = s.position[s.consumed - 1] + 1;
+  });
+  x.sync();
+  // The changes not yet in a group move to the front (they sit after the consumed ones, which
+  // are at least 128 when any are left, so the copy never reads a slot it already overwrote).
+  const unsigned left = s.pending - s.consumed;
+  x.each_thread([&](unsigned t) {
+    for (unsigned i = t; i < left; i += kEncodeThreads) {
+      s.position[i] = s.position[s.consumed + i];
+      s.old_bits[i] = s.old_bits[s.consumed + i];
+      s.new_bits[i] = s.new_bits[s.consumed + i];
+    }
+  });
+  x.sync();
+  x.each_thread([&](unsigned t) {
+    if (t == 0) s.pending = left;
+  });
+  x.sync();
+}
+
+// Diffs and encodes one chunk (EncodeJob) with one block of kEncodeThreads.
+template <typename U, typename Block>
+DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const EncodeJob& job) {
+  constexpr unsigned kPer = EncodeShared<U>::kPerThread;
+  constexpr unsigned kTile = EncodeShared<U>::kTile;
+  const U* cur = reinterpret_cast<const U*>(job.current);
+  U* sh = reinterpret_cast<U*>(job.shadow);
+  const uint64_t count = job.element_count;
+  const uint64_t dense_bytes = count * sizeof(U);
+  x.each_thread([&](unsigned t) {
+    if (t != 0) return;
+    s.pending = 0;
+    s.next_position = 0;
+    s.body_bytes = 0;
+    s.changed = 0;
+    s.overflow = false;
+  });
+  x.sync();
+  for (uint64_t tile = 0; tile < count; tile += kTile) {
+    // Each thread counts the changes among its kPer elements...
+    x.each_thread([&](unsigned t) {
+      uint32_t c = 0;
+      for (unsigned k = 0; k < kPer; ++k) {
+        const uint64_t i = tile + t * kPer + k;
+        if (i < count && cur[i] != sh[i]) ++c;
+      }
+      s.thread_offset[t] = c;
+    });
+    x.sync();
+    // ...a scan turns counts into slots in the pending list...
+    x.each_thread([&](unsigned t) {
+      if (t != 0) return;
+      uint32_t at = s.pending;
+      for (unsigned k = 0; k < kEncodeThreads; ++k) {
+        const uint32_t c = s.thread_offset[k];
+        s.thread_offset[k] = at;
+        at += c;
+      }
+      s.tile_changes = at - s.pending;
+    });
+    x.sync();
+    // ...where each thread records its changes and updates the shadow.
+    x.each_thread([&](unsigned t) {
+      uint32_t j = s.thread_offset[t];
+      for (unsigned k = 0; k < kPer; ++k) {
+        const uint64_t i = tile + t * kPer + k;
+        if (i >= count) break;
+        const U c = cur[i];
+        const U old = sh[i];
+        if (c == old) continue;
+        s.position[j] = static_cast<uint32_t>(i);
+        s.old_bits[j] = old;
+        s.new_bits[j] = c;
+        sh[i] = c;
+        ++j;
+      }
+    });
+    x.sync();
+    x.each_thread([&](unsigned t) {
+      if (t != 0) return;
+      s.pending += s.tile_changes;
+      s.changed += s.tile_changes;
+    });
+    x.sync();
+    const bool final = tile + kTile >= count;
+    if (s.pending >= kPforBlockValues || (final && s.pending > 0)) flush_groups(x, s, job, final, dense_bytes);
+  }
+  // Header, and the dense bytes when sparse did not pay.
+  const bool dense = s.overflow || s.body_bytes >= dense_bytes;
+  const uint64_t body = dense ? dense_bytes : s.body_bytes;
+  if (s.changed > 0 && dense) {
+    x.each_thread([&](unsigned t) {
+      for (uint64_t k = t; k < dense_bytes; k += kEncodeThreads) job.out[ChunkHeader::kBytes + k] = job.current[k];
+    });
+  }
+  x.each_thread([&](unsigned t) {
+    if (t != 0) return;
+    *job.changed = s.changed;
+    if (s.changed == 0) {
+      *job.out_size = 0;
+      return;
+    }
+    ChunkHeader h;
+    h.tensor_index = job.tensor_index;
+    h.kind = dense ? ChunkKind::kDense : ChunkKind::kSparse;
+    h.value_codec = dense ? 0 : job.value_codec;
+    h.compression = Compression::kNone;
+    h.element_start = job.element_start;
+    h.element_count = count;
+    h.nnz = dense ? count : s.changed;
+    h.raw_body_bytes = body;
+    h.body_bytes = body;
+    h.write(job.out);
+    const uint64_t stored = h.stored_bytes();
+    for (uint64_t k = ChunkHeader::kBytes + body; k < stored; ++k) job.out[k] = 0;
+    *job.out_size = stored;
+  });
+  x.sync();
+}
+
+}  // namespace deltacast::simt

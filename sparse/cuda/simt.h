@@ -1,0 +1,59 @@
+// Execution contexts for kernel code written once for CUDA and for the host.
+//
+// Kernel logic is a sequence of phases: "every lane (or thread) runs this",
+// then a sync. Lanes of one phase talk only through shared memory and
+// atomics. On the device (simt_device.cuh) the lanes of a phase run in
+// parallel; the host contexts below run them one after another, which gives
+// the same result for code that follows these rules. That is how the GPU
+// kernels' logic is unit-tested byte for byte against the CPU codec on
+// machines without a GPU. Values that live across phases are kept in
+// per-lane arrays, never in a lambda's locals.
+#pragma once
+
+#include <cstdint>
+
+#include "core/host_device.h"
+
+namespace deltacast::simt {
+
+inline constexpr unsigned kWarpSize = 32;
+
+// One warp, lanes run in order.
+struct HostWarp {
+  template <typename F>
+  void lanes(F&& f) const {
+    for (unsigned lane = 0; lane < kWarpSize; ++lane) f(lane);
+  }
+  void sync() const {}
+  template <typename T>
+  T atomic_add(T* p, T v) const {
+    const T old = *p;
+    *p = old + v;
+    return old;
+  }
+  template <typename T>
+  T atomic_cas(T* p, T expected, T desired) const {
+    const T old = *p;
+    if (old == expected) *p = desired;
+    return old;
+  }
+};
+
+// A block of `threads` threads (a multiple of 32): phases over every thread,
+// or over every warp, one after another.
+struct HostBlock {
+  unsigned threads;
+
+  unsigned warps() const { return threads / kWarpSize; }
+  template <typename F>
+  void each_thread(F&& f) const {
+    for (unsigned t = 0; t < threads; ++t) f(t);
+  }
+  template <typename F>
+  void each_warp(F&& f) const {
+    for (unsigned w = 0; w < warps(); ++w) f(w, HostWarp{});
+  }
+  void sync() const {}
+};
+
+}  // namespace deltacast::simt
