@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   CLI::App app{"deltacast-bench: measure deltacast against baselines taken in the same run"};
   app.require_subcommand(1);
   deltacast::bench::add_codec_command(app);
+  deltacast::bench::add_kernels_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,8 +6,19 @@ find_package(spdlog REQUIRED)
 find_package(zstd REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# libxxhash ships only a pkg-config file; fall back to a plain search where
+# pkg-config itself is missing (GPU machines with carried packages).
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(XXHASH IMPORTED_TARGET libxxhash)
+endif()
+if(NOT TARGET PkgConfig::XXHASH)
+  find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+  find_library(XXHASH_LIBRARY NAMES xxhash REQUIRED)
+  add_library(PkgConfig::XXHASH INTERFACE IMPORTED)
+  set_target_properties(PkgConfig::XXHASH PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES ${XXHASH_INCLUDE_DIR} INTERFACE_LINK_LIBRARIES ${XXHASH_LIBRARY})
+endif()
 
 if(TARGET zstd::libzstd_shared)
   set(DELTACAST_ZSTD_TARGET zstd::libzstd_shared)

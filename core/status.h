@@ -55,12 +55,22 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// One factory per code, each taking a fmt format string.
-#define DELTACAST_STATUS_FACTORY(fn, code)                                             \
-  template <typename... Args>                                                          \
-  Status fn(fmt::format_string<Args...> format, Args&&... args) {                      \
+// One factory per code, each taking a fmt format string. nvcc's front end
+// cannot evaluate fmt's compile-time (consteval) format checks, so CUDA
+// sources get factories that format at run time instead.
+#if defined(__CUDACC__)
+#define DELTACAST_STATUS_FACTORY(fn, code)                                                    \
+  template <typename... Args>                                                                 \
+  Status fn(fmt::string_view format, const Args&... args) {                                   \
+    return Status(StatusCode::code, fmt::vformat(format, fmt::make_format_args(args...)));    \
+  }
+#else
+#define DELTACAST_STATUS_FACTORY(fn, code)                                          \
+  template <typename... Args>                                                       \
+  Status fn(fmt::format_string<Args...> format, Args&&... args) {                   \
     return Status(StatusCode::code, fmt::format(format, std::forward<Args>(args)...)); \
   }
+#endif
 DELTACAST_STATUS_FACTORY(invalid_argument, kInvalidArgument)
 DELTACAST_STATUS_FACTORY(corrupt, kCorrupt)
 DELTACAST_STATUS_FACTORY(out_of_range, kOutOfRange)

@@ -44,6 +44,19 @@ inline constexpr Secret kDefaultSecret = {{
     0x40, 0x7e,
 }};
 
+#if defined(__CUDACC__)
+// Device code reads the secret from constant memory (namespace-scope host constants are not visible there).
+static __constant__ Secret kDeviceDefaultSecret = kDefaultSecret;
+#endif
+
+DC_HOST_DEVICE inline const uint8_t* default_secret() {
+#if defined(__CUDA_ARCH__)
+  return kDeviceDefaultSecret.bytes;
+#else
+  return kDefaultSecret.bytes;
+#endif
+}
+
 // Little-endian reads, byte by byte: device inputs are not 8-byte aligned in general.
 DC_HOST_DEVICE inline uint32_t read32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
@@ -174,10 +187,11 @@ DC_HOST_DEVICE inline uint64_t hash_large(const uint8_t* in, size_t len, const u
 
 // The secret a seed derives for inputs above 240 bytes.
 DC_HOST_DEVICE inline Secret derive_secret(uint64_t seed) {
-  Secret s = kDefaultSecret;
+  Secret s;
+  const uint8_t* base = default_secret();
   for (int i = 0; i < 12; ++i) {
-    const uint64_t lo = read64(kDefaultSecret.bytes + 16 * i) + seed;
-    const uint64_t hi = read64(kDefaultSecret.bytes + 16 * i + 8) - seed;
+    const uint64_t lo = read64(base + 16 * i) + seed;
+    const uint64_t hi = read64(base + 16 * i + 8) - seed;
     for (int k = 0; k < 8; ++k) {
       s.bytes[16 * i + k] = static_cast<uint8_t>(lo >> (8 * k));
       s.bytes[16 * i + 8 + k] = static_cast<uint8_t>(hi >> (8 * k));
@@ -189,7 +203,7 @@ DC_HOST_DEVICE inline Secret derive_secret(uint64_t seed) {
 // XXH3_64bits_withSeed(in, len, seed).
 DC_HOST_DEVICE inline uint64_t hash64(const void* data, size_t len, uint64_t seed) {
   const auto* in = static_cast<const uint8_t*>(data);
-  const uint8_t* secret = kDefaultSecret.bytes;
+  const uint8_t* secret = default_secret();
   if (len <= 16) return hash_0to16(in, len, secret, seed);
   if (len <= 128) return hash_17to128(in, len, secret, seed);
   if (len <= 240) return hash_129to240(in, len, secret, seed);

@@ -17,7 +17,7 @@ struct Plan {
 
 }  // namespace
 
-std::vector<std::vector<uint8_t>> build_buckets(std::span<const ByteBuffer> chunks, uint64_t bucket_bytes,
+std::vector<std::vector<uint8_t>> build_buckets(std::span<const std::span<const uint8_t>> chunks, uint64_t bucket_bytes,
                                                 const BucketStamp& stamp, ThreadPool& pool) {
   // Cut the ordered runs into buckets.
   std::vector<Plan> plans(1);

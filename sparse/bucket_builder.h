@@ -7,7 +7,6 @@
 #include <span>
 #include <vector>
 
-#include "core/byte_buffer.h"
 #include "core/thread_pool.h"
 #include "sparse/format.h"
 
@@ -23,7 +22,7 @@ struct BucketStamp {
 // Each element of `chunks` is one encoded chunk, or empty for a range that
 // had nothing to send. Always returns at least one bucket, so that even a version with
 // no changes is announced and committed.
-std::vector<std::vector<uint8_t>> build_buckets(std::span<const ByteBuffer> chunks, uint64_t bucket_bytes,
+std::vector<std::vector<uint8_t>> build_buckets(std::span<const std::span<const uint8_t>> chunks, uint64_t bucket_bytes,
                                                 const BucketStamp& stamp, ThreadPool& pool);
 
 }  // namespace deltacast

@@ -95,4 +95,9 @@ EncodedAs encode_delta_chunk(const ChunkRange& range, const uint8_t* current, co
   return EncodedAs::kSparse;
 }
 
+void compress_chunk(std::span<const uint8_t> chunk, int zstd_level, ByteBuffer* out) {
+  ChunkHeader h = *ChunkHeader::parse(chunk);  // the caller's own output: well formed
+  emit_chunk(h, chunk.subspan(ChunkHeader::kBytes, h.body_bytes), zstd_level, out);
+}
+
 }  // namespace deltacast

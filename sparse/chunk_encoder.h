@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/byte_buffer.h"
@@ -36,5 +37,10 @@ EncodedAs encode_delta_chunk(const ChunkRange& range, const uint8_t* current, co
 
 // Appends a dense chunk holding the range's bytes (a full sync is all dense).
 void encode_dense_chunk(const ChunkRange& range, const uint8_t* current, int zstd_level, ByteBuffer* out);
+
+// Passes an uncompressed chunk through the zstd stage: the bytes the CPU
+// encoder would have produced with that level (the GPU encoder's chunks get
+// their zstd stage on the host this way).
+void compress_chunk(std::span<const uint8_t> chunk, int zstd_level, ByteBuffer* out);
 
 }  // namespace deltacast

@@ -38,13 +38,21 @@ Status DeltaEncoder::check_host_views(std::span<const TensorView> tensors) const
   return Status();
 }
 
-void DeltaEncoder::finish(EncodedVersion* version, std::span<const ByteBuffer> chunks) {
-  const BucketStamp stamp{manifest_.hash(), version->base_version, version->target_version,
+void finish_version(const Manifest& manifest, const CodecOptions& options, std::span<const std::span<const uint8_t>> chunks,
+                    ThreadPool& pool, EncodedVersion* version) {
+  const BucketStamp stamp{manifest.hash(), version->base_version, version->target_version,
                           version->full ? static_cast<uint32_t>(kBucketFull) : 0u};
-  version->buckets = build_buckets(chunks, options_.bucket_bytes, stamp, *pool_);
-  version->stats.elements = manifest_.total_elements();
-  version->stats.dense_bytes = manifest_.total_bytes();
+  version->buckets = build_buckets(chunks, options.bucket_bytes, stamp, pool);
+  version->stats.elements = manifest.total_elements();
+  version->stats.dense_bytes = manifest.total_bytes();
   for (const auto& bucket : version->buckets) version->stats.wire_bytes += bucket.size();
+}
+
+void DeltaEncoder::finish(EncodedVersion* version, std::span<const ByteBuffer> chunks) {
+  std::vector<std::span<const uint8_t>> spans;
+  spans.reserve(chunks.size());
+  for (const auto& c : chunks) spans.push_back(c.span());
+  finish_version(manifest_, options_, spans, *pool_, version);
 }
 
 Result<EncodedVersion> DeltaEncoder::encode_delta(std::span<const TensorView> current, Shadow& shadow,

@@ -36,6 +36,10 @@ struct EncodedVersion {
   VersionStats stats;
 };
 
+// Groups encoded chunks into the buckets of `version` and fills its byte statistics.
+void finish_version(const Manifest& manifest, const CodecOptions& options, std::span<const std::span<const uint8_t>> chunks,
+                    ThreadPool& pool, EncodedVersion* version);
+
 // Cuts every tensor of the manifest into chunk ranges of chunk_elements();
 // empty tensors get none. Both encoders (CPU and GPU) use this cut.
 std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options);
@@ -59,6 +63,7 @@ class DeltaEncoder {
   DeltaEncoder(Manifest manifest, CodecOptions options);
   Status check_host_views(std::span<const TensorView> tensors) const;
   void finish(EncodedVersion* version, std::span<const ByteBuffer> chunks);
+
 
   Manifest manifest_;
   CodecOptions options_;

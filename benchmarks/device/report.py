@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Prints the table of a device run from deltacast-bench kernels --json and
+the PyTorch baseline's JSON, with the ratios the targets are stated in."""
+import json
+import sys
+
+
+def main():
+    k = json.load(open(sys.argv[1]))
+    t = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {"torch": None}
+    rows = [
+        ("device", k["device"]),
+        ("model", f"{k['elements']:,} bf16 elements, {k['tensors']} tensors, {100 * k['density']:.3f}% changed"),
+        ("wire bytes", f"{k['wire_bytes']:,} ({k['ratio']:.1f}x smaller than dense)"),
+        ("device copy", f"{k['copy_gbps']:.1f} GB/s (read + written)"),
+        ("diff+encode kernels", f"{k['encode_kernel_ms']:.2f} ms, reads {k['encode_read_gbps']:.1f} GB/s "
+                                f"= {k['encode_vs_copy']:.2f} x copy (target >= 0.70)"),
+        ("encode end to end", f"{k['encode_total_ms']:.2f} ms"),
+        ("verify+apply kernels", f"{k['apply_kernel_ms']:.2f} ms (end to end {k['apply_total_ms']:.2f} ms)"),
+        ("bit-exact", "yes" if k["exact"] else "NO"),
+    ]
+    if t.get("torch"):
+        rows += [
+            ("torch sender", f"{t['torch_encode_ms']:.2f} ms ((cur != prev).nonzero() + gather, per tensor)"),
+            ("torch receiver", f"{t['torch_apply_ms']:.2f} ms (index_copy_ per tensor)"),
+            ("apply speedup", f"{t['torch_apply_ms'] / k['apply_kernel_ms']:.1f}x kernels, "
+                              f"{t['torch_apply_ms'] / k['apply_total_ms']:.1f}x end to end (target >= 10x)"),
+            ("encode speedup", f"{t['torch_encode_ms'] / k['encode_kernel_ms']:.1f}x kernels"),
+        ]
+    else:
+        rows.append(("torch baseline", t.get("reason", "not run")))
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The GPU check, in one command on a machine with a CUDA GPU: builds with
+# CUDA, runs every test (the GPU parity tests included), then runs
+# `deltacast-bench kernels --json` and the PyTorch baseline on the same
+# model, and prints the table. Logs and JSON go to $OUT (or build-gpu/out).
+#
+# Without the Debian -dev packages installed, carry .deps/ (made by
+# benchmarks/device/fetch-deps.sh): they are unpacked into a private prefix.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-build-gpu/out}"
+mkdir -p "$out"
+elements="${DELTACAST_KERNEL_ELEMENTS:-4294967296}"
+
+if [ -d .deps ] && ls .deps/*.deb >/dev/null 2>&1; then
+  prefix=/tmp/deltacast-deps
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for deb in .deps/*.deb; do dpkg-deb -x "$deb" "$prefix" 2>/dev/null || (cd "$prefix" && ar p "$OLDPWD/$deb" data.tar.xz | tar xJ); done
+  arch_lib="$prefix/usr/lib/x86_64-linux-gnu"
+  export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
+  export LIBRARY_PATH="$arch_lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$arch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PKG_CONFIG_PATH="$arch_lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$prefix"
+  export PATH="$prefix/usr/bin:$PATH"
+  echo "run.sh: using the packages of .deps/ unpacked in $prefix"
+fi
+
+echo "== build (CUDA on)"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDELTACAST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native \
+  2>&1 | tee "$out/configure.log" | grep -E "deltacast|Error" || true
+cmake --build build-gpu -j"$(nproc)" 2>&1 | tail -n 5 | tee "$out/build.log"
+
+echo "== tests (GPU parity included)"
+(cd build-gpu && ctest --output-on-failure -j4 2>&1 | tee "../$out/ctest.log" | tail -n 15)
+
+echo "== deltacast-bench kernels ($elements elements)"
+build-gpu/bin/deltacast-bench kernels --elements "$elements" --layout-out "$out/layout.json" --json | tee "$out/kernels.json"
+echo "== PyTorch baseline on the same model"
+python3 benchmarks/device/torch_baseline.py --layout "$out/layout.json" | tee "$out/torch.json"
+echo "== result"
+python3 benchmarks/device/report.py "$out/kernels.json" "$out/torch.json" | tee "$out/report.txt"

@@ -1,0 +1,56 @@
+// Consumer side of the codec on a GPU: headers, the version set and chunk
+// ranges are checked on the host (read_version), the bodies go to the device
+// in one transfer, and two launches over a device-side job table (one warp
+// per sparse chunk or dense piece) verify every body and then apply them
+// into the device tensors. The apply pass runs only when verification
+// flagged nothing, so a bad version leaves the tensors untouched.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "core/manifest.h"
+#include "core/thread_pool.h"
+#include "sparse/cuda/device_buffer.h"
+
+namespace deltacast {
+
+struct GpuApplyTimings {
+  double host_seconds = 0;    // read_version: headers, checksums, zstd
+  double upload_seconds = 0;  // bodies and job table to the device
+  double kernel_seconds = 0;  // verify + apply launches (device events)
+  double total_seconds = 0;
+};
+
+class GpuApplier {
+ public:
+  static Result<std::unique_ptr<GpuApplier>> create(Manifest manifest, int device = 0, unsigned host_threads = 0);
+  ~GpuApplier();
+
+  // Verifies and applies one version (all its buckets, in host memory) into
+  // `targets` (device tensors matching the manifest). `held_version` is what
+  // the targets hold now (nullopt: nothing; only a full sync applies).
+  Status apply(std::span<const std::span<const uint8_t>> buckets, std::optional<uint64_t> held_version,
+               std::span<const TensorView> targets, cudaStream_t stream = nullptr);
+
+  const GpuApplyTimings& last_timings() const { return timings_; }
+
+ private:
+  GpuApplier(Manifest manifest, int device, unsigned host_threads);
+
+  Manifest manifest_;
+  int device_;
+  std::unique_ptr<ThreadPool> pool_;
+  PinnedBuffer host_bodies_, host_jobs_, host_error_;
+  DeviceBuffer bodies_, jobs_, error_;
+  cudaEvent_t kernel_start_ = nullptr;
+  cudaEvent_t kernel_stop_ = nullptr;
+  GpuApplyTimings timings_;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,245 @@
+// GPU against CPU: the device encoder must produce the CPU encoder's bytes,
+// the device applier must produce the CPU applier's tensors, and both must
+// reject what the CPU rejects without writing. Exits 77 (CTest: skipped)
+// when no CUDA device is usable.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <random>
+
+#include "core/hash.h"
+#include "sparse/cuda/cuda_check.h"
+#include "sparse/cuda/device_buffer.h"
+#include "sparse/cuda/gpu_applier.h"
+#include "sparse/cuda/gpu_encoder.h"
+#include "sparse/cuda/gpu_hash.h"
+#include "support/bucket_forge.h"
+#include "support/codec_harness.h"
+
+namespace deltacast {
+namespace {
+
+using testing::TensorSet;
+
+// Device copies of a TensorSet, each with guard bytes on both sides.
+class DeviceSet {
+ public:
+  static constexpr size_t kGuard = 256;
+  static constexpr uint8_t kGuardByte = 0xA5;
+
+  explicit DeviceSet(const TensorSet& host) {
+    for (const auto& t : host.tensors) {
+      buffers_.emplace_back();
+      DeviceBuffer& b = buffers_.back();
+      EXPECT_TRUE(b.reserve(t.nbytes() + 2 * kGuard).ok());
+      EXPECT_EQ(cudaMemset(b.data(), kGuardByte, t.nbytes() + 2 * kGuard), cudaSuccess);
+      const TensorView v = t.view();
+      views_.push_back(TensorView{b.data() + kGuard, v.dtype, v.numel, Device{DeviceKind::kCuda, 0}});
+    }
+    upload(host);
+  }
+  void upload(const TensorSet& host) {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      EXPECT_EQ(cudaMemcpy(views_[i].data, host.tensors[i].data(), host.tensors[i].nbytes(), cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  void download(TensorSet& host) const {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      EXPECT_EQ(cudaMemcpy(host.tensors[i].data(), views_[i].data, host.tensors[i].nbytes(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+  }
+  bool guards_intact() const {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      std::vector<uint8_t> bytes(views_[i].nbytes() + 2 * kGuard);
+      cudaMemcpy(bytes.data(), buffers_[i].data(), bytes.size(), cudaMemcpyDeviceToHost);
+      for (size_t k = 0; k < kGuard; ++k) {
+        if (bytes[k] != kGuardByte || bytes[bytes.size() - 1 - k] != kGuardByte) return false;
+      }
+    }
+    return true;
+  }
+  std::span<const TensorView> views() const { return views_; }
+
+ private:
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<TensorView> views_;
+};
+
+TEST(GpuHash, EqualsCpuContentHash) {
+  std::mt19937_64 rng(1);
+  std::vector<size_t> sizes = {0, 1, 15, 16, 17, 128, 129, 240, 241, 1024, 65535, 65536, 65537, 1 << 20, (5 << 20) + 3};
+  std::vector<std::vector<uint8_t>> host;
+  std::vector<DeviceBuffer> device(sizes.size());
+  std::vector<DeviceRange> ranges;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    host.emplace_back(sizes[i]);
+    for (auto& b : host.back()) b = static_cast<uint8_t>(rng());
+    ASSERT_TRUE(device[i].reserve(sizes[i]).ok());
+    cudaMemcpy(device[i].data(), host[i].data(), sizes[i], cudaMemcpyHostToDevice);
+    ranges.push_back({device[i].data(), sizes[i]});
+  }
+  std::vector<uint64_t> out(sizes.size());
+  ASSERT_TRUE(gpu_content_hashes(ranges, out).ok());
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(out[i], content_hash(host[i].data(), sizes[i])) << sizes[i];
+}
+
+Manifest mixed_manifest(uint64_t size) {
+  std::vector<TensorSpec> specs;
+  for (DType d : kAllDTypes) specs.push_back({std::string(dtype_name(d)), d, {size}});
+  specs.push_back({"empty", DType::kBF16, {0}});
+  specs.push_back({"one", DType::kF32, {1}});
+  return testing::make_manifest(specs);
+}
+
+TEST(GpuEncoder, BucketsEqualTheCpuEncoder) {
+  std::mt19937_64 rng(2);
+  for (uint64_t size : {uint64_t{1}, uint64_t{4099}, uint64_t{70001}}) {
+    const Manifest m = mixed_manifest(size);
+    for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
+      for (int zstd : {0, 3}) {
+        for (double density : {0.0, 0.001, 0.01, 0.1, 0.5, 1.0}) {
+          SCOPED_TRACE(::testing::Message() << "size " << size << " " << value_codec_name(codec) << " zstd " << zstd
+                                            << " density " << density);
+          TensorSet base(m), current(m);
+          testing::fill_random_bits(base, rng);
+          current.copy_from(base);
+          for (auto& t : current.tensors) {
+            testing::apply_random_changes(t, static_cast<uint64_t>(density * static_cast<double>(t.view().numel)), rng);
+          }
+          CodecOptions options;
+          options.value_codec = codec;
+          options.zstd_level = zstd;
+          options.chunk_bytes = 8192;  // several chunks per tensor
+          options.bucket_bytes = 16384;
+          auto cpu = testing::encode_delta(m, options, base, current, 1, 2);
+          ASSERT_TRUE(cpu.ok());
+          auto gpu = GpuDeltaEncoder::create(m, options);
+          ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+          DeviceSet d_base(base), d_current(current);
+          auto shadow = GpuShadow::copy_of(m, d_base.views(), 1);
+          ASSERT_TRUE(shadow.ok());
+          auto encoded = (*gpu)->encode_delta(d_current.views(), *shadow, 2);
+          ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+          EXPECT_EQ(encoded->stats.changed, cpu->stats.changed);
+          ASSERT_EQ(encoded->buckets.size(), cpu->buckets.size());
+          for (size_t b = 0; b < cpu->buckets.size(); ++b) EXPECT_EQ(encoded->buckets[b], cpu->buckets[b]) << "bucket " << b;
+          TensorSet shadow_back(m);
+          std::vector<TensorView> shadow_views(shadow->views().begin(), shadow->views().end());
+          for (size_t i = 0; i < m.size(); ++i) {
+            cudaMemcpy(shadow_back.tensors[i].data(), shadow_views[i].data, shadow_views[i].nbytes(), cudaMemcpyDeviceToHost);
+          }
+          EXPECT_TRUE(shadow_back.same_bits(current)) << "the device shadow must become the current version";
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuApplier, AppliesLikeTheCpuIncludingFullSyncsAndSpecialValues) {
+  std::mt19937_64 rng(3);
+  const Manifest m = mixed_manifest(30011);
+  auto applier = GpuApplier::create(m);
+  ASSERT_TRUE(applier.ok());
+  for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
+    for (double density : {0.0, 0.002, 0.05, 0.7}) {
+      TensorSet base(m), current(m), cpu_target(m), gpu_result(m);
+      testing::fill_random_bits(base, rng);
+      current.copy_from(base);
+      for (auto& t : current.tensors) {
+        testing::apply_random_changes(t, static_cast<uint64_t>(density * static_cast<double>(t.view().numel)), rng);
+      }
+      CodecOptions options;
+      options.value_codec = codec;
+      options.zstd_level = density > 0.5 ? 1 : 0;
+      auto delta = testing::encode_delta(m, options, base, current, 4, 5);
+      ASSERT_TRUE(delta.ok());
+      DeviceSet target(base);
+      ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), 4, target.views()).ok());
+      target.download(gpu_result);
+      EXPECT_TRUE(gpu_result.same_bits(current)) << value_codec_name(codec) << " " << density;
+      EXPECT_TRUE(target.guards_intact());
+      // A full sync onto zeros.
+      auto full = DeltaEncoder::create(m, options)->encode_full(current.views(), 5);
+      DeviceSet fresh(TensorSet{m});
+      ASSERT_TRUE((*applier)->apply(testing::bucket_spans(full->buckets), std::nullopt, fresh.views()).ok());
+      fresh.download(gpu_result);
+      EXPECT_TRUE(gpu_result.same_bits(current));
+      EXPECT_TRUE(fresh.guards_intact());
+    }
+  }
+}
+
+TEST(GpuApplier, TenThousandSmallTensorsInOneBucket) {
+  std::mt19937_64 rng(4);
+  std::vector<TensorSpec> specs;
+  for (int i = 0; i < 10000; ++i) specs.push_back({"expert." + std::to_string(i), DType::kBF16, {64 + rng() % 900}});
+  const Manifest m = testing::make_manifest(specs);
+  TensorSet base(m), current(m), result(m);
+  testing::fill_random_bits(base, rng);
+  current.copy_from(base);
+  for (auto& t : current.tensors) testing::apply_random_changes(t, 1 + rng() % 8, rng);
+  CodecOptions options;
+  options.bucket_bytes = 64 << 20;  // everything in one bucket: one verify and one apply launch
+  auto delta = testing::encode_delta(m, options, base, current, 1, 2);
+  ASSERT_TRUE(delta.ok());
+  ASSERT_EQ(delta->buckets.size(), 1u);
+  auto applier = GpuApplier::create(m);
+  DeviceSet target(base);
+  ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), 1, target.views()).ok());
+  target.download(result);
+  EXPECT_TRUE(result.same_bits(current));
+}
+
+TEST(GpuApplier, RejectsWhatTheCpuRejectsAndWritesNothing) {
+  std::mt19937_64 rng(5);
+  const Manifest m = testing::make_manifest({{"w", DType::kBF16, {40000}}, {"i", DType::kI32, {5000}}});
+  TensorSet base(m), current(m), result(m), cpu_target(m);
+  testing::fill_random_bits(base, rng);
+  current.copy_from(base);
+  for (auto& t : current.tensors) testing::apply_random_changes(t, t.view().numel / 40, rng);
+  CodecOptions options;
+  options.chunk_bytes = 16384;
+  auto delta = testing::encode_delta(m, options, base, current, 1, 2);
+  ASSERT_TRUE(delta.ok());
+  auto gpu = GpuApplier::create(m);
+  DeltaApplier cpu(m, 1);
+  int rejected = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    auto forged = delta->buckets;
+    auto& bucket = forged[rng() % forged.size()];
+    for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) {
+      bucket[testing::kFirstChunk + rng() % (bucket.size() - testing::kFirstChunk)] = static_cast<uint8_t>(rng());
+    }
+    testing::reseal(bucket);
+    cpu_target.copy_from(base);
+    const bool cpu_ok = testing::verify_and_apply(cpu, forged, 1, cpu_target).ok();
+    DeviceSet target(base);
+    const Status gpu_status = (*gpu)->apply(testing::bucket_spans(forged), 1, target.views());
+    ASSERT_EQ(gpu_status.ok(), cpu_ok) << "trial " << trial << ": " << gpu_status.to_string();
+    target.download(result);
+    ASSERT_TRUE(target.guards_intact()) << "trial " << trial;
+    if (!cpu_ok) {
+      ++rejected;
+      ASSERT_TRUE(result.same_bits(base)) << "a rejected version wrote into the device tensors, trial " << trial;
+    } else {
+      ASSERT_TRUE(result.same_bits(cpu_target)) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(rejected, 100);
+}
+
+}  // namespace
+}  // namespace deltacast
+
+int main(int argc, char** argv) {
+  if (deltacast::cuda_device_count() == 0) {
+    std::printf("no usable CUDA device: GPU tests skipped\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
