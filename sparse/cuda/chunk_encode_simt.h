@@ -51,7 +51,6 @@ struct EncodeShared {
   uint32_t group_bytes[kMaxGroups];
   uint64_t group_at[kMaxGroups];
   uint32_t pending;
-  uint32_t tile_changes;
   uint32_t next_position;  // smallest position the next change may have (the first gap's base)
   uint64_t body_bytes;
   uint64_t changed;
@@ -209,20 +208,10 @@ DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const Encod
     });
     x.sync();
     // ...a scan turns counts into slots in the pending list...
-    x.each_thread([&](unsigned t) {
-      if (t != 0) return;
-      uint32_t at = s.pending;
-      for (unsigned k = 0; k < kEncodeThreads; ++k) {
-        const uint32_t c = s.thread_offset[k];
-        s.thread_offset[k] = at;
-        at += c;
-      }
-      s.tile_changes = at - s.pending;
-    });
-    x.sync();
+    const uint32_t tile_changes = x.exclusive_scan(s.thread_offset);
     // ...where each thread records its changes and updates the shadow.
     x.each_thread([&](unsigned t) {
-      uint32_t j = s.thread_offset[t];
+      uint32_t j = s.pending + s.thread_offset[t];
       for (unsigned k = 0; k < kPer; ++k) {
         const uint64_t i = tile + t * kPer + k;
         if (i >= count) break;
@@ -239,8 +228,8 @@ DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const Encod
     x.sync();
     x.each_thread([&](unsigned t) {
       if (t != 0) return;
-      s.pending += s.tile_changes;
-      s.changed += s.tile_changes;
+      s.pending += tile_changes;
+      s.changed += tile_changes;
     });
     x.sync();
     const bool final = tile + kTile >= count;

@@ -54,6 +54,18 @@ struct HostBlock {
     for (unsigned w = 0; w < warps(); ++w) f(w, HostWarp{});
   }
   void sync() const {}
+
+  // Collective: replaces data[0, threads) with its exclusive prefix sums and
+  // returns the total to every thread. Called by all threads, between phases.
+  uint32_t exclusive_scan(uint32_t* data) const {
+    uint32_t total = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      const uint32_t v = data[t];
+      data[t] = total;
+      total += v;
+    }
+    return total;
+  }
 };
 
 }  // namespace deltacast::simt
