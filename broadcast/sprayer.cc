@@ -1,0 +1,416 @@
+#include "broadcast/sprayer.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace deltacast {
+
+std::string_view spray_mode_name(SprayMode mode) { return mode == SprayMode::kSpray ? "spray" : "roundrobin"; }
+
+Result<SprayMode> parse_spray_mode(std::string_view name) {
+  if (name == "spray") return SprayMode::kSpray;
+  if (name == "roundrobin") return SprayMode::kRoundRobin;
+  return invalid_argument("unknown mode '{}' (expected spray or roundrobin)", name);
+}
+
+namespace {
+
+// Before a rail's rate is measured it is assumed to be 1 Gbit/s: enough to fill it, and the
+// first samples replace the guess within a few tens of milliseconds.
+constexpr double kAssumedBandwidth = 125e6;
+constexpr auto kSampleWindow = std::chrono::milliseconds(20);
+
+struct Rail {
+  std::unique_ptr<Channel> channel;
+  RailHealth health;
+  double bandwidth = 0;  // bytes per second, 0 until measured
+  uint64_t inflight = 0;
+  TimePoint sample_start{};
+  uint64_t sample_bytes = 0;
+  bool probe_inflight = false;
+  // How much later than predicted acks come, smoothed like TCP's RTT (mean and mean deviation,
+  // seconds): the deadline margin grows on a jittery rail instead of firing falsely.
+  double late_mean = 0;
+  double late_dev = 0;
+  RailTelemetry telemetry;
+
+  double rate() const { return bandwidth > 0 ? bandwidth : kAssumedBandwidth; }
+};
+
+// One copy of a slice on one rail.
+struct Copy {
+  uint64_t transfer;
+  uint32_t slice;
+  uint32_t rail;
+  uint32_t bytes;
+  TimePoint expected;  // predicted completion
+  TimePoint deadline;
+  bool probe;
+  bool expired = false;
+};
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
+  SprayOptions options;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Rail> rails;
+  std::map<uint64_t, Copy> copies;  // outstanding sends by id
+  uint64_t next_copy = 1;
+  std::mt19937_64 rng;
+  std::function<void(const SprayEvent&)> observer;
+
+  // The transfer in progress.
+  uint64_t transfer = 0;
+  bool active = false;
+  std::vector<uint8_t> done;
+  std::vector<uint16_t> live;  // non-expired copies per slice
+  std::vector<uint8_t> queued;  // in `pending`
+  std::vector<uint64_t> checksum;  // per slice, computed at its first send
+  std::vector<uint8_t> checksummed;
+  std::deque<uint32_t> pending;
+  uint32_t done_count = 0;
+  uint64_t resent = 0;
+  TimePoint last_progress{};
+
+  void emit(SprayEvent::Kind kind, const Copy& c, TimePoint now) {
+    if (observer) observer(SprayEvent{kind, c.rail, c.slice, c.bytes, c.probe, now});
+  }
+
+  // A slice that lost its last live copy goes back to the front of the queue.
+  void requeue(uint32_t slice, Rail& rail) {
+    if (!active || done[slice] || live[slice] > 0 || queued[slice]) return;
+    queued[slice] = 1;
+    pending.push_front(slice);
+    ++resent;
+    ++rail.telemetry.resent_slices;
+  }
+
+  void on_done(uint64_t id, const Status& status) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = copies.find(id);
+    if (it == copies.end()) return;
+    const Copy c = it->second;
+    copies.erase(it);
+    Rail& rail = rails[c.rail];
+    const TimePoint now = SteadyClock::now();
+    rail.inflight -= c.bytes;
+    if (c.probe) rail.probe_inflight = false;
+    const bool current = active && c.transfer == transfer;
+    if (current && !c.expired) --live[c.slice];
+    if (status.ok()) {
+      const double late = std::max(0.0, seconds(now - c.expected));
+      rail.late_dev = 0.75 * rail.late_dev + 0.25 * std::abs(late - rail.late_mean);
+      rail.late_mean = 0.875 * rail.late_mean + 0.125 * late;
+      rail.health.on_success(now);
+      ++rail.telemetry.slices_acked;
+      rail.telemetry.bytes_acked += c.bytes;
+      rail.sample_bytes += c.bytes;
+      const auto window = now - rail.sample_start;
+      if (window >= kSampleWindow) {
+        const double sample = static_cast<double>(rail.sample_bytes) / seconds(window);
+        rail.bandwidth = rail.bandwidth == 0 ? sample : 0.7 * rail.bandwidth + 0.3 * sample;
+        rail.sample_start = now;
+        rail.sample_bytes = 0;
+      }
+      if (current && !done[c.slice]) {
+        done[c.slice] = 1;
+        ++done_count;
+        last_progress = now;
+      }
+      emit(SprayEvent::kAcked, c, now);
+    } else {
+      ++rail.telemetry.errors;
+      if (!c.expired) rail.health.on_failure(now);  // an expired copy was counted when it expired
+      log().debug("rail {} slice {}: {}", rail.channel->rail().to_string(), c.slice, status.to_string());
+      if (current) requeue(c.slice, rail);
+      emit(SprayEvent::kFailed, c, now);
+    }
+    cv.notify_all();
+  }
+
+  // Posts one copy of `slice` on rail `r`. Called with the lock held; the channel never runs
+  // callbacks inside send(), so this cannot re-enter.
+  void post(uint32_t r, uint32_t slice, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes, bool probe,
+            TimePoint now) {
+    Rail& rail = rails[r];
+    const uint64_t offset = static_cast<uint64_t>(slice) * slice_bytes;
+    const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - offset));
+    if (rail.inflight == 0) {  // the rail was idle: its rate sample starts now
+      rail.sample_start = now;
+      rail.sample_bytes = 0;
+    }
+    const double predicted = static_cast<double>(rail.inflight + length) / rail.rate();
+    const double margin = std::max(std::chrono::duration<double>(options.min_deadline).count(),
+                                   rail.late_mean + 4 * rail.late_dev);
+    const auto deadline_span = rail.bandwidth == 0
+                                   ? options.first_deadline
+                                   : Millis(static_cast<int64_t>(1000 * (options.deadline_factor * predicted + margin)));
+    if (!checksummed[slice]) {
+      checksum[slice] = xxh3_64(data + offset, length);
+      checksummed[slice] = 1;
+    }
+    const uint64_t id = next_copy++;
+    Copy c{transfer, slice, r, length, now + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(predicted)),
+           now + deadline_span, probe};
+    copies.emplace(id, c);
+    ++live[slice];
+    rail.inflight += length;
+    if (probe) {
+      rail.probe_inflight = true;
+      ++rail.telemetry.probes;
+    }
+    emit(SprayEvent::kSent, c, now);
+    std::weak_ptr<State> self = weak_from_this();
+    rail.channel->send(SliceRef{transfer, bytes, slice_bytes, slice, length, checksum[slice]}, data + offset,
+                       [self, id](Status s) {
+      if (auto state = self.lock()) state->on_done(id, s);
+    });
+  }
+
+  bool usable(uint32_t r, TimePoint now) {
+    const RailState s = rails[r].health.state(now);
+    return (s == RailState::kHealthy || s == RailState::kSuspect) && rails[r].channel->ready();
+  }
+
+  bool has_room(uint32_t r, uint32_t length, uint32_t slice_bytes) const {
+    const Rail& rail = rails[r];
+    // A rail whose rate is not measured yet carries two slices at a time (slow start), so an
+    // unknown slow rail cannot swallow a large share before its first acks tell its speed.
+    const double window = rail.bandwidth == 0
+                              ? 2.0 * slice_bytes
+                              : std::max(2.0 * slice_bytes, rail.bandwidth * std::chrono::duration<double>(options.queue_target).count());
+    return rail.inflight == 0 || static_cast<double>(rail.inflight + length) <= window;
+  }
+
+  // The rail for the next slice, or -1 when none can take it now.
+  int choose(uint32_t slice, uint32_t length, uint32_t slice_bytes, TimePoint now) {
+    const uint32_t n = static_cast<uint32_t>(rails.size());
+    if (options.mode == SprayMode::kRoundRobin) {
+      // Static striping: slice i belongs to rail i mod n; a rail that cannot carry anything
+      // hands its slices to the next one, a merely busy rail is waited for.
+      for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t r = (slice + k) % n;
+        if (usable(r, now)) return has_room(r, length, slice_bytes) ? static_cast<int>(r) : -1;
+      }
+      return -1;
+    }
+    std::vector<uint32_t> candidates;
+    int best = -1;
+    double best_time = 0;
+    for (uint32_t r = 0; r < n; ++r) {
+      if (!usable(r, now) || !has_room(r, length, slice_bytes)) continue;
+      candidates.push_back(r);
+      const double t = static_cast<double>(rails[r].inflight + length) / rails[r].rate();
+      if (best < 0 || t < best_time) best = static_cast<int>(r), best_time = t;
+    }
+    if (candidates.size() > 1 && std::uniform_real_distribution<double>(0, 1)(rng) < options.probe_share) {
+      return static_cast<int>(candidates[rng() % candidates.size()]);
+    }
+    return best;
+  }
+
+  uint32_t pick_slice_bytes(uint64_t bytes, TimePoint now) {
+    if (options.slice_bytes != 0) return options.slice_bytes;
+    double slowest = 0;
+    for (uint32_t r = 0; r < rails.size(); ++r) {
+      if (!usable(r, now)) continue;
+      slowest = slowest == 0 ? rails[r].rate() : std::min(slowest, rails[r].rate());
+    }
+    if (slowest == 0) slowest = kAssumedBandwidth;
+    const double want = slowest * std::chrono::duration<double>(options.slice_time).count();
+    uint64_t size = std::bit_floor(static_cast<uint64_t>(std::max(want, 1.0)));
+    size = std::clamp<uint64_t>(size, options.min_slice_bytes, options.max_slice_bytes);
+    // A small transfer still goes in several slices, so that every rail can help.
+    while (size > options.min_slice_bytes && bytes / size < 4 * rails.size()) size /= 2;
+    return static_cast<uint32_t>(size);
+  }
+
+  // Copies of this transfer still outstanding (stuck on a stalled rail, or probes) hold
+  // pointers into the caller's data: their channels are reset and their callbacks awaited.
+  void drain(std::unique_lock<std::mutex>& lock) {
+    std::vector<uint32_t> stuck;
+    for (const auto& [id, c] : copies) {
+      if (c.transfer == transfer && std::find(stuck.begin(), stuck.end(), c.rail) == stuck.end()) stuck.push_back(c.rail);
+    }
+    if (!stuck.empty()) {
+      // Acked copies finish on their own in a moment; only copies that are not moving need a reset.
+      cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !outstanding(); });
+      lock.unlock();
+      for (uint32_t r : stuck) rails[r].channel->reset();
+      lock.lock();
+    }
+    if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return !outstanding(); })) {
+      log().error("transfer {}: copies still outstanding after their channels were reset", transfer);
+    }
+    active = false;
+  }
+
+  bool outstanding() const {
+    for (const auto& [id, c] : copies) {
+      if (c.transfer == transfer) return true;
+    }
+    return false;
+  }
+
+  std::string describe_rails(TimePoint now) {
+    std::string s;
+    for (auto& rail : rails) {
+      if (!s.empty()) s += ", ";
+      s += fmt::format("{} {}{}", rail.channel->rail().to_string(), rail_state_name(rail.health.state(now)),
+                       rail.channel->ready() ? "" : " (not connected)");
+    }
+    return s;
+  }
+};
+
+Sprayer::Sprayer(std::vector<std::unique_ptr<Channel>> channels, SprayOptions options)
+    : state_(std::make_shared<State>()) {
+  state_->options = options;
+  state_->rng.seed(options.seed);
+  for (auto& channel : channels) {
+    Rail rail;
+    rail.channel = std::move(channel);
+    rail.health = RailHealth(options.health);
+    rail.telemetry.name = rail.channel->rail().name.empty() ? rail.channel->rail().to_string() : rail.channel->rail().name;
+    state_->rails.push_back(std::move(rail));
+  }
+}
+
+Sprayer::~Sprayer() {
+  for (auto& rail : state_->rails) rail.channel->close();
+}
+
+size_t Sprayer::rails() const { return state_->rails.size(); }
+
+void Sprayer::set_observer(std::function<void(const SprayEvent&)> observer) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->observer = std::move(observer);
+}
+
+std::vector<RailTelemetry> Sprayer::telemetry() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<RailTelemetry> out;
+  const TimePoint now = SteadyClock::now();
+  for (auto& rail : state_->rails) {
+    RailTelemetry t = rail.telemetry;
+    t.state = rail.health.state(now);
+    t.bandwidth_bps = rail.bandwidth;
+    t.inflight_bytes = rail.inflight;
+    out.push_back(t);
+  }
+  return out;
+}
+
+Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes) {
+  State& s = *state_;
+  if (s.rails.empty()) return invalid_argument("no rails to send on");
+  std::unique_lock<std::mutex> lock(s.mu);
+  const TimePoint start = SteadyClock::now();
+  const uint32_t slice_bytes = s.pick_slice_bytes(bytes, start);
+  const uint64_t count = (bytes + slice_bytes - 1) / slice_bytes;
+  if (count > UINT32_MAX) return invalid_argument("{} bytes is too many slices of {}", bytes, slice_bytes);
+  const uint32_t slices = static_cast<uint32_t>(count);
+  s.transfer = transfer;
+  s.active = true;
+  s.done.assign(slices, 0);
+  s.live.assign(slices, 0);
+  s.queued.assign(slices, 1);
+  s.checksum.assign(slices, 0);
+  s.checksummed.assign(slices, 0);
+  s.pending.clear();
+  for (uint32_t i = 0; i < slices; ++i) s.pending.push_back(i);
+  s.done_count = 0;
+  s.resent = 0;
+  s.last_progress = start;
+  uint32_t next_duplicate = 0;  // probes re-send delivered slices when nothing is pending
+  const auto length_of = [&](uint32_t slice) {
+    return static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - static_cast<uint64_t>(slice) * slice_bytes));
+  };
+
+  while (s.done_count < slices) {
+    const TimePoint now = SteadyClock::now();
+    if (now - s.last_progress > s.options.stall_timeout) {
+      const std::string rails = s.describe_rails(now);
+      const uint32_t delivered = s.done_count;
+      s.drain(lock);
+      return unavailable("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer,
+                         s.options.stall_timeout.count(), delivered, slices, rails);
+    }
+    // Copies past their deadline: the rail counts a failure and the slice goes elsewhere.
+    std::vector<uint32_t> to_reset;
+    TimePoint next_deadline = now + std::chrono::milliseconds(10);
+    for (auto& [id, c] : s.copies) {
+      if (c.expired || c.transfer != transfer) continue;
+      if (c.deadline > now) {
+        next_deadline = std::min(next_deadline, c.deadline);
+        continue;
+      }
+      c.expired = true;
+      Rail& rail = s.rails[c.rail];
+      ++rail.telemetry.timeouts;
+      rail.health.on_failure(now);
+      --s.live[c.slice];
+      s.requeue(c.slice, rail);
+      s.emit(SprayEvent::kTimedOut, c, now);
+      if (rail.health.state(now) == RailState::kPaused) to_reset.push_back(c.rail);
+    }
+    if (!to_reset.empty()) {
+      // A rail that stalls silently gets a fresh connection: its stuck bytes fail at once and,
+      // once the path is back, the reconnect finds it sooner than TCP's own retransmissions.
+      lock.unlock();
+      std::sort(to_reset.begin(), to_reset.end());
+      to_reset.erase(std::unique(to_reset.begin(), to_reset.end()), to_reset.end());
+      for (uint32_t r : to_reset) s.rails[r].channel->reset();
+      lock.lock();
+      continue;
+    }
+    // Probes: a rail whose backoff is over carries one slice to show it works again.
+    for (uint32_t r = 0; r < s.rails.size(); ++r) {
+      Rail& rail = s.rails[r];
+      if (rail.health.state(now) != RailState::kProbing || rail.probe_inflight || !rail.channel->ready()) continue;
+      uint32_t slice;
+      if (!s.pending.empty()) {
+        slice = s.pending.front();
+        s.pending.pop_front();
+        s.queued[slice] = 0;
+      } else {
+        slice = next_duplicate++ % slices;
+      }
+      s.post(r, slice, data, bytes, slice_bytes, true, now);
+    }
+    // New slices (and re-sends) to the rails that can take them.
+    while (!s.pending.empty()) {
+      const uint32_t slice = s.pending.front();
+      if (s.done[slice]) {
+        s.pending.pop_front();
+        s.queued[slice] = 0;
+        continue;
+      }
+      const int r = s.choose(slice, length_of(slice), slice_bytes, now);
+      if (r < 0) break;
+      s.pending.pop_front();
+      s.queued[slice] = 0;
+      s.post(static_cast<uint32_t>(r), slice, data, bytes, slice_bytes, false, now);
+    }
+    if (s.done_count < slices) s.cv.wait_until(lock, next_deadline);
+  }
+  TransferResult result{bytes, slice_bytes, slices, 0, s.resent};
+  result.seconds = seconds(SteadyClock::now() - start);
+  s.drain(lock);
+  return result;
+}
+
+}  // namespace deltacast

@@ -1,0 +1,94 @@
+// The receiver's staging: memory that slices land in, at their offsets, and
+// the arrival state of every slice (missing, being received, arrived), so a
+// slice counts exactly once however many rails deliver it. Every slice header
+// that reaches begin() came from the network and is checked against the
+// transfer it names before any byte is written.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "broadcast/rail_health.h"
+#include "broadcast/transport.h"
+#include "core/aligned_buffer.h"
+
+namespace deltacast {
+
+struct StagingOptions {
+  // Transfers not announced with expect() are accepted up to this size
+  // (memory allocated here); 0 accepts only expected transfers.
+  uint64_t auto_accept_bytes = 0;
+  uint32_t min_slice_bytes = 1024;
+  uint32_t max_slice_bytes = 64 << 20;
+  bool record_arrival_times = false;
+};
+
+struct TransferProgress {
+  uint64_t bytes = 0;
+  uint32_t slice_bytes = 0;  // 0 until the first slice told it
+  uint32_t slices = 0;
+  uint32_t arrived = 0;
+  uint64_t duplicates = 0;
+  uint64_t rejected = 0;     // payloads that failed their checksum
+  TimePoint started{};
+  std::vector<TimePoint> arrival;  // per slice, when recording
+};
+
+class StagingArea : public SliceSink {
+ public:
+  explicit StagingArea(StagingOptions options = {}) : options_(options) {}
+
+  // Announces a transfer; its bytes land in `memory` (bytes long, owned by the
+  // caller) or in memory allocated here. slice_bytes 0: the sender chooses,
+  // and its first slice fixes it.
+  Status expect(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes = 0, uint8_t* memory = nullptr);
+
+  // Waits until every slice arrived.
+  Status wait(uint64_t transfer, Millis timeout);
+  // Waits until any transfer is fully received; returns its id.
+  Result<uint64_t> wait_any(Millis timeout);
+  bool complete(uint64_t transfer) const;
+  std::span<const uint8_t> bytes(uint64_t transfer) const;
+  TransferProgress progress(uint64_t transfer) const;
+  void forget(uint64_t transfer);
+
+  // Runs after each slice that arrives (from the backend's thread).
+  void set_on_slice(std::function<void(const SliceRef&)> fn) { on_slice_ = std::move(fn); }
+
+  // SliceSink
+  Result<Landing> begin(const SliceRef& slice) override;
+  bool complete(const SliceRef& slice, const Landing& landing, bool verified) override;
+
+ private:
+  enum SliceState : uint8_t { kMissing = 0, kReceiving = 1, kArrived = 2 };
+  struct Transfer {
+    uint64_t bytes = 0;
+    uint32_t slice_bytes = 0;
+    uint32_t slices = 0;
+    uint8_t* memory = nullptr;
+    AlignedBuffer owned;
+    std::unique_ptr<std::atomic<uint8_t>[]> state;
+    std::atomic<uint32_t> arrived{0};
+    std::atomic<uint64_t> duplicates{0};
+    std::atomic<uint64_t> rejected{0};
+    TimePoint started{};
+    std::vector<TimePoint> arrival;
+  };
+
+  Status size_slices(Transfer& t, uint32_t slice_bytes);
+  Result<std::shared_ptr<Transfer>> find_or_accept(const SliceRef& slice);
+
+  StagingOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_cv_;
+  std::map<uint64_t, std::shared_ptr<Transfer>> transfers_;  // shared: slices being received hold theirs
+  std::function<void(const SliceRef&)> on_slice_;
+};
+
+}  // namespace deltacast

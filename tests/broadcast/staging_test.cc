@@ -1,0 +1,100 @@
+// The receiver's staging: exactly-once arrival, validation of untrusted slice
+// headers, duplicates and checksum failures.
+#include "broadcast/staging.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+
+namespace deltacast {
+namespace {
+
+SliceRef slice_of(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, uint32_t index, const uint8_t* data) {
+  SliceRef s{transfer, bytes, slice_bytes, index, 0, 0};
+  s.length = static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - s.offset()));
+  s.checksum = xxh3_64(data + s.offset(), s.length);
+  return s;
+}
+
+bool land(StagingArea& area, const SliceRef& s, const uint8_t* data) {
+  auto landing = area.begin(s);
+  EXPECT_TRUE(landing.ok()) << landing.status().to_string();
+  if (landing->bytes) std::memcpy(landing->bytes, data + s.offset(), s.length);
+  return area.complete(s, *landing, landing->bytes == nullptr || checksum_matches(s, landing->bytes));
+}
+
+TEST(Staging, SlicesArriveExactlyOnceInAnyOrder) {
+  std::vector<uint8_t> data(10000);
+  std::iota(data.begin(), data.end(), 0);
+  StagingArea area;
+  ASSERT_TRUE(area.expect(7, data.size(), 0).ok());
+  const uint32_t slice_bytes = 4096;
+  for (uint32_t i : {2u, 0u, 2u, 1u, 0u}) EXPECT_TRUE(land(area, slice_of(7, data.size(), slice_bytes, i, data.data()), data.data()));
+  EXPECT_TRUE(area.wait(7, Millis(100)).ok());
+  const auto got = area.bytes(7);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  const TransferProgress p = area.progress(7);
+  EXPECT_EQ(p.arrived, 3u);
+  EXPECT_EQ(p.duplicates, 2u);
+}
+
+TEST(Staging, RejectsForgedHeadersBeforeWritingAnything) {
+  std::vector<uint8_t> memory(8192, 0xEE);
+  StagingArea area;
+  ASSERT_TRUE(area.expect(1, 8000, 4096, memory.data()).ok());
+  const std::vector<SliceRef> forged = {
+      {2, 8000, 4096, 0, 4096, 0},       // unknown transfer
+      {1, 8001, 4096, 0, 4096, 0},       // wrong transfer size
+      {1, 8000, 2048, 0, 2048, 0},       // wrong slice size
+      {1, 8000, 4096, 2, 4096, 0},       // index past the end
+      {1, 8000, 4096, 1, 4096, 0},       // last slice claims the full size (it is 3904)
+      {1, 8000, 4096, 0, 100, 0},        // short slice in the middle
+      {1, 8000, 4096, 0xffffffffu, 1, 0},
+  };
+  for (const auto& s : forged) {
+    EXPECT_FALSE(area.begin(s).ok()) << s.index << " " << s.length;
+  }
+  for (uint8_t b : memory) ASSERT_EQ(b, 0xEE);
+}
+
+TEST(Staging, ChecksumFailureLeavesTheSliceMissingForAResend) {
+  std::vector<uint8_t> data(5000, 3);
+  StagingArea area;
+  ASSERT_TRUE(area.expect(9, data.size(), 0).ok());
+  SliceRef s = slice_of(9, data.size(), 4096, 0, data.data());
+  auto landing = area.begin(s);
+  ASSERT_TRUE(landing.ok() && landing->bytes != nullptr);
+  EXPECT_FALSE(area.complete(s, *landing, false));
+  EXPECT_EQ(area.progress(9).rejected, 1u);
+  // A copy that arrives while another is still being received is not acknowledged yet.
+  auto first = area.begin(s);
+  auto second = area.begin(s);
+  ASSERT_TRUE(first->bytes != nullptr);
+  EXPECT_EQ(second->bytes, nullptr);
+  EXPECT_FALSE(area.complete(s, *second, true));
+  std::memcpy(first->bytes, data.data(), s.length);
+  EXPECT_TRUE(area.complete(s, *first, true));
+  auto third = area.begin(s);
+  EXPECT_TRUE(area.complete(s, *third, true)) << "a duplicate of an arrived slice is acknowledged";
+}
+
+TEST(Staging, AutoAcceptIsBounded) {
+  StagingOptions options;
+  options.auto_accept_bytes = 1 << 20;
+  StagingArea area(options);
+  EXPECT_TRUE(area.begin({5, 1 << 20, 65536, 0, 65536, 0}).ok());
+  EXPECT_FALSE(area.begin({6, (1 << 20) + 1, 65536, 0, 65536, 0}).ok());
+  EXPECT_FALSE(area.begin({7, 1 << 20, 100, 0, 100, 0}).ok()) << "slice sizes below the minimum are refused";
+}
+
+TEST(Staging, WaitReportsProgressOnTimeout) {
+  StagingArea area;
+  ASSERT_TRUE(area.expect(3, 100000, 4096).ok());
+  Status s = area.wait(3, Millis(20));
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(s.message().find("0 of 25 slices"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace deltacast
