@@ -53,11 +53,24 @@ Result<std::shared_ptr<StagingArea::Transfer>> StagingArea::find_or_accept(const
   if (slice.transfer_bytes != t.bytes) {
     return corrupt("slice says transfer {} has {} bytes, it has {}", slice.transfer, slice.transfer_bytes, t.bytes);
   }
-  if (t.slices == 0 && t.bytes > 0) {
-    DC_RETURN_IF_ERROR(size_slices(t, slice.slice_bytes));
-  } else if (slice.slice_bytes != t.slice_bytes) {
-    return corrupt("slice size {} does not match transfer {}'s {}", slice.slice_bytes, slice.transfer, t.slice_bytes);
+  if (t.slices > 0 || t.bytes == 0) {
+    if (slice.slice_bytes != t.slice_bytes) {
+      return corrupt("slice size {} does not match transfer {}'s {}", slice.slice_bytes, slice.transfer, t.slice_bytes);
+    }
+    return it->second;
   }
+  // The first slice fixes the slice size, but only once everything else in it checks out: a
+  // malformed header must not decide the layout for the slices that follow.
+  if (slice.slice_bytes < options_.min_slice_bytes || slice.slice_bytes > options_.max_slice_bytes) {
+    return corrupt("slice size {} outside [{}, {}]", slice.slice_bytes, options_.min_slice_bytes, options_.max_slice_bytes);
+  }
+  const uint64_t slices = (t.bytes + slice.slice_bytes - 1) / slice.slice_bytes;
+  const uint64_t offset = static_cast<uint64_t>(slice.index) * slice.slice_bytes;
+  if (slice.index >= slices || slice.length != std::min<uint64_t>(slice.slice_bytes, t.bytes - offset)) {
+    return corrupt("slice {} of {} bytes does not fit transfer {} in {}-byte slices", slice.index, slice.length,
+                   slice.transfer, slice.slice_bytes);
+  }
+  DC_RETURN_IF_ERROR(size_slices(t, slice.slice_bytes));
   return it->second;
 }
 

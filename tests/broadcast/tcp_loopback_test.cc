@@ -1,0 +1,258 @@
+// The TCP backend over loopback: real sockets, several rails (127.0.0.x),
+// byte-exact transfers, resets, wrong tokens, and hostile clients that must be
+// dropped without touching staging or disturbing other connections.
+// Multi-host behaviour with shaped links and cut cables is in tests/netns/.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "broadcast/sprayer.h"
+#include "broadcast/staging.h"
+#include "broadcast/tcp/channel.h"
+#include "broadcast/tcp/listener.h"
+#include "broadcast/tcp/transport.h"
+#include "core/byte_io.h"
+
+namespace deltacast {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr uint64_t kToken = 0x5eed;
+
+struct Receiver {
+  StagingArea staging;
+  std::unique_ptr<tcp::TcpListener> listener;
+
+  explicit Receiver(int rails, ListenOptions options = {}) {
+    options.token = kToken;
+    std::vector<Endpoint> endpoints;
+    for (int r = 0; r < rails; ++r) endpoints.push_back({"127.0.0." + std::to_string(11 + r), 0});
+    listener = tcp::TcpListener::create(endpoints, &staging, options).value();
+  }
+};
+
+std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken, uint32_t slice_bytes = 0) {
+  tcp::TcpTransport transport;
+  std::vector<std::unique_ptr<Channel>> channels;
+  const auto endpoints = rx.listener->endpoints();
+  for (size_t r = 0; r < endpoints.size(); ++r) {
+    RailSpec rail{Endpoint{"127.0.0." + std::to_string(1 + r), 0}, endpoints[r], "rail" + std::to_string(r)};
+    ChannelOptions options;
+    options.token = token;
+    options.rail_index = static_cast<uint32_t>(r);
+    channels.push_back(transport.connect(rail, options).value());
+  }
+  SprayOptions spray;
+  spray.stall_timeout = milliseconds(1500);
+  spray.slice_bytes = slice_bytes;
+  return std::make_unique<Sprayer>(std::move(channels), spray);
+}
+
+std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, 8);
+  }
+  return v;
+}
+
+TEST(TcpLoopback, TransfersAreByteExactOverSeveralRails) {
+  Receiver rx(3);
+  auto sender = make_sender(rx);
+  for (uint64_t id : {1u, 2u}) {
+    const auto data = pattern(48 << 20, id);
+    ASSERT_TRUE(rx.staging.expect(id, data.size()).ok());
+    auto r = sender->send(id, data.data(), data.size());
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(rx.staging.wait(id, milliseconds(1000)).ok());
+    const auto got = rx.staging.bytes(id);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  }
+  for (const auto& t : sender->telemetry()) EXPECT_GT(t.bytes_acked, 0u) << t.name;
+}
+
+TEST(TcpLoopback, ResetMidTransferLosesNothing) {
+  Receiver rx(2);
+  tcp::TcpTransport transport;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<Channel*> raw;
+  const auto endpoints = rx.listener->endpoints();
+  for (size_t r = 0; r < 2; ++r) {
+    ChannelOptions options;
+    options.token = kToken;
+    channels.push_back(transport.connect({Endpoint{"127.0.0.1", 0}, endpoints[r], "rail" + std::to_string(r)}, options).value());
+    raw.push_back(channels.back().get());
+  }
+  Sprayer sender(std::move(channels), SprayOptions{});
+  const auto data = pattern(64 << 20, 7);
+  ASSERT_TRUE(rx.staging.expect(1, data.size()).ok());
+  std::thread chaos([&] {
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(milliseconds(15));
+      raw[i % 2]->reset();
+    }
+  });
+  auto r = sender.send(1, data.data(), data.size());
+  chaos.join();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(1000)).ok());
+  const auto got = rx.staging.bytes(1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  EXPECT_EQ(rx.staging.progress(1).arrived, rx.staging.progress(1).slices);
+}
+
+TEST(TcpLoopback, WrongTokenIsRefused) {
+  Receiver rx(1);
+  auto sender = make_sender(rx, kToken + 1);
+  const auto data = pattern(1 << 20, 3);
+  ASSERT_TRUE(rx.staging.expect(1, data.size()).ok());
+  auto r = sender->send(1, data.data(), data.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not connected"), std::string::npos) << r.status().message();
+  bool logged = false;
+  for (const auto& d : rx.listener->recent_drops()) logged |= d.find("wrong token") != std::string::npos;
+  EXPECT_TRUE(logged);
+  EXPECT_EQ(rx.staging.progress(1).arrived, 0u);
+}
+
+// A raw client that speaks (or mangles) the protocol by hand.
+struct RawClient {
+  int fd = -1;
+  explicit RawClient(const Endpoint& to) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(to.port);
+    inet_pton(AF_INET, to.host.c_str(), &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  }
+  ~RawClient() { ::close(fd); }
+  void put(const std::vector<uint8_t>& bytes) { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
+  void hello(uint64_t token = kToken) {
+    std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24);
+    tcp::write_frame_header(h.data(), tcp::kHello);
+    store_le<uint32_t>(h.data() + 8, tcp::kProtocolVersion);
+    store_le<uint64_t>(h.data() + 16, token);
+    put(h);
+    uint8_t ack[16];
+    ASSERT_EQ(recv(fd, ack, sizeof(ack), MSG_WAITALL), 16);
+  }
+  std::vector<uint8_t> slice_frame(const SliceRef& s) {
+    std::vector<uint8_t> f(tcp::kFrameHeaderBytes + 40);
+    tcp::write_frame_header(f.data(), tcp::kSlice);
+    tcp::encode_slice_body(s, f.data() + tcp::kFrameHeaderBytes);
+    return f;
+  }
+  // True when the receiver closed the connection within `wait`.
+  bool dropped(milliseconds wait) {
+    timeval tv{static_cast<time_t>(wait.count() / 1000), static_cast<suseconds_t>((wait.count() % 1000) * 1000)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    uint8_t buf[256];
+    for (;;) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+      if (n < 0) return false;  // timed out while the connection stayed open
+    }
+  }
+};
+
+TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
+  ListenOptions options;
+  options.frame_timeout = milliseconds(300);
+  options.handshake_timeout = milliseconds(300);
+  Receiver rx(1, options);
+  const Endpoint at = rx.listener->endpoints()[0];
+  // Staging for one legitimate transfer, inside a guarded buffer; its slice size is announced
+  // (as the engine's control plane does), so hostile frames cannot choose the layout.
+  const uint64_t bytes = 8 << 20;
+  const uint32_t slice = 256 << 10;
+  std::vector<uint8_t> memory(bytes + 4096, 0xA5);
+  ASSERT_TRUE(rx.staging.expect(1, bytes, slice, memory.data() + 2048).ok());
+
+  std::mt19937_64 rng(9);
+  std::vector<uint8_t> noise(4096);
+  for (auto& b : noise) b = static_cast<uint8_t>(rng());
+  RawClient random_bytes(at);
+  random_bytes.put(noise);
+  RawClient bad_magic(at);
+  bad_magic.put(std::vector<uint8_t>(32, 0x11));
+  RawClient wrong_token(at);
+  {
+    std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24);
+    tcp::write_frame_header(h.data(), tcp::kHello);
+    store_le<uint32_t>(h.data() + 8, tcp::kProtocolVersion);
+    store_le<uint64_t>(h.data() + 16, kToken ^ 1);
+    wrong_token.put(h);
+  }
+  RawClient out_of_range(at);
+  out_of_range.hello();
+  out_of_range.put(out_of_range.slice_frame({1, bytes, slice, 999, slice, 0}));  // index past the end
+  RawClient wrong_length(at);
+  wrong_length.hello();
+  wrong_length.put(wrong_length.slice_frame({1, bytes, slice, 0, 4096, 0}));  // short middle slice
+  RawClient other_layout(at);
+  other_layout.hello();
+  other_layout.put(other_layout.slice_frame({1, bytes, 1 << 20, 0, 1 << 20, 0}));  // another slice size
+  RawClient unknown_transfer(at);
+  unknown_transfer.hello();
+  unknown_transfer.put(unknown_transfer.slice_frame({42, bytes, slice, 0, slice, 0}));
+  RawClient huge(at);
+  huge.hello();
+  huge.put(huge.slice_frame({1, bytes, slice, 0, 0xffffffffu, 0}));
+  RawClient slow_loris(at);
+  slow_loris.hello();
+  auto partial = slow_loris.slice_frame({1, bytes, slice, 1, slice, 0});
+  partial.resize(partial.size() + 100, 0x77);  // a valid header and a trickle of payload, then silence
+  slow_loris.put(partial);
+  RawClient silent(at);  // connects and never says hello
+
+  // Meanwhile a real sender moves the real transfer.
+  auto sender = make_sender(rx, kToken, slice);
+  const auto data = pattern(bytes, 5);
+  auto r = sender->send(1, data.data(), data.size());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), memory.begin() + 2048));
+  for (size_t i = 0; i < 2048; ++i) {
+    ASSERT_EQ(memory[i], 0xA5);
+    ASSERT_EQ(memory[memory.size() - 1 - i], 0xA5);
+  }
+  for (RawClient* c : {&random_bytes, &bad_magic, &wrong_token, &out_of_range, &wrong_length, &other_layout,
+                       &unknown_transfer, &huge, &slow_loris, &silent}) {
+    EXPECT_TRUE(c->dropped(milliseconds(2000)));
+  }
+  const auto drops = rx.listener->recent_drops();
+  std::string all;
+  for (const auto& d : drops) all += d + "\n";
+  for (const char* reason : {"bad frame magic", "wrong token", "of a 32-slice", "should be", "does not match",
+                             "unknown transfer", "claims",
+                             "payload of slice", "handshake"}) {
+    EXPECT_NE(all.find(reason), std::string::npos) << "no drop logged for '" << reason << "' in:\n" << all;
+  }
+}
+
+TEST(TcpLoopback, RefusedConnectionsAreAClearError) {
+  // A rail to an address nobody listens on: the transfer fails within the stall timeout, naming the rail.
+  tcp::TcpTransport transport;
+  std::vector<std::unique_ptr<Channel>> channels;
+  channels.push_back(transport.connect({Endpoint{"127.0.0.1", 0}, Endpoint{"127.0.0.99", 1}, "dead"}, {}).value());
+  SprayOptions spray;
+  spray.stall_timeout = milliseconds(400);
+  Sprayer sender(std::move(channels), spray);
+  std::vector<uint8_t> data(1 << 20);
+  auto r = sender.send(1, data.data(), data.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dead"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace deltacast
