@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   deltacast::bench::add_codec_command(app);
   deltacast::bench::add_kernels_command(app);
+  deltacast::bench::add_wire_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

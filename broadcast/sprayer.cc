@@ -34,7 +34,10 @@ struct Rail {
   RailHealth health;
   double bandwidth = 0;  // bytes per second, 0 until measured
   uint64_t inflight = 0;
-  TimePoint sample_start{};
+  // Rate samples count delivered bytes over the time the rail was busy (something in flight):
+  // gaps while it waited for the sprayer do not dilute the rate of the link itself.
+  TimePoint busy_start{};
+  double busy_seconds = 0;  // banked busy time of the current sample
   uint64_t sample_bytes = 0;
   bool probe_inflight = false;
   // How much later than predicted acks come, smoothed like TCP's RTT (mean and mean deviation,
@@ -106,10 +109,14 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     copies.erase(it);
     Rail& rail = rails[c.rail];
     const TimePoint now = SteadyClock::now();
-    rail.inflight -= c.bytes;
     if (c.probe) rail.probe_inflight = false;
     const bool current = active && c.transfer == transfer;
     if (current && !c.expired) --live[c.slice];
+    rail.inflight -= c.bytes;
+    if (rail.inflight == 0) {  // the rail goes idle: bank its busy time
+      rail.busy_seconds += seconds(now - rail.busy_start);
+      rail.busy_start = now;
+    }
     if (status.ok()) {
       const double late = std::max(0.0, seconds(now - c.expected));
       rail.late_dev = 0.75 * rail.late_dev + 0.25 * std::abs(late - rail.late_mean);
@@ -118,11 +125,12 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       ++rail.telemetry.slices_acked;
       rail.telemetry.bytes_acked += c.bytes;
       rail.sample_bytes += c.bytes;
-      const auto window = now - rail.sample_start;
-      if (window >= kSampleWindow) {
-        const double sample = static_cast<double>(rail.sample_bytes) / seconds(window);
+      const double busy = rail.busy_seconds + seconds(now - rail.busy_start);
+      if (busy >= std::chrono::duration<double>(kSampleWindow).count()) {
+        const double sample = static_cast<double>(rail.sample_bytes) / busy;
         rail.bandwidth = rail.bandwidth == 0 ? sample : 0.7 * rail.bandwidth + 0.3 * sample;
-        rail.sample_start = now;
+        rail.busy_seconds = 0;
+        rail.busy_start = now;
         rail.sample_bytes = 0;
       }
       if (current && !done[c.slice]) {
@@ -148,10 +156,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     Rail& rail = rails[r];
     const uint64_t offset = static_cast<uint64_t>(slice) * slice_bytes;
     const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - offset));
-    if (rail.inflight == 0) {  // the rail was idle: its rate sample starts now
-      rail.sample_start = now;
-      rail.sample_bytes = 0;
-    }
+    if (rail.inflight == 0) rail.busy_start = now;  // busy again
     const double predicted = static_cast<double>(rail.inflight + length) / rail.rate();
     const double margin = std::max(std::chrono::duration<double>(options.min_deadline).count(),
                                    rail.late_mean + 4 * rail.late_dev);

@@ -28,9 +28,9 @@ struct SprayOptions {
   Millis slice_time{2};              // ... this much transmission time per slice
   uint32_t min_slice_bytes = 64 << 10;
   uint32_t max_slice_bytes = 4 << 20;
-  Millis queue_target{10};           // time's worth of bytes a rail may have in flight
-  double deadline_factor = 4.0;      // a slice's deadline: this times its predicted completion,
-  Millis min_deadline{40};           // ... plus a margin of at least this (more on a jittery rail),
+  Millis queue_target{8};            // time's worth of bytes a rail may have in flight
+  double deadline_factor = 3.0;      // a slice's deadline: this times its predicted completion,
+  Millis min_deadline{30};           // ... plus a margin of at least this (more on a jittery rail),
   Millis first_deadline{500};        // ... or this before the rail's bandwidth is measured
   double probe_share = 0.02;         // slices sent to a rail other than the best one
   Millis stall_timeout{5000};        // no slice delivered for this long fails the transfer

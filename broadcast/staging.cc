@@ -74,34 +74,53 @@ Result<std::shared_ptr<StagingArea::Transfer>> StagingArea::find_or_accept(const
   return it->second;
 }
 
-Result<Landing> StagingArea::begin(const SliceRef& slice) {
+Result<Landing> StagingArea::begin(const SliceRef& slice, CancelReceive cancel) {
   DC_ASSIGN_OR_RETURN(std::shared_ptr<Transfer> t, find_or_accept(slice));
   if (slice.index >= t->slices) return corrupt("slice {} of a {}-slice transfer", slice.index, t->slices);
   const uint64_t offset = slice.offset();
   const uint64_t expected = std::min<uint64_t>(t->slice_bytes, t->bytes - offset);
   if (slice.length != expected) return corrupt("slice {} is {} bytes, it should be {}", slice.index, slice.length, expected);
-  uint8_t missing = kMissing;
-  if (!t->state[slice.index].compare_exchange_strong(missing, kReceiving)) return Landing{nullptr, t};  // a duplicate
-  return Landing{t->memory + offset, t};
+  std::lock_guard<std::mutex> lock(t->mu);
+  const uint8_t state = t->state[slice.index].load();
+  const TimePoint now = SteadyClock::now();
+  if (state == kArrived) return Landing{nullptr, t, 0};  // a duplicate
+  if (state == kReceiving) {
+    Owner& owner = t->receiving[slice.index];
+    if (now - owner.since < options_.takeover_after) return Landing{nullptr, t, 0};  // the first copy is still coming
+    // The first copy stalled (its path likely died mid-slice): it is aborted and this one takes the slot.
+    if (owner.cancel) owner.cancel();
+  }
+  t->state[slice.index].store(kReceiving);
+  Owner& owner = t->receiving[slice.index];
+  owner = Owner{t->next_generation++, now, std::move(cancel)};
+  return Landing{t->memory + offset, t, owner.generation};
 }
 
 bool StagingArea::complete(const SliceRef& slice, const Landing& landing, bool verified) {
   auto* t = static_cast<Transfer*>(landing.hold.get());  // set by begin(): the transfer stays alive even if forgotten
   if (t == nullptr) return false;
-  if (landing.bytes == nullptr) {
-    // A duplicate: accepted only once the first copy is in place, so that an ack always means "there".
-    t->duplicates.fetch_add(1, std::memory_order_relaxed);
-    return t->state[slice.index].load() == kArrived;
+  bool arrived_now = false;
+  {
+    std::lock_guard<std::mutex> lock(t->mu);
+    auto owner = t->receiving.find(slice.index);
+    const bool owns = landing.bytes != nullptr && owner != t->receiving.end() && owner->second.generation == landing.generation;
+    if (!owns) {
+      // A duplicate, or a copy superseded by a newer one: acknowledged only once the slice is in place.
+      t->duplicates.fetch_add(1, std::memory_order_relaxed);
+      return t->state[slice.index].load() == kArrived;
+    }
+    t->receiving.erase(owner);
+    if (!verified) {
+      t->rejected.fetch_add(1, std::memory_order_relaxed);
+      t->state[slice.index].store(kMissing);  // a resend may land again
+      return false;
+    }
+    if (!t->arrival.empty()) t->arrival[slice.index] = SteadyClock::now();
+    t->state[slice.index].store(kArrived);
+    arrived_now = true;
   }
-  if (!verified) {
-    t->rejected.fetch_add(1, std::memory_order_relaxed);
-    t->state[slice.index].store(kMissing);  // a resend may land again
-    return false;
-  }
-  if (!t->arrival.empty()) t->arrival[slice.index] = SteadyClock::now();
-  t->state[slice.index].store(kArrived);
   const uint32_t arrived = t->arrived.fetch_add(1) + 1;
-  if (on_slice_) on_slice_(slice);
+  if (arrived_now && on_slice_) on_slice_(slice);
   if (arrived == t->slices) {
     std::lock_guard<std::mutex> lock(mutex_);
     arrived_cv_.notify_all();

@@ -27,6 +27,10 @@ struct StagingOptions {
   uint32_t min_slice_bytes = 1024;
   uint32_t max_slice_bytes = 64 << 20;
   bool record_arrival_times = false;
+  // A copy of a slice that arrives while another copy has been receiving for
+  // longer than this supersedes it (the sender only sends a second copy when
+  // the first missed its deadline: that first copy's path is likely dead).
+  Millis takeover_after{15};
 };
 
 struct TransferProgress {
@@ -62,12 +66,22 @@ class StagingArea : public SliceSink {
   void set_on_slice(std::function<void(const SliceRef&)> fn) { on_slice_ = std::move(fn); }
 
   // SliceSink
-  Result<Landing> begin(const SliceRef& slice) override;
+  Result<Landing> begin(const SliceRef& slice, CancelReceive cancel) override;
   bool complete(const SliceRef& slice, const Landing& landing, bool verified) override;
 
  private:
   enum SliceState : uint8_t { kMissing = 0, kReceiving = 1, kArrived = 2 };
+  // Who is receiving a slot: a generation (so a superseded copy's completion is ignored),
+  // when it started, and how to abort it.
+  struct Owner {
+    uint64_t generation = 0;
+    TimePoint since{};
+    CancelReceive cancel;
+  };
   struct Transfer {
+    std::mutex mu;  // slot ownership
+    std::map<uint32_t, Owner> receiving;
+    uint64_t next_generation = 1;
     uint64_t bytes = 0;
     uint32_t slice_bytes = 0;
     uint32_t slices = 0;

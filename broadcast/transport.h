@@ -64,7 +64,11 @@ inline bool checksum_matches(const SliceRef& slice, const uint8_t* bytes) {
 struct Landing {
   uint8_t* bytes = nullptr;    // nullptr: a duplicate to read and discard
   std::shared_ptr<void> hold;  // keeps the sink's state for this slice alive until complete()
+  uint64_t generation = 0;     // which copy owns the slot (a newer copy may supersede a stalled one)
 };
+
+// Aborts a backend's receive of one slice (TCP: shuts its connection down).
+using CancelReceive = std::function<void()>;
 
 // The receiver's staging memory and arrival state, shared by every listener
 // and rail. Backends call begin() for each slice header and complete() once
@@ -73,7 +77,8 @@ class SliceSink {
  public:
   virtual ~SliceSink() = default;
   // Validates an untrusted slice header; an error drops the connection.
-  virtual Result<Landing> begin(const SliceRef& slice) = 0;
+  // `cancel` aborts this receive if a newer copy of the slice supersedes it.
+  virtual Result<Landing> begin(const SliceRef& slice, CancelReceive cancel) = 0;
   // The payload landed; `verified` tells whether its checksum matched.
   // Returns false when the slice was not accepted (the sender is told to resend).
   virtual bool complete(const SliceRef& slice, const Landing& landing, bool verified) = 0;

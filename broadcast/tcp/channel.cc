@@ -288,26 +288,28 @@ void TcpChannel::read_loop(int fd, uint64_t generation) {
   }
 }
 
-Status TcpChannel::stream(uint64_t bytes, Millis timeout) {
+Result<uint64_t> TcpChannel::stream_for(Millis duration) {
   std::unique_lock<std::mutex> lock(mu_);
   if (fd_ < 0 || stop_connection_) return unavailable("{}: not connected", rail_.to_string());
   streaming_ = true;  // no heartbeats interleave with the raw bytes
   const int fd = fd_;
   lock.unlock();
-  std::vector<uint8_t> block(1 << 20, 0x42);
+  constexpr uint64_t kFrame = 1 << 20;
+  std::vector<uint8_t> block(kFrame, 0x42);
   uint8_t header[kFrameHeaderBytes + 8];
   write_frame_header(header, kStream);
-  store_le<uint64_t>(header + 8, bytes);
-  const auto deadline = Clock::now() + timeout;
-  Status s = write_full(fd, header, sizeof(header), nullptr, 0, deadline, &stop_connection_);
-  for (uint64_t left = bytes; s.ok() && left > 0;) {
-    const size_t n = std::min<uint64_t>(left, block.size());
-    s = write_full(fd, block.data(), n, nullptr, 0, deadline, &stop_connection_);
-    left -= n;
+  store_le<uint64_t>(header + 8, kFrame);
+  const auto until = Clock::now() + duration;
+  uint64_t sent = 0;
+  Status s;
+  while (s.ok() && Clock::now() < until) {
+    s = write_full(fd, header, sizeof(header), block.data(), block.size(), until + Millis(5000), &stop_connection_);
+    if (s.ok()) sent += kFrame;
   }
   lock.lock();
   streaming_ = false;
-  return s;
+  if (!s.ok()) return s;
+  return sent;
 }
 
 }  // namespace deltacast::tcp

@@ -31,9 +31,9 @@ class TcpChannel : public Channel {
 
   // Waits until the channel is connected.
   bool wait_ready(Millis timeout);
-  // Sends `bytes` raw bytes outside the slice protocol (the plain-stream
-  // baseline of deltacast-bench wire); blocks until written.
-  Status stream(uint64_t bytes, Millis timeout);
+  // Writes raw bytes outside the slice protocol for `duration` (the
+  // plain-stream baseline of deltacast-bench wire); returns how many.
+  Result<uint64_t> stream_for(Millis duration);
 
  private:
   struct Record {

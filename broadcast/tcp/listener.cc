@@ -168,7 +168,12 @@ Status TcpListener::receive_slice(Connection* c, const uint8_t* body, std::vecto
   if (slice.length == 0 || slice.length > options_.max_slice_bytes) {
     return corrupt("slice {} of transfer {} claims {} bytes", slice.index, slice.transfer, slice.length);
   }
-  DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice));
+  // If a newer copy supersedes this one (this path stalled mid-slice), the connection is shut down:
+  // its read fails at once and nothing more lands in the slot from here.
+  DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice, [c, index = slice.index] {
+                        c->superseded_slice = index;
+                        shutdown(c->fd, SHUT_RDWR);
+                      }));
   // A slow sender must still finish a started frame in time: no slow-loris.
   const auto deadline = Clock::now() + options_.frame_timeout;
   Status s;
@@ -231,7 +236,12 @@ void TcpListener::serve(Connection* c) {
         s = corrupt("frame type {} is not for a receiver", header->type);
     }
   }
-  if (!closed_ && s.code() != StatusCode::kUnavailable) drop(c, s);  // a clean close by the sender is no drop
+  if (c->superseded_slice >= 0) {
+    s = unavailable("stalled in slice {}, which a newer copy on another connection superseded", c->superseded_slice.load());
+    drop(c, s);
+  } else if (!closed_ && s.code() != StatusCode::kUnavailable) {
+    drop(c, s);  // a clean close by the sender is no drop
+  }
   shutdown(c->fd, SHUT_RDWR);
   c->finished = true;
 }

@@ -39,6 +39,7 @@ class TcpListener : public Listener {
     std::string peer;
     std::mutex write_mu;
     std::atomic<bool> finished{false};
+    std::atomic<int64_t> superseded_slice{-1};  // set when a newer copy took over this connection's slice
     std::thread thread;
   };
 

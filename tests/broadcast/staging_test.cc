@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 namespace deltacast {
 namespace {
@@ -18,7 +19,7 @@ SliceRef slice_of(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, uint3
 }
 
 bool land(StagingArea& area, const SliceRef& s, const uint8_t* data) {
-  auto landing = area.begin(s);
+  auto landing = area.begin(s, nullptr);
   EXPECT_TRUE(landing.ok()) << landing.status().to_string();
   if (landing->bytes) std::memcpy(landing->bytes, data + s.offset(), s.length);
   return area.complete(s, *landing, landing->bytes == nullptr || checksum_matches(s, landing->bytes));
@@ -53,7 +54,7 @@ TEST(Staging, RejectsForgedHeadersBeforeWritingAnything) {
       {1, 8000, 4096, 0xffffffffu, 1, 0},
   };
   for (const auto& s : forged) {
-    EXPECT_FALSE(area.begin(s).ok()) << s.index << " " << s.length;
+    EXPECT_FALSE(area.begin(s, nullptr).ok()) << s.index << " " << s.length;
   }
   for (uint8_t b : memory) ASSERT_EQ(b, 0xEE);
 }
@@ -63,29 +64,54 @@ TEST(Staging, ChecksumFailureLeavesTheSliceMissingForAResend) {
   StagingArea area;
   ASSERT_TRUE(area.expect(9, data.size(), 0).ok());
   SliceRef s = slice_of(9, data.size(), 4096, 0, data.data());
-  auto landing = area.begin(s);
+  auto landing = area.begin(s, nullptr);
   ASSERT_TRUE(landing.ok() && landing->bytes != nullptr);
   EXPECT_FALSE(area.complete(s, *landing, false));
   EXPECT_EQ(area.progress(9).rejected, 1u);
   // A copy that arrives while another is still being received is not acknowledged yet.
-  auto first = area.begin(s);
-  auto second = area.begin(s);
+  auto first = area.begin(s, nullptr);
+  auto second = area.begin(s, nullptr);
   ASSERT_TRUE(first->bytes != nullptr);
   EXPECT_EQ(second->bytes, nullptr);
   EXPECT_FALSE(area.complete(s, *second, true));
   std::memcpy(first->bytes, data.data(), s.length);
   EXPECT_TRUE(area.complete(s, *first, true));
-  auto third = area.begin(s);
+  auto third = area.begin(s, nullptr);
   EXPECT_TRUE(area.complete(s, *third, true)) << "a duplicate of an arrived slice is acknowledged";
+}
+
+TEST(Staging, ANewerCopySupersedesAStalledOne) {
+  std::vector<uint8_t> data(8192, 9);
+  StagingOptions options;
+  options.takeover_after = Millis(20);
+  StagingArea area(options);
+  ASSERT_TRUE(area.expect(4, data.size(), 4096).ok());
+  SliceRef s = slice_of(4, data.size(), 4096, 1, data.data());
+  bool first_cancelled = false;
+  auto first = area.begin(s, [&] { first_cancelled = true; });
+  ASSERT_TRUE(first.ok() && first->bytes != nullptr);
+  auto early = area.begin(s, nullptr);
+  EXPECT_EQ(early->bytes, nullptr) << "a copy right behind a live one is a duplicate";
+  EXPECT_FALSE(first_cancelled);
+  std::this_thread::sleep_for(Millis(30));
+  auto second = area.begin(s, nullptr);
+  ASSERT_TRUE(second->bytes != nullptr) << "after takeover_after the newer copy gets the slot";
+  EXPECT_TRUE(first_cancelled);
+  std::memcpy(second->bytes, data.data() + s.offset(), s.length);
+  EXPECT_TRUE(area.complete(s, *second, true));
+  // The stalled copy finishing late changes nothing and counts as a duplicate of an arrived slice.
+  EXPECT_TRUE(area.complete(s, *first, false));
+  EXPECT_EQ(area.progress(4).arrived, 1u);
+  EXPECT_EQ(area.progress(4).rejected, 0u);
 }
 
 TEST(Staging, AutoAcceptIsBounded) {
   StagingOptions options;
   options.auto_accept_bytes = 1 << 20;
   StagingArea area(options);
-  EXPECT_TRUE(area.begin({5, 1 << 20, 65536, 0, 65536, 0}).ok());
-  EXPECT_FALSE(area.begin({6, (1 << 20) + 1, 65536, 0, 65536, 0}).ok());
-  EXPECT_FALSE(area.begin({7, 1 << 20, 100, 0, 100, 0}).ok()) << "slice sizes below the minimum are refused";
+  EXPECT_TRUE(area.begin({5, 1 << 20, 65536, 0, 65536, 0}, nullptr).ok());
+  EXPECT_FALSE(area.begin({6, (1 << 20) + 1, 65536, 0, 65536, 0}, nullptr).ok());
+  EXPECT_FALSE(area.begin({7, 1 << 20, 100, 0, 100, 0}, nullptr).ok()) << "slice sizes below the minimum are refused";
 }
 
 TEST(Staging, WaitReportsProgressOnTimeout) {

@@ -1,0 +1,466 @@
+// deltacast-bench wire: one transfer (or several trials) sprayed over several
+// TCP rails, with the plain-stream baseline measured in the same run, and
+// optional faults (a rail cut and restored, a rail throttled) on namespace
+// rails. Sender and receiver run in one process (loopback rails by default,
+// --netns for two namespaces joined by shaped veth rails) or as separate
+// processes (--role recv / --role send) placed by hand.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_commands.h"
+#include "bench_util.h"
+#include "broadcast/sprayer.h"
+#include "broadcast/staging.h"
+#include "broadcast/tcp/channel.h"
+#include "broadcast/tcp/listener.h"
+#include "core/aligned_buffer.h"
+#include "core/hash.h"
+#include "testbed/netns_testbed.h"
+#include "wire_metrics.h"
+
+namespace deltacast::bench {
+
+namespace {
+
+struct WireArgs {
+  std::string role = "both";
+  int rails = 3;
+  uint64_t bytes = 512ull << 20;
+  std::string slice = "auto";
+  std::string mode = "spray";
+  bool netns = false;
+  std::vector<std::string> rail_rates;
+  std::vector<std::string> listen;
+  std::vector<std::string> rail_specs;
+  uint64_t token = 0xdc;
+  int trials = 1;
+  double baseline_seconds = 1.0;
+  int fail_rail = -1;
+  int fail_at_ms = 300;
+  int restore_after_ms = -1;
+  int throttle_rail = -1;
+  std::string throttle_to = "50mbit";
+  int throttle_at_ms = 300;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+// The payload both ends can regenerate from the seed (the receiver of --role recv checks it).
+void fill(uint8_t* out, uint64_t bytes, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+  const auto next = [&x] {  // splitmix64: fast, and both ends regenerate the same bytes
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  uint64_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    const uint64_t r = next();
+    std::memcpy(out + i, &r, 8);
+  }
+  for (; i < bytes; ++i) out[i] = static_cast<uint8_t>(next());
+}
+
+double rate_to_bps(const std::string& rate) {
+  const double v = std::atof(rate.c_str());
+  if (rate.find("gbit") != std::string::npos) return v * 1e9;
+  if (rate.find("mbit") != std::string::npos) return v * 1e6;
+  if (rate.find("kbit") != std::string::npos) return v * 1e3;
+  return v;
+}
+
+struct Setup {
+  std::unique_ptr<NetnsTestbed> testbed;
+  StagingArea staging{[] {
+    StagingOptions o;
+    o.record_arrival_times = true;
+    return o;
+  }()};
+  std::unique_ptr<tcp::TcpListener> listener;
+  std::vector<tcp::TcpChannel*> channels;  // owned by the sprayer
+  std::unique_ptr<Sprayer> sprayer;
+  std::vector<std::string> rail_names;
+  AlignedBuffer receive;  // staging reused by every trial, touched once before timing (as a consumer's is)
+};
+
+int fail(const Status& s) {
+  fmt::print(stderr, "deltacast-bench wire: {}\n", s.to_string());
+  return 1;
+}
+
+Result<SprayOptions> spray_options(const WireArgs& args) {
+  SprayOptions o;
+  DC_ASSIGN_OR_RETURN(o.mode, parse_spray_mode(args.mode));
+  if (args.slice != "auto") {
+    char* end = nullptr;
+    const uint64_t v = std::strtoull(args.slice.c_str(), &end, 10);
+    const uint64_t unit = *end == 'k' || *end == 'K' ? 1024 : *end == 'm' || *end == 'M' ? 1 << 20 : 1;
+    if (v == 0 || v * unit > (64u << 20)) return invalid_argument("--slice '{}' is not a size up to 64M", args.slice);
+    o.slice_bytes = static_cast<uint32_t>(v * unit);
+  }
+  return o;
+}
+
+// Channels for the sender side; rails as parsed or built.
+Status connect_rails(const WireArgs& args, const std::vector<RailSpec>& rails, const std::string& netns, Setup& s) {
+  std::vector<std::unique_ptr<Channel>> channels;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    ChannelOptions options;
+    options.token = args.token;
+    options.rail_index = static_cast<uint32_t>(r);
+    options.netns = netns;
+    auto channel = std::make_unique<tcp::TcpChannel>(rails[r], options);
+    s.channels.push_back(channel.get());
+    s.rail_names.push_back(rails[r].name);
+    channels.push_back(std::move(channel));
+  }
+  for (auto* c : s.channels) {
+    if (!c->wait_ready(Millis(3000))) return unavailable("rail {} did not connect", c->rail().to_string());
+  }
+  DC_ASSIGN_OR_RETURN(SprayOptions options, spray_options(args));
+  s.sprayer = std::make_unique<Sprayer>(std::move(channels), options);
+  return Status();
+}
+
+// One plain TCP stream per rail, all at once, for baseline_seconds: the rails' combined rate.
+std::vector<double> baseline_streams(Setup& s, double seconds) {
+  std::vector<double> gbps(s.channels.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < s.channels.size(); ++r) {
+    threads.emplace_back([&, r] {
+      auto sent = s.channels[r]->stream_for(Millis(static_cast<int64_t>(seconds * 1000)));
+      if (sent.ok()) gbps[r] = 8.0 * static_cast<double>(*sent) / seconds / 1e9;
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::this_thread::sleep_for(Millis(100));  // let the receivers drain what is still queued
+  return gbps;
+}
+
+nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<const uint8_t> data) {
+  std::vector<SprayEvent> events;
+  std::mutex events_mu;
+  s.sprayer->set_observer([&](const SprayEvent& e) {
+    std::lock_guard<std::mutex> lock(events_mu);
+    events.push_back(e);
+  });
+  const Status expected = s.staging.expect(id, data.size(), 0, s.receive.size() >= data.size() ? s.receive.data() : nullptr);
+  if (!expected.ok()) return {{"error", expected.to_string()}};
+  const TimePoint start = SteadyClock::now();
+  TimePoint restored{}, throttled{};
+  std::thread faults([&] {
+    if (!s.testbed) return;
+    if (args.fail_rail >= 0) {
+      std::this_thread::sleep_until(start + Millis(args.fail_at_ms));
+      (void)s.testbed->set_link(static_cast<size_t>(args.fail_rail), false);
+      if (args.restore_after_ms >= 0) {
+        std::this_thread::sleep_until(start + Millis(args.fail_at_ms + args.restore_after_ms));
+        (void)s.testbed->set_link(static_cast<size_t>(args.fail_rail), true);
+        restored = SteadyClock::now();
+      }
+    }
+    if (args.throttle_rail >= 0) {
+      std::this_thread::sleep_until(start + Millis(args.throttle_at_ms));
+      (void)s.testbed->set_rate(static_cast<size_t>(args.throttle_rail), args.throttle_to);
+      throttled = SteadyClock::now();
+    }
+  });
+  auto result = s.sprayer->send(id, data.data(), data.size());
+  const TimePoint end = SteadyClock::now();
+  faults.join();
+  s.sprayer->set_observer(nullptr);
+  nlohmann::json trial;
+  if (!result.ok()) {
+    trial["error"] = result.status().to_string();
+    return trial;
+  }
+  // With the receiver in this process its bytes are checked here; a --role send process only
+  // knows every slice was acknowledged (its --role recv peer checks the bytes).
+  bool verified = true;
+  if (s.listener) {
+    (void)s.staging.wait(id, Millis(2000));
+    const auto received = s.staging.bytes(id);
+    verified = received.size() == data.size() &&
+               content_hash(received.data(), received.size()) == content_hash(data.data(), data.size());
+  }
+  const TransferProgress progress = s.staging.progress(id);
+  const auto telemetry = s.sprayer->telemetry();
+  std::vector<uint64_t> rail_bytes(telemetry.size(), 0);
+  for (const auto& e : events) {
+    if (e.kind == SprayEvent::kAcked) rail_bytes[e.rail] += e.bytes;
+  }
+  nlohmann::json per_rail = nlohmann::json::array();
+  for (size_t r = 0; r < telemetry.size(); ++r) {
+    per_rail.push_back({{"rail", s.rail_names[r]},
+                        {"gbps", 8.0 * static_cast<double>(rail_bytes[r]) / result->seconds / 1e9},
+                        {"bytes", rail_bytes[r]},
+                        {"resent_slices", telemetry[r].resent_slices},
+                        {"timeouts", telemetry[r].timeouts},
+                        {"estimate_gbps", 8.0 * telemetry[r].bandwidth_bps / 1e9},
+                        {"state", std::string(rail_state_name(telemetry[r].state))}});
+  }
+  trial = {{"transfer", id},
+           {"seconds", result->seconds},
+           {"aggregate_gbps", 8.0 * static_cast<double>(data.size()) / result->seconds / 1e9},
+           {"slice_bytes", result->slice_bytes},
+           {"slices", result->slices},
+           {"resent_slices", result->resent_slices},
+           {"duplicates", progress.duplicates},
+           {"max_stall_ms", max_prefix_stall_ms(progress.arrival, progress.started)},
+           {"max_gap_ms", max_arrival_gap_ms(progress.arrival, progress.started)},
+           {"per_rail", per_rail},
+           {"verified", verified},
+           {"checked", s.listener ? "content hash of the received bytes" : "every slice acknowledged"}};
+  if (restored != TimePoint{}) {
+    auto back = first_ack_after_ms(events, static_cast<uint32_t>(args.fail_rail), restored);
+    trial["rail_back_ms"] = back ? nlohmann::json(*back) : nlohmann::json();
+  }
+  if (throttled != TimePoint{}) {
+    trial["throttle_share_before"] = send_share(events, static_cast<uint32_t>(args.throttle_rail), start, throttled);
+    trial["throttle_share_after_1s"] =
+        send_share(events, static_cast<uint32_t>(args.throttle_rail), throttled + Millis(1000), end);
+  }
+  s.staging.forget(id);
+  return trial;
+}
+
+double median_of(const nlohmann::json& trials, const char* key) {
+  std::vector<double> v;
+  for (const auto& t : trials) {
+    if (t.contains(key) && t[key].is_number()) v.push_back(t[key].get<double>());
+  }
+  return median(v);
+}
+
+void print_table(const nlohmann::json& report) {
+  fmt::print("deltacast-bench wire: {} rails, {} per trial, mode {}, {}\n", report["rails"].get<int>(),
+             human_bytes(report["bytes"].get<double>()), report["mode"].get<std::string>(),
+             report["netns"].get<bool>() ? "namespaces" : "loopback");
+  fmt::print("  baseline (one plain TCP stream per rail, together): {:.2f} Gbit/s\n",
+             report["baseline_stream_gbps"].get<double>());
+  for (const auto& t : report["trials"]) {
+    if (t.contains("error")) {
+      fmt::print("  trial: ERROR {}\n", t["error"].get<std::string>());
+      continue;
+    }
+    fmt::print("  trial {}: {:.2f} Gbit/s in {:.2f} s, {} slices of {}, {} re-sent, max stall {:.1f} ms, verified {}\n",
+               t["transfer"].get<uint64_t>(), t["aggregate_gbps"].get<double>(), t["seconds"].get<double>(),
+               t["slices"].get<uint32_t>(), human_bytes(t["slice_bytes"].get<double>()),
+               t["resent_slices"].get<uint64_t>(), t["max_stall_ms"].get<double>(), t["verified"].get<bool>());
+    for (const auto& r : t["per_rail"]) {
+      fmt::print("      {:<8} {:6.2f} Gbit/s  {:>10}  re-sent {:>4}  {}\n", r["rail"].get<std::string>(),
+                 r["gbps"].get<double>(), human_bytes(r["bytes"].get<double>()), r["resent_slices"].get<uint64_t>(),
+                 r["state"].get<std::string>());
+    }
+    if (t.contains("rail_back_ms") && !t["rail_back_ms"].is_null()) {
+      fmt::print("      restored rail carried data again after {:.0f} ms\n", t["rail_back_ms"].get<double>());
+    }
+    if (t.contains("throttle_share_after_1s")) {
+      fmt::print("      throttled rail's share: {:.1f}% before, {:.1f}% from 1 s after\n",
+                 100 * t["throttle_share_before"].get<double>(), 100 * t["throttle_share_after_1s"].get<double>());
+    }
+  }
+  fmt::print("  median {:.2f} Gbit/s = {:.2f} x the baseline; every transfer verified: {}\n",
+             report["aggregate_gbps"].get<double>(), report["ratio_to_baseline"].get<double>(),
+             report["verified"].get<bool>() ? "yes" : "NO");
+}
+
+int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails, const std::string& netns) {
+  if (Status st = connect_rails(args, rails, netns, s); !st.ok()) return fail(st);
+  const std::vector<double> baseline = baseline_streams(s, args.baseline_seconds);
+  AlignedBuffer payload(args.bytes);
+  fill(payload.data(), args.bytes, args.seed);
+  const std::span<const uint8_t> data(payload.data(), args.bytes);
+  if (s.listener) {
+    s.receive = AlignedBuffer(args.bytes);
+    std::memset(s.receive.data(), 0, args.bytes);
+  }
+  nlohmann::json trials = nlohmann::json::array();
+  bool verified = true;
+  for (int t = 0; t < args.trials; ++t) {
+    nlohmann::json trial = run_trial(args, s, static_cast<uint64_t>(t + 1), data);
+    verified = verified && !trial.contains("error") && trial.value("verified", false);
+    trials.push_back(trial);
+    if (s.testbed) {  // every trial starts with every rail up and at its rate
+      for (size_t r = 0; r < rails.size(); ++r) {
+        (void)s.testbed->set_link(r, true);
+        if (r < args.rail_rates.size() && !args.rail_rates[r].empty()) (void)s.testbed->set_rate(r, args.rail_rates[r]);
+      }
+    }
+  }
+  double baseline_sum = 0;
+  nlohmann::json baseline_rails = nlohmann::json::array();
+  for (double g : baseline) {
+    baseline_sum += g;
+    baseline_rails.push_back(g);
+  }
+  const double aggregate = median_of(trials, "aggregate_gbps");
+  double shaped = 0;
+  for (const auto& r : args.rail_rates) shaped += rate_to_bps(r) / 1e9;
+  nlohmann::json report = {{"role", args.role},
+                           {"transport", "tcp"},
+                           {"mode", args.mode},
+                           {"netns", args.netns},
+                           {"rails", static_cast<int>(rails.size())},
+                           {"bytes", args.bytes},
+                           {"aggregate_gbps", aggregate},
+                           {"baseline_stream_gbps", baseline_sum},
+                           {"baseline_per_rail_gbps", baseline_rails},
+                           {"ratio_to_baseline", baseline_sum > 0 ? aggregate / baseline_sum : 0.0},
+                           {"shaped_gbps", shaped},
+                           {"max_stall_ms", median_of(trials, "max_stall_ms")},
+                           {"per_rail", trials.empty() || trials.back().contains("error") ? nlohmann::json::array()
+                                                                                          : trials.back()["per_rail"]},
+                           {"trials", trials},
+                           {"verified", verified}};
+  if (args.json) {
+    fmt::print("{}\n", report.dump());
+  } else {
+    print_table(report);
+  }
+  return verified ? 0 : 1;
+}
+
+int run_both(const WireArgs& args) {
+  Setup s;
+  std::vector<RailSpec> rails;
+  std::string send_ns, recv_ns;
+  std::vector<Endpoint> listen;
+  if (args.netns) {
+    std::vector<TestbedRail> spec;
+    for (int r = 0; r < args.rails; ++r) {
+      spec.push_back({"a", "b", static_cast<size_t>(r) < args.rail_rates.size() ? args.rail_rates[r] : ""});
+    }
+    auto testbed = NetnsTestbed::create({"a", "b"}, spec);
+    if (!testbed.ok()) return fail(testbed.status());
+    s.testbed = std::move(testbed).value();
+    send_ns = s.testbed->netns("a");
+    recv_ns = s.testbed->netns("b");
+    for (int r = 0; r < args.rails; ++r) listen.push_back(s.testbed->address(static_cast<size_t>(r), false));
+  } else {
+    for (int r = 0; r < args.rails; ++r) listen.push_back({fmt::format("127.0.1.{}", r + 1), 0});
+  }
+  ListenOptions lo;
+  lo.token = args.token;
+  lo.netns = recv_ns;
+  auto listener = tcp::TcpListener::create(listen, &s.staging, lo);
+  if (!listener.ok()) return fail(listener.status());
+  s.listener = std::move(listener).value();
+  const auto endpoints = s.listener->endpoints();
+  for (int r = 0; r < args.rails; ++r) {
+    const Endpoint local = args.netns ? s.testbed->address(static_cast<size_t>(r), true)
+                                      : Endpoint{fmt::format("127.0.0.{}", r + 1), 0};
+    rails.push_back(RailSpec{local, endpoints[static_cast<size_t>(r)], fmt::format("rail{}", r)});
+  }
+  if ((args.fail_rail >= 0 || args.throttle_rail >= 0) && !args.netns) {
+    return fail(invalid_argument("--fail-rail and --throttle-rail need --netns (they change namespace links)"));
+  }
+  return run_sender_side(args, s, rails, send_ns);
+}
+
+int run_send(const WireArgs& args) {
+  std::vector<RailSpec> rails;
+  for (size_t r = 0; r < args.rail_specs.size(); ++r) {
+    auto rail = parse_rail(args.rail_specs[r], 0);
+    if (!rail.ok()) return fail(rail.status());
+    rail->name = fmt::format("rail{}", r);
+    rails.push_back(*rail);
+  }
+  if (rails.empty()) return fail(invalid_argument("--role send needs at least one --rail LOCAL=REMOTE:PORT"));
+  Setup s;
+  return run_sender_side(args, s, rails, "");
+}
+
+int run_recv(const WireArgs& args) {
+  std::vector<Endpoint> listen;
+  for (const auto& text : args.listen) {
+    auto e = parse_endpoint(text, 0);
+    if (!e.ok()) return fail(e.status());
+    listen.push_back(*e);
+  }
+  if (listen.empty()) return fail(invalid_argument("--role recv needs --listen ADDR[:PORT][,ADDR...]"));
+  StagingOptions so;
+  so.auto_accept_bytes = args.bytes;
+  so.record_arrival_times = true;
+  StagingArea staging(so);
+  ListenOptions lo;
+  lo.token = args.token;
+  auto listener = tcp::TcpListener::create(listen, &staging, lo);
+  if (!listener.ok()) return fail(listener.status());
+  std::string bound;
+  for (const auto& e : (*listener)->endpoints()) bound += (bound.empty() ? "" : ",") + e.to_string();
+  fmt::print(stderr, "deltacast-bench wire: receiving on {}\n", bound);
+  std::vector<uint8_t> expected;
+  bool all_verified = true;
+  for (int t = 0; t < args.trials; ++t) {
+    auto id = staging.wait_any(Millis(600000));
+    if (!id.ok()) return fail(id.status());
+    const auto received = staging.bytes(*id);
+    expected.resize(received.size());
+    fill(expected.data(), expected.size(), args.seed);
+    const bool verified = std::equal(received.begin(), received.end(), expected.begin());
+    all_verified = all_verified && verified;
+    const TransferProgress p = staging.progress(*id);
+    const TimePoint first = p.arrival.empty() ? p.started : *std::min_element(p.arrival.begin(), p.arrival.end());
+    const TimePoint last = p.arrival.empty() ? p.started : *std::max_element(p.arrival.begin(), p.arrival.end());
+    const double seconds = std::chrono::duration<double>(last - first).count();
+    nlohmann::json report = {{"role", "recv"},
+                             {"transfer", *id},
+                             {"bytes", received.size()},
+                             {"seconds", seconds},
+                             {"aggregate_gbps", seconds > 0 ? 8.0 * static_cast<double>(received.size()) / seconds / 1e9 : 0.0},
+                             {"duplicates", p.duplicates},
+                             {"max_stall_ms", max_prefix_stall_ms(p.arrival, first)},
+                             {"verified", verified}};
+    fmt::print("{}\n", args.json ? report.dump() : report.dump(2));
+    std::fflush(stdout);
+    staging.forget(*id);
+  }
+  return all_verified ? 0 : 1;
+}
+
+}  // namespace
+
+void add_wire_command(CLI::App& app) {
+  auto args = std::make_shared<WireArgs>();
+  CLI::App* cmd = app.add_subcommand("wire", "Spray a transfer over several TCP rails, against plain streams");
+  cmd->add_option("--role", args->role, "both (one process), send or recv")->capture_default_str()->check(CLI::IsMember({"both", "send", "recv"}));
+  cmd->add_option("--rails", args->rails, "Rails (role both)")->capture_default_str()->check(CLI::Range(1, 16));
+  cmd->add_option("--bytes", args->bytes, "Bytes per transfer (recv: the most it accepts)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--slice", args->slice, "Slice size: auto (bandwidth x latency) or a size like 256k")->capture_default_str();
+  cmd->add_option("--mode", args->mode, "spray or roundrobin (the striping baseline)")->capture_default_str()->check(CLI::IsMember({"spray", "roundrobin"}));
+  cmd->add_flag("--netns", args->netns, "Two network namespaces joined by veth rails (needs root)");
+  cmd->add_option("--rail-rate", args->rail_rates, "tbf rate per rail with --netns, e.g. 1gbit,1gbit,200mbit")->delimiter(',');
+  cmd->add_option("--listen", args->listen, "recv: addresses to listen on, ADDR[:PORT]")->delimiter(',');
+  cmd->add_option("--rail", args->rail_specs, "send: a rail LOCAL=REMOTE:PORT (repeat per rail)");
+  cmd->add_option("--token", args->token, "Shared token of sender and receiver")->capture_default_str();
+  cmd->add_option("--trials", args->trials, "Transfers to run (medians reported)")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->add_option("--baseline-seconds", args->baseline_seconds, "Duration of the plain-stream baseline")->capture_default_str();
+  cmd->add_option("--fail-rail", args->fail_rail, "With --netns: take this rail's link down mid-transfer");
+  cmd->add_option("--fail-at", args->fail_at_ms, "... this many ms into the transfer")->capture_default_str();
+  cmd->add_option("--restore-after", args->restore_after_ms, "... and bring it back this many ms later");
+  cmd->add_option("--throttle-rail", args->throttle_rail, "With --netns: throttle this rail mid-transfer");
+  cmd->add_option("--throttle-to", args->throttle_to, "... to this tbf rate")->capture_default_str();
+  cmd->add_option("--throttle-at", args->throttle_at_ms, "... this many ms into the transfer")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Payload seed (both ends of --role send/recv must agree)")->capture_default_str();
+  cmd->add_flag("--json", args->json, "JSON output");
+  cmd->callback([args] {
+    int rc = 0;
+    if (args->role == "recv") {
+      rc = run_recv(*args);
+    } else if (args->role == "send") {
+      rc = run_send(*args);
+    } else {
+      rc = run_both(*args);
+    }
+    throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace deltacast::bench

@@ -1,0 +1,167 @@
+#include "testbed/netns_testbed.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/log.h"
+
+namespace deltacast {
+
+namespace {
+
+constexpr const char* kNamePrefix = "dct";
+std::atomic<int> g_instances{0};
+
+// Runs a command, returns its status and output.
+Result<std::string> run(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return io_error("cannot run '{}'", command);
+  std::string out;
+  std::array<char, 512> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) out += buffer.data();
+  const int rc = pclose(pipe);
+  if (rc != 0) return io_error("'{}' failed ({}): {}", command, WEXITSTATUS(rc), out);
+  return out;
+}
+
+Status ok(const std::string& command) { return run(command).status(); }
+
+bool process_alive(long pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+// Namespaces named by this testbed for processes that no longer exist.
+void remove_stale() {
+  auto list = run("ip netns list");
+  if (!list.ok()) return;
+  size_t at = 0;
+  const std::string& text = *list;
+  while (at < text.size()) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    const std::string name = line.substr(0, line.find(' '));
+    if (name.rfind(kNamePrefix, 0) != 0) continue;
+    const size_t dash = name.find('-');
+    if (dash == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + 3, nullptr, 10);
+    if (pid > 0 && !process_alive(pid)) (void)ok("ip netns del " + name);
+  }
+}
+
+}  // namespace
+
+Status NetnsTestbed::available() {
+  if (geteuid() != 0) return unavailable("network-namespace tests need root");
+  if (!ok("ip -V").ok()) return unavailable("iproute2 ('ip') is not installed");
+  if (!ok("tc -V").ok()) return unavailable("'tc' is not installed");
+  return Status();
+}
+
+Result<std::unique_ptr<NetnsTestbed>> NetnsTestbed::create(const std::vector<std::string>& hosts,
+                                                           const std::vector<TestbedRail>& rails) {
+  DC_RETURN_IF_ERROR(available());
+  remove_stale();
+  std::unique_ptr<NetnsTestbed> t(new NetnsTestbed());
+  static std::atomic<int> counter{0};
+  t->prefix_ = fmt::format("{}{}-{}", kNamePrefix, getpid(), counter++);
+  t->hosts_ = hosts;
+  t->rails_ = rails;
+  ++g_instances;
+  Status s = t->build(hosts);
+  if (!s.ok()) return s;  // the destructor tears down what was built
+  return t;
+}
+
+std::string NetnsTestbed::netns(const std::string& host) const { return prefix_ + "-" + host; }
+
+Endpoint NetnsTestbed::address(size_t rail, bool a_side) const {
+  return Endpoint{fmt::format("198.18.{}.{}", rail, a_side ? 1 : 2), 0};
+}
+
+std::string NetnsTestbed::interface(size_t rail, bool a_side) const {
+  // Interface names have 15 characters at most; they only need to be unique per namespace.
+  return fmt::format("r{}{}", rail, a_side ? "a" : "b");
+}
+
+Status NetnsTestbed::build(const std::vector<std::string>& hosts) {
+  // Safety net: test addresses never leave the machine from the root namespace.
+  DC_RETURN_IF_ERROR(ok("ip route replace blackhole 198.18.0.0/15"));
+  for (const auto& h : hosts) {
+    DC_RETURN_IF_ERROR(ok("ip netns add " + netns(h)));
+    DC_RETURN_IF_ERROR(ok("ip -n " + netns(h) + " link set lo up"));
+  }
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    const TestbedRail& rail = rails_[r];
+    if (std::find(hosts.begin(), hosts.end(), rail.a) == hosts.end() ||
+        std::find(hosts.begin(), hosts.end(), rail.b) == hosts.end()) {
+      return invalid_argument("rail {} joins unknown hosts {} and {}", r, rail.a, rail.b);
+    }
+    const std::string a = interface(r, true), b = interface(r, false);
+    // Created in the root namespace under unique temporary names, then moved and renamed.
+    const std::string ta = fmt::format("t{}{}a", getpid() % 100000, r), tb = fmt::format("t{}{}b", getpid() % 100000, r);
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip link add {} type veth peer name {}", ta, tb)));
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip link set {} netns {} name {}", ta, netns(rail.a), a)));
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip link set {} netns {} name {}", tb, netns(rail.b), b)));
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} addr add {}/24 dev {}", netns(rail.a), address(r, true).host, a)));
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} addr add {}/24 dev {}", netns(rail.b), address(r, false).host, b)));
+    if (!rail.rate.empty()) {
+      for (const auto& [ns, dev] : {std::pair{netns(rail.a), a}, std::pair{netns(rail.b), b}}) {
+        DC_RETURN_IF_ERROR(
+            ok(fmt::format("tc -n {} qdisc add dev {} root tbf rate {} burst 256kb latency 20ms", ns, dev, rail.rate)));
+      }
+    }
+    DC_RETURN_IF_ERROR(set_link(r, true));
+  }
+  return Status();
+}
+
+Status NetnsTestbed::set_link(size_t rail, bool up) {
+  const TestbedRail& r = rails_.at(rail);
+  for (const auto& [ns, dev] : {std::pair{netns(r.a), interface(rail, true)}, std::pair{netns(r.b), interface(rail, false)}}) {
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} {}", ns, dev, up ? "up" : "down")));
+  }
+  if (!up) return Status();
+  // A link is usable once both ends report LOWER_UP.
+  for (int i = 0; i < 200; ++i) {
+    auto a = run(fmt::format("ip -n {} link show {}", netns(r.a), interface(rail, true)));
+    auto b = run(fmt::format("ip -n {} link show {}", netns(r.b), interface(rail, false)));
+    if (a.ok() && b.ok() && a->find("LOWER_UP") != std::string::npos && b->find("LOWER_UP") != std::string::npos) {
+      return Status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return unavailable("rail {} did not come up", rail);
+}
+
+Status NetnsTestbed::set_rate(size_t rail, const std::string& rate) {
+  const TestbedRail& r = rails_.at(rail);
+  for (const auto& [ns, dev] : {std::pair{netns(r.a), interface(rail, true)}, std::pair{netns(r.b), interface(rail, false)}}) {
+    DC_RETURN_IF_ERROR(
+        ok(fmt::format("tc -n {} qdisc replace dev {} root tbf rate {} burst 256kb latency 20ms", ns, dev, rate)));
+  }
+  return Status();
+}
+
+Status NetnsTestbed::exec(const std::string& host, const std::string& command) const {
+  return ok(fmt::format("ip netns exec {} sh -c '{}'", netns(host), command));
+}
+
+void NetnsTestbed::teardown() {
+  for (const auto& h : hosts_) (void)ok("ip netns del " + netns(h) + " 2>/dev/null");
+  // The safety route goes when the last testbed of this process does and no other run's remain.
+  if (--g_instances == 0) {
+    auto list = run("ip netns list");
+    if (list.ok() && list->find(kNamePrefix) == std::string::npos) (void)ok("ip route del blackhole 198.18.0.0/15");
+  }
+}
+
+NetnsTestbed::~NetnsTestbed() { teardown(); }
+
+}  // namespace deltacast

@@ -1,0 +1,79 @@
+"""Drives deltacast-testbed (network-namespace hosts and rails) from Python tests.
+
+    with Testbed(binary, hosts=["a", "b"], rails=[("a", "b", "1gbit")]) as tb:
+        tb.exec("b", ["deltacast-bench", ...])      # a process inside host b
+        tb.down(0); tb.up(0); tb.rate(0, "50mbit")
+
+Teardown happens when the context ends, also on failure (the C++ testbed's
+destructor removes every namespace it made)."""
+import json
+import os
+import subprocess
+
+
+class TestbedUnavailable(Exception):
+    pass
+
+
+class Testbed:
+    def __init__(self, binary, hosts, rails):
+        args = [binary]
+        for h in hosts:
+            args += ["--host", h]
+        for rail in rails:
+            args += ["--rail", ":".join(x for x in rail if x)]
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+        line = self._proc.stdout.readline()
+        if not line:
+            err = self._proc.stderr.read()
+            self._proc.wait()
+            if self._proc.returncode == 77:
+                raise TestbedUnavailable(err.strip())
+            raise RuntimeError(f"deltacast-testbed failed: {err}")
+        info = json.loads(line)
+        self.hosts = info["hosts"]
+        self.rails = info["rails"]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.write("exit\n")
+                self._proc.stdin.flush()
+            except BrokenPipeError:
+                pass
+            self._proc.wait(timeout=30)
+
+    def _command(self, text):
+        self._proc.stdin.write(text + "\n")
+        self._proc.stdin.flush()
+        answer = self._proc.stdout.readline().strip()
+        if answer != "ok":
+            raise RuntimeError(f"testbed command '{text}': {answer}")
+
+    def down(self, rail):
+        self._command(f"down {rail}")
+
+    def up(self, rail):
+        self._command(f"up {rail}")
+
+    def rate(self, rail, rate):
+        self._command(f"rate {rail} {rate}")
+
+    def netns_argv(self, host, argv):
+        return ["ip", "netns", "exec", self.hosts[host]] + list(argv)
+
+    def spawn(self, host, argv, **kwargs):
+        """Starts a process inside a host's namespace."""
+        return subprocess.Popen(self.netns_argv(host, argv), **kwargs)
+
+
+def binary(name):
+    """Path of a deltacast binary in the build tree (DELTACAST_BIN_DIR, set by CTest)."""
+    return os.path.join(os.environ.get("DELTACAST_BIN_DIR", "build/bin"), name)
