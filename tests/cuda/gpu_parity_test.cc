@@ -105,11 +105,7 @@ TEST(GpuEncoder, BucketsEqualTheCpuEncoder) {
           SCOPED_TRACE(::testing::Message() << "size " << size << " " << value_codec_name(codec) << " zstd " << zstd
                                             << " density " << density);
           TensorSet base(m), current(m);
-          testing::fill_random_bits(base, rng);
-          current.copy_from(base);
-          for (auto& t : current.tensors) {
-            testing::apply_random_changes(t, static_cast<uint64_t>(density * static_cast<double>(t.view().numel)), rng);
-          }
+          testing::random_version_pair(base, current, density, rng);
           CodecOptions options;
           options.value_codec = codec;
           options.zstd_level = zstd;
@@ -147,11 +143,7 @@ TEST(GpuApplier, AppliesLikeTheCpuIncludingFullSyncsAndSpecialValues) {
   for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
     for (double density : {0.0, 0.002, 0.05, 0.7}) {
       TensorSet base(m), current(m), cpu_target(m), gpu_result(m);
-      testing::fill_random_bits(base, rng);
-      current.copy_from(base);
-      for (auto& t : current.tensors) {
-        testing::apply_random_changes(t, static_cast<uint64_t>(density * static_cast<double>(t.view().numel)), rng);
-      }
+      testing::random_version_pair(base, current, density, rng);
       CodecOptions options;
       options.value_codec = codec;
       options.zstd_level = density > 0.5 ? 1 : 0;

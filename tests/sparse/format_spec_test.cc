@@ -155,11 +155,7 @@ TEST(FormatSpec, PlainReaderAgreesWithEncoderAndFastDecoder) {
         SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << value_codec_name(codec) << " " << density);
         Manifest m = testing::make_manifest({{"a", dtype, {20011}}, {"b", dtype, {700}}});
         testing::TensorSet base(m), current(m), fast(m), spec(m);
-        testing::fill_random_bits(base, rng);
-        current.copy_from(base);
-        for (auto& t : current.tensors) {
-          testing::apply_random_changes(t, static_cast<uint64_t>(density * static_cast<double>(t.view().numel)), rng);
-        }
+        testing::random_version_pair(base, current, density, rng);
         CodecOptions options;
         options.value_codec = codec;
         options.chunk_bytes = 8192;

@@ -107,6 +107,14 @@ void apply_random_changes(GuardedTensor& t, uint64_t changes, std::mt19937_64& r
   }
 }
 
+void random_version_pair(TensorSet& base, TensorSet& current, double density, std::mt19937_64& rng) {
+  fill_random_bits(base, rng);
+  current.copy_from(base);
+  for (auto& t : current.tensors) {
+    apply_random_changes(t, static_cast<uint64_t>(density * static_cast<double>(t.view().numel)), rng);
+  }
+}
+
 Manifest make_manifest(std::vector<TensorSpec> specs) {
   auto m = Manifest::create(std::move(specs));
   if (!m.ok()) throw std::runtime_error(m.status().to_string());

@@ -57,6 +57,10 @@ void fill_random_bits(TensorSet& set, std::mt19937_64& rng);
 // step), the rest get a random new bit pattern.
 void apply_random_changes(GuardedTensor& t, uint64_t changes, std::mt19937_64& rng);
 
+// `base` gets random bits; `current` becomes a copy of it with `density` of
+// each tensor's elements changed (as apply_random_changes does).
+void random_version_pair(TensorSet& base, TensorSet& current, double density, std::mt19937_64& rng);
+
 // Reads element i as a zero-extended bit pattern.
 uint64_t element_bits(const GuardedTensor& t, uint64_t i);
 void set_element_bits(GuardedTensor& t, uint64_t i, uint64_t bits);
