@@ -78,6 +78,18 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   // The transfer in progress.
   uint64_t transfer = 0;
   bool active = false;
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+  uint32_t slice_bytes = 0;
+  uint32_t slices = 0;
+  std::vector<uint8_t> offered;  // its bytes are in place (a relay offers slices as they arrive)
+  uint32_t offered_count = 0;
+  uint32_t next_duplicate = 0;   // probes re-send delivered slices when nothing is pending
+  Status failure;                // set when the transfer stalled for good
+  TimePoint opened{};
+  TimePoint finished{};
+  std::thread scheduler;
+  bool stop = false;
   std::vector<uint8_t> done;
   std::vector<uint16_t> live;  // non-expired copies per slice
   std::vector<uint8_t> queued;  // in `pending`
@@ -137,6 +149,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
         done[c.slice] = 1;
         ++done_count;
         last_progress = now;
+        if (transfer_done()) finished = now;
       }
       emit(SprayEvent::kAcked, c, now);
     } else {
@@ -151,11 +164,10 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
 
   // Posts one copy of `slice` on rail `r`. Called with the lock held; the channel never runs
   // callbacks inside send(), so this cannot re-enter.
-  void post(uint32_t r, uint32_t slice, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes, bool probe,
-            TimePoint now) {
+  void post(uint32_t r, uint32_t slice, bool probe, TimePoint now) {
     Rail& rail = rails[r];
     const uint64_t offset = static_cast<uint64_t>(slice) * slice_bytes;
-    const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - offset));
+    const uint32_t length = length_of(slice);
     if (rail.inflight == 0) rail.busy_start = now;  // busy again
     const double predicted = static_cast<double>(rail.inflight + length) / rail.rate();
     const double margin = std::max(std::chrono::duration<double>(options.min_deadline).count(),
@@ -190,7 +202,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     return (s == RailState::kHealthy || s == RailState::kSuspect) && rails[r].channel->ready();
   }
 
-  bool has_room(uint32_t r, uint32_t length, uint32_t slice_bytes) const {
+  bool has_room(uint32_t r, uint32_t length) const {
     const Rail& rail = rails[r];
     // A rail whose rate is not measured yet carries two slices at a time (slow start), so an
     // unknown slow rail cannot swallow a large share before its first acks tell its speed.
@@ -201,14 +213,14 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   }
 
   // The rail for the next slice, or -1 when none can take it now.
-  int choose(uint32_t slice, uint32_t length, uint32_t slice_bytes, TimePoint now) {
+  int choose(uint32_t slice, uint32_t length, TimePoint now) {
     const uint32_t n = static_cast<uint32_t>(rails.size());
     if (options.mode == SprayMode::kRoundRobin) {
       // Static striping: slice i belongs to rail i mod n; a rail that cannot carry anything
       // hands its slices to the next one, a merely busy rail is waited for.
       for (uint32_t k = 0; k < n; ++k) {
         const uint32_t r = (slice + k) % n;
-        if (usable(r, now)) return has_room(r, length, slice_bytes) ? static_cast<int>(r) : -1;
+        if (usable(r, now)) return has_room(r, length) ? static_cast<int>(r) : -1;
       }
       return -1;
     }
@@ -216,7 +228,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     int best = -1;
     double best_time = 0;
     for (uint32_t r = 0; r < n; ++r) {
-      if (!usable(r, now) || !has_room(r, length, slice_bytes)) continue;
+      if (!usable(r, now) || !has_room(r, length)) continue;
       candidates.push_back(r);
       const double t = static_cast<double>(rails[r].inflight + length) / rails[r].rate();
       if (best < 0 || t < best_time) best = static_cast<int>(r), best_time = t;
@@ -227,7 +239,100 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     return best;
   }
 
-  uint32_t pick_slice_bytes(uint64_t bytes, TimePoint now) {
+  uint32_t length_of(uint32_t slice) const {
+    return static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - static_cast<uint64_t>(slice) * slice_bytes));
+  }
+
+  bool transfer_done() const { return done_count == slices; }
+
+  // One round of scheduling for the open transfer; returns when to look again.
+  TimePoint step(std::unique_lock<std::mutex>& lock) {
+    const TimePoint now = SteadyClock::now();
+    TimePoint next = now + std::chrono::milliseconds(10);
+    // A stall is only a stall while something offered is still undelivered.
+    if (offered_count == done_count) last_progress = now;
+    if (now - last_progress > options.stall_timeout) {
+      failure = unavailable("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer,
+                            options.stall_timeout.count(), done_count, slices, describe_rails(now));
+      cv.notify_all();
+      return next;
+    }
+    // Copies past their deadline: the rail counts a failure and the slice goes elsewhere.
+    std::vector<uint32_t> to_reset;
+    for (auto& [id, c] : copies) {
+      if (c.expired || c.transfer != transfer) continue;
+      if (c.deadline > now) {
+        next = std::min(next, c.deadline);
+        continue;
+      }
+      c.expired = true;
+      Rail& rail = rails[c.rail];
+      ++rail.telemetry.timeouts;
+      rail.health.on_failure(now);
+      --live[c.slice];
+      requeue(c.slice, rail);
+      emit(SprayEvent::kTimedOut, c, now);
+      if (rail.health.state(now) == RailState::kPaused) to_reset.push_back(c.rail);
+    }
+    if (!to_reset.empty()) {
+      // A rail that stalls silently gets a fresh connection: its stuck bytes fail at once and,
+      // once the path is back, the reconnect finds it sooner than TCP's own retransmissions.
+      lock.unlock();
+      std::sort(to_reset.begin(), to_reset.end());
+      to_reset.erase(std::unique(to_reset.begin(), to_reset.end()), to_reset.end());
+      for (uint32_t r : to_reset) rails[r].channel->reset();
+      lock.lock();
+      return now;
+    }
+    // Probes: a rail whose backoff is over carries one slice to show it works again.
+    for (uint32_t r = 0; r < rails.size(); ++r) {
+      Rail& rail = rails[r];
+      if (rail.health.state(now) != RailState::kProbing || rail.probe_inflight || !rail.channel->ready()) continue;
+      if (!pending.empty()) {
+        const uint32_t slice = pending.front();
+        pending.pop_front();
+        queued[slice] = 0;
+        post(r, slice, true, now);
+      } else if (done_count > 0) {
+        for (uint32_t k = 0; k < slices; ++k) {  // a delivered slice, sent again only to test the rail
+          const uint32_t slice = next_duplicate++ % slices;
+          if (done[slice]) {
+            post(r, slice, true, now);
+            break;
+          }
+        }
+      }
+    }
+    // New slices (and re-sends) to the rails that can take them.
+    while (!pending.empty()) {
+      const uint32_t slice = pending.front();
+      if (done[slice]) {
+        pending.pop_front();
+        queued[slice] = 0;
+        continue;
+      }
+      const int r = choose(slice, length_of(slice), now);
+      if (r < 0) break;
+      pending.pop_front();
+      queued[slice] = 0;
+      post(static_cast<uint32_t>(r), slice, false, now);
+    }
+    return next;
+  }
+
+  void run_scheduler() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop) {
+      if (!active || !failure.ok() || transfer_done()) {
+        cv.wait(lock);
+        continue;
+      }
+      const TimePoint next = step(lock);
+      if (!transfer_done() && failure.ok()) cv.wait_until(lock, next);
+    }
+  }
+
+  uint32_t pick_slice_bytes(uint64_t total, TimePoint now) {
     if (options.slice_bytes != 0) return options.slice_bytes;
     double slowest = 0;
     for (uint32_t r = 0; r < rails.size(); ++r) {
@@ -239,7 +344,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     uint64_t size = std::bit_floor(static_cast<uint64_t>(std::max(want, 1.0)));
     size = std::clamp<uint64_t>(size, options.min_slice_bytes, options.max_slice_bytes);
     // A small transfer still goes in several slices, so that every rail can help.
-    while (size > options.min_slice_bytes && bytes / size < 4 * rails.size()) size /= 2;
+    while (size > options.min_slice_bytes && total / size < 4 * rails.size()) size /= 2;
     return static_cast<uint32_t>(size);
   }
 
@@ -292,9 +397,17 @@ Sprayer::Sprayer(std::vector<std::unique_ptr<Channel>> channels, SprayOptions op
     rail.telemetry.name = rail.channel->rail().name.empty() ? rail.channel->rail().to_string() : rail.channel->rail().name;
     state_->rails.push_back(std::move(rail));
   }
+  state_->scheduler = std::thread([state = state_.get()] { state->run_scheduler(); });
 }
 
 Sprayer::~Sprayer() {
+  close();
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+    state_->cv.notify_all();
+  }
+  state_->scheduler.join();
   for (auto& rail : state_->rails) rail.channel->close();
 }
 
@@ -319,102 +432,107 @@ std::vector<RailTelemetry> Sprayer::telemetry() const {
   return out;
 }
 
-Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes) {
+Result<uint32_t> Sprayer::open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes) {
   State& s = *state_;
   if (s.rails.empty()) return invalid_argument("no rails to send on");
-  std::unique_lock<std::mutex> lock(s.mu);
-  const TimePoint start = SteadyClock::now();
-  const uint32_t slice_bytes = s.pick_slice_bytes(bytes, start);
+  close();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const TimePoint now = SteadyClock::now();
+  if (slice_bytes == 0) slice_bytes = s.pick_slice_bytes(bytes, now);
   const uint64_t count = (bytes + slice_bytes - 1) / slice_bytes;
   if (count > UINT32_MAX) return invalid_argument("{} bytes is too many slices of {}", bytes, slice_bytes);
-  const uint32_t slices = static_cast<uint32_t>(count);
   s.transfer = transfer;
   s.active = true;
-  s.done.assign(slices, 0);
-  s.live.assign(slices, 0);
-  s.queued.assign(slices, 1);
-  s.checksum.assign(slices, 0);
-  s.checksummed.assign(slices, 0);
+  s.data = data;
+  s.bytes = bytes;
+  s.slice_bytes = slice_bytes;
+  s.slices = static_cast<uint32_t>(count);
+  s.done.assign(s.slices, 0);
+  s.live.assign(s.slices, 0);
+  s.queued.assign(s.slices, 0);
+  s.offered.assign(s.slices, 0);
+  s.checksum.assign(s.slices, 0);
+  s.checksummed.assign(s.slices, 0);
   s.pending.clear();
-  for (uint32_t i = 0; i < slices; ++i) s.pending.push_back(i);
+  s.offered_count = 0;
   s.done_count = 0;
+  s.next_duplicate = 0;
   s.resent = 0;
-  s.last_progress = start;
-  uint32_t next_duplicate = 0;  // probes re-send delivered slices when nothing is pending
-  const auto length_of = [&](uint32_t slice) {
-    return static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - static_cast<uint64_t>(slice) * slice_bytes));
-  };
+  s.failure = Status();
+  s.opened = s.last_progress = now;
+  s.finished = TimePoint{};
+  return slice_bytes;
+}
 
-  while (s.done_count < slices) {
-    const TimePoint now = SteadyClock::now();
-    if (now - s.last_progress > s.options.stall_timeout) {
-      const std::string rails = s.describe_rails(now);
-      const uint32_t delivered = s.done_count;
-      s.drain(lock);
-      return unavailable("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer,
-                         s.options.stall_timeout.count(), delivered, slices, rails);
-    }
-    // Copies past their deadline: the rail counts a failure and the slice goes elsewhere.
-    std::vector<uint32_t> to_reset;
-    TimePoint next_deadline = now + std::chrono::milliseconds(10);
-    for (auto& [id, c] : s.copies) {
-      if (c.expired || c.transfer != transfer) continue;
-      if (c.deadline > now) {
-        next_deadline = std::min(next_deadline, c.deadline);
-        continue;
-      }
-      c.expired = true;
-      Rail& rail = s.rails[c.rail];
-      ++rail.telemetry.timeouts;
-      rail.health.on_failure(now);
-      --s.live[c.slice];
-      s.requeue(c.slice, rail);
-      s.emit(SprayEvent::kTimedOut, c, now);
-      if (rail.health.state(now) == RailState::kPaused) to_reset.push_back(c.rail);
-    }
-    if (!to_reset.empty()) {
-      // A rail that stalls silently gets a fresh connection: its stuck bytes fail at once and,
-      // once the path is back, the reconnect finds it sooner than TCP's own retransmissions.
-      lock.unlock();
-      std::sort(to_reset.begin(), to_reset.end());
-      to_reset.erase(std::unique(to_reset.begin(), to_reset.end()), to_reset.end());
-      for (uint32_t r : to_reset) s.rails[r].channel->reset();
-      lock.lock();
-      continue;
-    }
-    // Probes: a rail whose backoff is over carries one slice to show it works again.
-    for (uint32_t r = 0; r < s.rails.size(); ++r) {
-      Rail& rail = s.rails[r];
-      if (rail.health.state(now) != RailState::kProbing || rail.probe_inflight || !rail.channel->ready()) continue;
-      uint32_t slice;
-      if (!s.pending.empty()) {
-        slice = s.pending.front();
-        s.pending.pop_front();
-        s.queued[slice] = 0;
-      } else {
-        slice = next_duplicate++ % slices;
-      }
-      s.post(r, slice, data, bytes, slice_bytes, true, now);
-    }
-    // New slices (and re-sends) to the rails that can take them.
-    while (!s.pending.empty()) {
-      const uint32_t slice = s.pending.front();
-      if (s.done[slice]) {
-        s.pending.pop_front();
-        s.queued[slice] = 0;
-        continue;
-      }
-      const int r = s.choose(slice, length_of(slice), slice_bytes, now);
-      if (r < 0) break;
-      s.pending.pop_front();
-      s.queued[slice] = 0;
-      s.post(static_cast<uint32_t>(r), slice, data, bytes, slice_bytes, false, now);
-    }
-    if (s.done_count < slices) s.cv.wait_until(lock, next_deadline);
+void Sprayer::offer(uint32_t slice) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active || slice >= s.slices || s.offered[slice]) return;
+  s.offered[slice] = 1;
+  ++s.offered_count;
+  s.queued[slice] = 1;
+  s.pending.push_back(slice);
+  s.cv.notify_all();
+}
+
+void Sprayer::offer_all() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active) return;
+  for (uint32_t i = 0; i < s.slices; ++i) {
+    if (s.offered[i]) continue;
+    s.offered[i] = 1;
+    s.queued[i] = 1;
+    s.pending.push_back(i);
   }
-  TransferResult result{bytes, slice_bytes, slices, 0, s.resent};
-  result.seconds = seconds(SteadyClock::now() - start);
+  s.offered_count = s.slices;
+  s.cv.notify_all();
+}
+
+void Sprayer::skip(uint32_t slice) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active || slice >= s.slices || s.done[slice]) return;
+  if (!s.offered[slice]) {
+    s.offered[slice] = 1;
+    ++s.offered_count;
+  }
+  s.done[slice] = 1;
+  ++s.done_count;
+  if (s.transfer_done()) s.finished = SteadyClock::now();
+  s.cv.notify_all();
+}
+
+Result<TransferResult> Sprayer::wait(Millis timeout) {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!s.active) return failed_precondition("no transfer is open");
+  const auto ready = [&] { return s.transfer_done() || !s.failure.ok(); };
+  if (timeout == Millis::max()) {
+    s.cv.wait(lock, ready);
+  } else if (!s.cv.wait_for(lock, timeout, ready)) {
+    return deadline_exceeded("transfer {}: {} of {} slices delivered within {} ms", s.transfer, s.done_count, s.slices,
+                             timeout.count());
+  }
+  if (!s.failure.ok()) return s.failure;
+  TransferResult result{s.bytes, s.slice_bytes, s.slices, seconds(s.finished - s.opened), s.resent};
+  return result;
+}
+
+void Sprayer::close() {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!s.active) return;
   s.drain(lock);
+  s.pending.clear();
+  s.data = nullptr;
+}
+
+Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes) {
+  DC_RETURN_IF_ERROR(open(transfer, data, bytes).status());
+  offer_all();
+  auto result = wait();
+  close();
   return result;
 }
 

@@ -81,6 +81,20 @@ class Sprayer {
   // needs to live until send() returns.
   Result<TransferResult> send(uint64_t transfer, const uint8_t* data, uint64_t bytes);
 
+  // The same, slice by slice, for relays that forward slices as they arrive:
+  // open() a transfer (closing any other), offer() each slice once its bytes
+  // are in place, skip() those the receiver already holds, wait() for the
+  // rest. Offered slices go out from the sprayer's own thread. A stall only
+  // counts while offered slices are undelivered. `data` must live until
+  // close(), which abandons what is left. Returns the slice size (chosen
+  // from the rails' rates when 0).
+  Result<uint32_t> open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes = 0);
+  void offer(uint32_t slice);
+  void offer_all();
+  void skip(uint32_t slice);
+  Result<TransferResult> wait(Millis timeout = Millis::max());
+  void close();
+
   std::vector<RailTelemetry> telemetry() const;
   size_t rails() const;
 

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "broadcast/fake/transport.h"
@@ -204,6 +206,37 @@ TEST(Sprayer, DroppedSlicesMissTheirDeadlineAndGoElsewhere) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(b.delivered_exactly(1));
   EXPECT_GT(b.sprayer->telemetry()[0].timeouts, 0u);
+}
+
+TEST(Sprayer, RelaysOfferSlicesAsTheyArriveAndSkipWhatTheChildHas) {
+  // A relay forwards slices in whatever order they reach it, while they keep arriving.
+  Bench b({150e6, 150e6}, fast_options(), 4 << 20);
+  const uint32_t slice_bytes = 64 << 10;
+  ASSERT_TRUE(b.staging.expect(1, b.data.size(), slice_bytes).ok());
+  auto opened = b.sprayer->open(1, b.data.data(), b.data.size(), slice_bytes);
+  ASSERT_TRUE(opened.ok());
+  const uint32_t slices = static_cast<uint32_t>(b.data.size() / slice_bytes);
+  // The child already holds the first 10 slices (delivered another way).
+  for (uint32_t i = 0; i < 10; ++i) {
+    SliceRef s{1, b.data.size(), slice_bytes, i, slice_bytes, 0};
+    s.checksum = xxh3_64(b.data.data() + s.offset(), s.length);
+    ASSERT_TRUE(*fake::deliver(b.staging, s, b.data.data() + s.offset()));
+    b.sprayer->skip(i);
+  }
+  std::vector<uint32_t> order;
+  for (uint32_t i = 10; i < slices; ++i) order.push_back(i);
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  // Nothing offered for a while is no stall.
+  std::this_thread::sleep_for(milliseconds(50));
+  for (size_t k = 0; k < order.size(); ++k) {
+    b.sprayer->offer(order[k]);
+    if (k % 8 == 0) std::this_thread::sleep_for(milliseconds(2));
+  }
+  auto r = b.sprayer->wait(milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  b.sprayer->close();
+  EXPECT_TRUE(b.delivered_exactly(1));
+  EXPECT_EQ(b.staging.progress(1).duplicates, 0u) << "skipped slices were not sent again";
 }
 
 TEST(Sprayer, EmptyAndTinyTransfers) {
