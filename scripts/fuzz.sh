@@ -6,11 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DDELTACAST_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$(nproc)"
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_decoder make_seed_corpus core_tests sparse_tests broadcast_tests
 echo "== unit tests under ASan + UBSan"
 build-fuzz/bin/core_tests --gtest_brief=1
 # The >2^31-element test needs 4 GiB of tensors; under ASan it only repeats what the plain build checks.
 build-fuzz/bin/sparse_tests --gtest_brief=1 --gtest_filter=-HugeTensor.*
+# Transport code parses untrusted frames: its tests run under the sanitizers too (the throughput
+# comparison is left to the plain build, where timing means something).
+build-fuzz/bin/broadcast_tests --gtest_brief=1 --gtest_filter=-Sprayer.SharesFollowBandwidthAndBeatRoundRobin
 echo "== fuzzing the bucket decoder for ${seconds}s"
 corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus"' EXIT
