@@ -8,5 +8,6 @@ namespace deltacast::bench {
 void add_codec_command(CLI::App& app);
 void add_kernels_command(CLI::App& app);
 void add_wire_command(CLI::App& app);
+void add_sync_command(CLI::App& app);
 
 }  // namespace deltacast::bench

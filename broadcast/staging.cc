@@ -1,5 +1,9 @@
 #include "broadcast/staging.h"
 
+#include "core/hash.h"
+
+#include <algorithm>
+
 namespace deltacast {
 
 Status StagingArea::size_slices(Transfer& t, uint32_t slice_bytes) {
@@ -13,11 +17,14 @@ Status StagingArea::size_slices(Transfer& t, uint32_t slice_bytes) {
   t.state.reset(new std::atomic<uint8_t>[t.slices]);
   for (uint32_t i = 0; i < t.slices; ++i) t.state[i].store(kMissing, std::memory_order_relaxed);
   if (options_.record_arrival_times) t.arrival.assign(t.slices, TimePoint{});
+  t.arrived_checksum.assign(t.slices, 0);
   return Status();
 }
 
-Status StagingArea::expect(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, uint8_t* memory) {
+Status StagingArea::expect(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, uint8_t* memory,
+                           std::shared_ptr<void> keep) {
   auto t = std::make_shared<Transfer>();
+  t->keep = std::move(keep);
   t->bytes = bytes;
   t->started = SteadyClock::now();
   if (memory != nullptr) {
@@ -30,12 +37,22 @@ Status StagingArea::expect(uint64_t transfer, uint64_t bytes, uint32_t slice_byt
   std::lock_guard<std::mutex> lock(mutex_);
   if (transfers_.count(transfer)) return failed_precondition("transfer {} is already expected", transfer);
   transfers_[transfer] = std::move(t);
+  announced_cv_.notify_all();
   return Status();
 }
 
 Result<std::shared_ptr<StagingArea::Transfer>> StagingArea::find_or_accept(const SliceRef& slice) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   auto it = transfers_.find(slice.transfer);
+  const auto forgotten = [&] {
+    return std::find(forgotten_.begin(), forgotten_.end(), slice.transfer) != forgotten_.end();
+  };
+  if (it == transfers_.end() && options_.auto_accept_bytes == 0 && options_.announce_wait.count() > 0 && !forgotten()) {
+    announced_cv_.wait_for(lock, options_.announce_wait,
+                           [&] { return transfers_.count(slice.transfer) != 0 || forgotten(); });
+    it = transfers_.find(slice.transfer);
+  }
+  if (it == transfers_.end() && forgotten()) return std::shared_ptr<Transfer>();
   if (it == transfers_.end()) {
     if (options_.auto_accept_bytes == 0) return corrupt("slice for unknown transfer {}", slice.transfer);
     if (slice.transfer_bytes > options_.auto_accept_bytes) {
@@ -76,23 +93,31 @@ Result<std::shared_ptr<StagingArea::Transfer>> StagingArea::find_or_accept(const
 
 Result<Landing> StagingArea::begin(const SliceRef& slice, CancelReceive cancel) {
   DC_ASSIGN_OR_RETURN(std::shared_ptr<Transfer> t, find_or_accept(slice));
+  if (!t) return Landing{};  // a late slice of a forgotten transfer: read, discard, refuse
   if (slice.index >= t->slices) return corrupt("slice {} of a {}-slice transfer", slice.index, t->slices);
   const uint64_t offset = slice.offset();
   const uint64_t expected = std::min<uint64_t>(t->slice_bytes, t->bytes - offset);
   if (slice.length != expected) return corrupt("slice {} is {} bytes, it should be {}", slice.index, slice.length, expected);
-  std::lock_guard<std::mutex> lock(t->mu);
+  std::unique_lock<std::mutex> lock(t->mu);
   const uint8_t state = t->state[slice.index].load();
   const TimePoint now = SteadyClock::now();
   if (state == kArrived) return Landing{nullptr, t, 0};  // a duplicate
   if (state == kReceiving) {
     Owner& owner = t->receiving[slice.index];
     if (now - owner.since < options_.takeover_after) return Landing{nullptr, t, 0};  // the first copy is still coming
-    // The first copy stalled (its path likely died mid-slice): it is aborted and this one takes the slot.
+    // The first copy stalled (its path likely died mid-slice): it is aborted, and this copy takes
+    // the slot once the aborted one has stopped writing into it.
+    const uint64_t stalled = owner.generation;
     if (owner.cancel) owner.cancel();
+    const bool released = t->released.wait_for(lock, options_.takeover_wait, [&] {
+      auto it = t->receiving.find(slice.index);
+      return it == t->receiving.end() || it->second.generation != stalled;
+    });
+    if (!released || t->state[slice.index].load() != kMissing) return Landing{nullptr, t, 0};
   }
   t->state[slice.index].store(kReceiving);
   Owner& owner = t->receiving[slice.index];
-  owner = Owner{t->next_generation++, now, std::move(cancel)};
+  owner = Owner{t->next_generation++, SteadyClock::now(), std::move(cancel)};
   return Landing{t->memory + offset, t, owner.generation};
 }
 
@@ -110,12 +135,14 @@ bool StagingArea::complete(const SliceRef& slice, const Landing& landing, bool v
       return t->state[slice.index].load() == kArrived;
     }
     t->receiving.erase(owner);
+    t->released.notify_all();
     if (!verified) {
       t->rejected.fetch_add(1, std::memory_order_relaxed);
       t->state[slice.index].store(kMissing);  // a resend may land again
       return false;
     }
     if (!t->arrival.empty()) t->arrival[slice.index] = SteadyClock::now();
+    t->arrived_checksum[slice.index] = slice.checksum;
     t->state[slice.index].store(kArrived);
     arrived_now = true;
   }
@@ -188,9 +215,40 @@ TransferProgress StagingArea::progress(uint64_t transfer) const {
   return p;
 }
 
+std::vector<uint8_t> StagingArea::present(uint64_t transfer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = transfers_.find(transfer);
+  if (it == transfers_.end()) return {};
+  std::vector<uint8_t> out(it->second->slices);
+  for (uint32_t i = 0; i < it->second->slices; ++i) out[i] = it->second->state[i].load() == kArrived;
+  return out;
+}
+
+std::vector<uint32_t> StagingArea::changed_slices(uint64_t transfer) const {
+  std::shared_ptr<Transfer> t;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = transfers_.find(transfer);
+    if (it == transfers_.end()) return {};
+    t = it->second;
+  }
+  std::vector<uint32_t> changed;
+  for (uint32_t i = 0; i < t->slices; ++i) {
+    if (t->state[i].load() != kArrived) continue;
+    const uint64_t offset = static_cast<uint64_t>(i) * t->slice_bytes;
+    const uint64_t length = std::min<uint64_t>(t->slice_bytes, t->bytes - offset);
+    if (xxh3_64(t->memory + offset, length) != t->arrived_checksum[i]) changed.push_back(i);
+  }
+  return changed;
+}
+
 void StagingArea::forget(uint64_t transfer) {
+  constexpr size_t kForgottenKept = 64;
   std::lock_guard<std::mutex> lock(mutex_);
   transfers_.erase(transfer);
+  forgotten_.push_back(transfer);
+  if (forgotten_.size() > kForgottenKept) forgotten_.pop_front();
+  announced_cv_.notify_all();
 }
 
 }  // namespace deltacast

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,6 +32,15 @@ struct StagingOptions {
   // longer than this supersedes it (the sender only sends a second copy when
   // the first missed its deadline: that first copy's path is likely dead).
   Millis takeover_after{15};
+  // A superseded copy is aborted, and the new one waits up to this long for it
+  // to stop writing into the slot (two writers in one slot could leave it
+  // holding bytes other than the verified ones); past it the new copy is
+  // refused and the sender sends again.
+  Millis takeover_wait{500};
+  // A slice may arrive before its transfer is announced (data and control
+  // travel separately): its receive waits this long for expect() before the
+  // slice is refused. Transfers already forgotten are refused at once.
+  Millis announce_wait{0};
 };
 
 struct TransferProgress {
@@ -50,8 +60,10 @@ class StagingArea : public SliceSink {
 
   // Announces a transfer; its bytes land in `memory` (bytes long, owned by the
   // caller) or in memory allocated here. slice_bytes 0: the sender chooses,
-  // and its first slice fixes it.
-  Status expect(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes = 0, uint8_t* memory = nullptr);
+  // and its first slice fixes it. `keep` holds the caller's memory alive for
+  // as long as a receive into it may still be running, even after forget().
+  Status expect(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes = 0, uint8_t* memory = nullptr,
+                std::shared_ptr<void> keep = nullptr);
 
   // Waits until every slice arrived.
   Status wait(uint64_t transfer, Millis timeout);
@@ -60,6 +72,11 @@ class StagingArea : public SliceSink {
   bool complete(uint64_t transfer) const;
   std::span<const uint8_t> bytes(uint64_t transfer) const;
   TransferProgress progress(uint64_t transfer) const;
+  // Which slices of a transfer have arrived (empty if unknown).
+  std::vector<uint8_t> present(uint64_t transfer) const;
+  // Arrived slices whose bytes no longer match the checksum they arrived with
+  // (diagnosis of a transfer whose whole-content hash failed).
+  std::vector<uint32_t> changed_slices(uint64_t transfer) const;
   void forget(uint64_t transfer);
 
   // Runs after each slice that arrives (from the backend's thread).
@@ -80,6 +97,7 @@ class StagingArea : public SliceSink {
   };
   struct Transfer {
     std::mutex mu;  // slot ownership
+    std::condition_variable released;  // a receiving copy finished (well or not)
     std::map<uint32_t, Owner> receiving;
     uint64_t next_generation = 1;
     uint64_t bytes = 0;
@@ -87,12 +105,14 @@ class StagingArea : public SliceSink {
     uint32_t slices = 0;
     uint8_t* memory = nullptr;
     AlignedBuffer owned;
+    std::shared_ptr<void> keep;  // the caller's memory, while receives may touch it
     std::unique_ptr<std::atomic<uint8_t>[]> state;
     std::atomic<uint32_t> arrived{0};
     std::atomic<uint64_t> duplicates{0};
     std::atomic<uint64_t> rejected{0};
     TimePoint started{};
     std::vector<TimePoint> arrival;
+    std::vector<uint64_t> arrived_checksum;  // per slice, as verified on arrival
   };
 
   Status size_slices(Transfer& t, uint32_t slice_bytes);
@@ -101,6 +121,8 @@ class StagingArea : public SliceSink {
   StagingOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable arrived_cv_;
+  std::condition_variable announced_cv_;
+  std::deque<uint64_t> forgotten_;  // recently forgotten transfers, newest last
   std::map<uint64_t, std::shared_ptr<Transfer>> transfers_;  // shared: slices being received hold theirs
   std::function<void(const SliceRef&)> on_slice_;
 };

@@ -2,7 +2,11 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <vector>
+
+#include "core/tensor_view.h"
+#include "core/thread_pool.h"
 
 namespace deltacast {
 
@@ -31,6 +35,28 @@ uint64_t content_hash(const void* data, size_t size) {
     digests[i] = XXH3_64bits(bytes + offset, length);
   }
   return content_hash_from_leaves(digests, leaves, size);
+}
+
+uint64_t content_hash(const void* data, size_t size, ThreadPool& pool) {
+  const size_t leaves = content_hash_leaf_count(size);
+  if (leaves <= 16 || pool.size() == 1) return content_hash(data, size);
+  std::vector<uint64_t> digests(leaves);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  constexpr size_t kLeavesPerTask = 64;
+  pool.parallel_for((leaves + kLeavesPerTask - 1) / kLeavesPerTask, [&](size_t task) {
+    const size_t end = std::min(leaves, (task + 1) * kLeavesPerTask);
+    for (size_t leaf = task * kLeavesPerTask; leaf < end; ++leaf) {
+      const size_t offset = leaf * kHashLeafBytes;
+      digests[leaf] = XXH3_64bits(bytes + offset, std::min<size_t>(kHashLeafBytes, size - offset));
+    }
+  });
+  return content_hash_from_leaves(digests.data(), leaves, size);
+}
+
+uint64_t model_hash(const TensorView* tensors, size_t count, ThreadPool& pool) {
+  std::vector<uint64_t> hashes(count);
+  pool.parallel_for(count, [&](size_t i) { hashes[i] = content_hash(tensors[i].data, tensors[i].nbytes()); });
+  return XXH3_64bits(hashes.data(), hashes.size() * sizeof(uint64_t));
 }
 
 }  // namespace deltacast

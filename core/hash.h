@@ -25,6 +25,16 @@ uint64_t content_hash(const void* data, size_t size);
 // multi-threaded caller that hashed the leaves itself gets the same value).
 uint64_t content_hash_from_leaves(const uint64_t* leaf_digests, size_t leaf_count, size_t total_size);
 
+class ThreadPool;
+struct TensorView;
+
+// content_hash() with the leaves hashed in parallel on `pool` (same value).
+uint64_t content_hash(const void* data, size_t size, ThreadPool& pool);
+
+// One value for a whole model: XXH3-64 of the little-endian array of every
+// tensor's content_hash, in order. Host tensors; hashed in parallel.
+uint64_t model_hash(const TensorView* tensors, size_t count, ThreadPool& pool);
+
 inline size_t content_hash_leaf_count(size_t size) {
   return size == 0 ? 1 : (size + kHashLeafBytes - 1) / kHashLeafBytes;
 }

@@ -21,4 +21,18 @@ Result<Shadow> Shadow::copy_of(const Manifest& manifest, std::span<const TensorV
   return shadow;
 }
 
+Status Shadow::assign(std::span<const TensorView> tensors, uint64_t version) {
+  if (tensors.size() != views_.size()) return mismatch("{} tensors for a shadow of {}", tensors.size(), views_.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].dtype != views_[i].dtype || tensors[i].numel != views_[i].numel || !tensors[i].device.is_cpu()) {
+      return mismatch("tensor {} does not match the shadow's", i);
+    }
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (views_[i].nbytes() > 0) std::memcpy(views_[i].data, tensors[i].data, views_[i].nbytes());
+  }
+  version_ = version;
+  return Status();
+}
+
 }  // namespace deltacast

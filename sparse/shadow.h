@@ -19,6 +19,9 @@ class Shadow {
   // Copies `tensors` (host memory) as version `version`.
   static Result<Shadow> copy_of(const Manifest& manifest, std::span<const TensorView> tensors, uint64_t version);
 
+  // Overwrites the copy with `tensors` (same manifest) as version `version`.
+  Status assign(std::span<const TensorView> tensors, uint64_t version);
+
   uint64_t version() const { return version_; }
   void set_version(uint64_t version) { version_ = version; }
   uint64_t manifest_hash() const { return manifest_hash_; }

@@ -65,7 +65,8 @@ Status NetnsTestbed::available() {
 }
 
 Result<std::unique_ptr<NetnsTestbed>> NetnsTestbed::create(const std::vector<std::string>& hosts,
-                                                           const std::vector<TestbedRail>& rails) {
+                                                           const std::vector<TestbedRail>& rails,
+                                                           const std::vector<TestbedPlane>& planes) {
   DC_RETURN_IF_ERROR(available());
   remove_stale();
   std::unique_ptr<NetnsTestbed> t(new NetnsTestbed());
@@ -73,8 +74,10 @@ Result<std::unique_ptr<NetnsTestbed>> NetnsTestbed::create(const std::vector<std
   t->prefix_ = fmt::format("{}{}-{}", kNamePrefix, getpid(), counter++);
   t->hosts_ = hosts;
   t->rails_ = rails;
+  t->planes_ = planes;
   ++g_instances;
   Status s = t->build(hosts);
+  if (s.ok()) s = t->build_planes();
   if (!s.ok()) return s;  // the destructor tears down what was built
   return t;
 }
@@ -122,6 +125,69 @@ Status NetnsTestbed::build(const std::vector<std::string>& hosts) {
   return Status();
 }
 
+size_t NetnsTestbed::host_index(const std::string& host) const {
+  return static_cast<size_t>(std::find(hosts_.begin(), hosts_.end(), host) - hosts_.begin());
+}
+
+Endpoint NetnsTestbed::plane_address(size_t plane, const std::string& host) const {
+  return Endpoint{fmt::format("198.19.{}.{}", plane, host_index(host) + 1), 0};
+}
+
+std::string NetnsTestbed::plane_interface(size_t plane) const { return fmt::format("p{}", plane); }
+
+std::string NetnsTestbed::switch_port(size_t plane, size_t host) const { return fmt::format("h{}p{}", host, plane); }
+
+namespace {
+std::string tbf(const std::string& ns, const std::string& dev, const std::string& rate, const char* verb) {
+  return fmt::format("tc -n {} qdisc {} dev {} root tbf rate {} burst 256kb latency 20ms", ns, verb, dev, rate);
+}
+}  // namespace
+
+Status NetnsTestbed::build_planes() {
+  if (planes_.empty()) return Status();
+  if (hosts_.size() > 250) return invalid_argument("planes take at most 250 hosts");
+  DC_RETURN_IF_ERROR(ok("ip netns add " + switch_netns()));
+  for (size_t p = 0; p < planes_.size(); ++p) {
+    const std::string bridge = fmt::format("br{}", p);
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link add {} type bridge", switch_netns(), bridge)));
+    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} up", switch_netns(), bridge)));
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      const std::string ta = fmt::format("q{}_{}_{}a", getpid() % 100000, p, h), tb = fmt::format("q{}_{}_{}b", getpid() % 100000, p, h);
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip link add {} type veth peer name {}", ta, tb)));
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip link set {} netns {} name {}", ta, netns(hosts_[h]), plane_interface(p))));
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip link set {} netns {} name {}", tb, switch_netns(), switch_port(p, h))));
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} master {}", switch_netns(), switch_port(p, h), bridge)));
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} addr add {}/24 dev {}", netns(hosts_[h]),
+                                        plane_address(p, hosts_[h]).host, plane_interface(p))));
+      if (!planes_[p].rate.empty()) DC_RETURN_IF_ERROR(set_plane_rate(p, hosts_[h], planes_[p].rate));
+      DC_RETURN_IF_ERROR(set_plane_link(p, hosts_[h], true));
+    }
+  }
+  return Status();
+}
+
+Status NetnsTestbed::set_plane_link(size_t plane, const std::string& host, bool up) {
+  const size_t h = host_index(host);
+  if (plane >= planes_.size() || h >= hosts_.size()) return invalid_argument("no port of host '{}' on plane {}", host, plane);
+  const std::string state = up ? "up" : "down";
+  DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} {}", netns(host), plane_interface(plane), state)));
+  DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} {}", switch_netns(), switch_port(plane, h), state)));
+  if (!up) return Status();
+  for (int i = 0; i < 200; ++i) {
+    auto a = run(fmt::format("ip -n {} link show {}", netns(host), plane_interface(plane)));
+    if (a.ok() && a->find("LOWER_UP") != std::string::npos) return Status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return unavailable("port of host '{}' on plane {} did not come up", host, plane);
+}
+
+Status NetnsTestbed::set_plane_rate(size_t plane, const std::string& host, const std::string& rate) {
+  const size_t h = host_index(host);
+  if (plane >= planes_.size() || h >= hosts_.size()) return invalid_argument("no port of host '{}' on plane {}", host, plane);
+  DC_RETURN_IF_ERROR(ok(tbf(netns(host), plane_interface(plane), rate, "replace")));
+  return ok(tbf(switch_netns(), switch_port(plane, h), rate, "replace"));
+}
+
 Status NetnsTestbed::set_link(size_t rail, bool up) {
   const TestbedRail& r = rails_.at(rail);
   for (const auto& [ns, dev] : {std::pair{netns(r.a), interface(rail, true)}, std::pair{netns(r.b), interface(rail, false)}}) {
@@ -155,6 +221,7 @@ Status NetnsTestbed::exec(const std::string& host, const std::string& command) c
 
 void NetnsTestbed::teardown() {
   for (const auto& h : hosts_) (void)ok("ip netns del " + netns(h) + " 2>/dev/null");
+  if (!planes_.empty()) (void)ok("ip netns del " + switch_netns() + " 2>/dev/null");
   // The safety route goes when the last testbed of this process does and no other run's remain.
   if (--g_instances == 0) {
     auto list = run("ip netns list");

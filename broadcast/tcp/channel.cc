@@ -149,12 +149,12 @@ void TcpChannel::run() {
     // Reap a connection that died: its reader must be gone before the fd is closed.
     if (fd_ >= 0 && stop_connection_) {
       const int fd = fd_;
+      fd_ = -1;  // before the number is closed: nothing may shut down a reused descriptor
       lock.unlock();
       if (reader_.joinable()) reader_.join();
       ::close(fd);
       complete_finished();
       lock.lock();
-      fd_ = -1;
       continue;
     }
     if (fd_ < 0) {

@@ -69,8 +69,8 @@ class TcpChannel : public Channel {
   std::atomic<bool> closed_{false};
   std::atomic<bool> stop_connection_{false};
   bool streaming_ = false;
-  std::thread writer_;
   std::thread reader_;
+  std::thread writer_;  // last: it starts in the constructor and touches every member above
 };
 
 }  // namespace deltacast::tcp

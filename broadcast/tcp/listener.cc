@@ -23,21 +23,9 @@ Result<std::unique_ptr<TcpListener>> TcpListener::create(const std::vector<Endpo
                                                          const ListenOptions& options) {
   std::unique_ptr<TcpListener> l(new TcpListener(sink, options));
   for (const Endpoint& e : endpoints) {
-    DC_ASSIGN_OR_RETURN(int fd, open_socket(options.netns));
-    l->listen_fds_.push_back(fd);
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(e.port);
-    inet_pton(AF_INET, e.host.c_str(), &a.sin_addr);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      return unavailable("cannot listen on {}: {}", e.to_string(), std::strerror(errno));
-    }
-    if (listen(fd, 64) != 0) return io_error("listen on {}: {}", e.to_string(), std::strerror(errno));
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    l->endpoints_.push_back(Endpoint{e.host, ntohs(a.sin_port)});
+    DC_ASSIGN_OR_RETURN(auto bound, listen_socket(options.netns, e));
+    l->listen_fds_.push_back(bound.first);
+    l->endpoints_.push_back(bound.second);
   }
   for (int fd : l->listen_fds_) l->acceptors_.emplace_back([listener = l.get(), fd] { listener->accept_loop(fd); });
   l->heartbeat_ = std::thread([listener = l.get()] { listener->heartbeat_loop(); });

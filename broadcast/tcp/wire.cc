@@ -183,6 +183,32 @@ Result<int> open_socket(const std::string& netns) {
   return fd;
 }
 
+Result<std::pair<int, Endpoint>> listen_socket(const std::string& netns, const Endpoint& endpoint, int backlog) {
+  DC_ASSIGN_OR_RETURN(int fd, open_socket(netns));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(endpoint.port);
+  if (inet_pton(AF_INET, endpoint.host.c_str(), &a.sin_addr) != 1) {
+    ::close(fd);
+    return invalid_argument("'{}' is not an IPv4 address", endpoint.host);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return unavailable("cannot listen on {}: {}", endpoint.to_string(), std::strerror(err));
+  }
+  if (listen(fd, backlog) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_error("listen on {}: {}", endpoint.to_string(), std::strerror(err));
+  }
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return std::pair{fd, Endpoint{endpoint.host, ntohs(a.sin_port)}};
+}
+
 void tune_socket(int fd, const SocketOptions& options) {
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "broadcast/transport.h"
 
@@ -58,6 +59,9 @@ struct SocketOptions {
 // A TCP socket created in network namespace `netns` (empty: this thread's own).
 Result<int> open_socket(const std::string& netns);
 void tune_socket(int fd, const SocketOptions& options);
+// A socket bound to `endpoint` (port 0: any free one) and listening; returns
+// it with the address actually bound.
+Result<std::pair<int, Endpoint>> listen_socket(const std::string& netns, const Endpoint& endpoint, int backlog = 64);
 // Connects `fd` from `local` to `remote` within `timeout`.
 Status connect_socket(int fd, const Endpoint& local, const Endpoint& remote, std::chrono::milliseconds timeout);
 std::string peer_name(int fd);

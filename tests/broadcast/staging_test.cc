@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -80,29 +81,89 @@ TEST(Staging, ChecksumFailureLeavesTheSliceMissingForAResend) {
   EXPECT_TRUE(area.complete(s, *third, true)) << "a duplicate of an arrived slice is acknowledged";
 }
 
-TEST(Staging, ANewerCopySupersedesAStalledOne) {
+TEST(Staging, ANewerCopySupersedesAStalledOneOnceItStoppedWriting) {
   std::vector<uint8_t> data(8192, 9);
   StagingOptions options;
   options.takeover_after = Millis(20);
   StagingArea area(options);
   ASSERT_TRUE(area.expect(4, data.size(), 4096).ok());
   SliceRef s = slice_of(4, data.size(), 4096, 1, data.data());
-  bool first_cancelled = false;
+  std::atomic<bool> first_cancelled{false};
   auto first = area.begin(s, [&] { first_cancelled = true; });
   ASSERT_TRUE(first.ok() && first->bytes != nullptr);
   auto early = area.begin(s, nullptr);
   EXPECT_EQ(early->bytes, nullptr) << "a copy right behind a live one is a duplicate";
   EXPECT_FALSE(first_cancelled);
   std::this_thread::sleep_for(Millis(30));
+  // The aborted reader notices its cancelled connection and gives the slot back, as a backend's
+  // reader thread does; only then may the newer copy write.
+  std::atomic<bool> first_done{false};
+  std::thread aborted([&] {
+    while (!first_cancelled) std::this_thread::sleep_for(Millis(1));
+    std::this_thread::sleep_for(Millis(10));
+    first_done = true;
+    EXPECT_FALSE(area.complete(s, *first, false));
+  });
   auto second = area.begin(s, nullptr);
+  aborted.join();
   ASSERT_TRUE(second->bytes != nullptr) << "after takeover_after the newer copy gets the slot";
   EXPECT_TRUE(first_cancelled);
+  EXPECT_TRUE(first_done) << "the newer copy got the slot while the stalled one could still write";
   std::memcpy(second->bytes, data.data() + s.offset(), s.length);
   EXPECT_TRUE(area.complete(s, *second, true));
-  // The stalled copy finishing late changes nothing and counts as a duplicate of an arrived slice.
-  EXPECT_TRUE(area.complete(s, *first, false));
   EXPECT_EQ(area.progress(4).arrived, 1u);
-  EXPECT_EQ(area.progress(4).rejected, 0u);
+  EXPECT_EQ(area.progress(4).rejected, 1u);
+}
+
+TEST(Staging, ACopyIsRefusedWhileAStalledOneWillNotStop) {
+  std::vector<uint8_t> data(8192, 9);
+  StagingOptions options;
+  options.takeover_after = Millis(5);
+  options.takeover_wait = Millis(30);
+  StagingArea area(options);
+  ASSERT_TRUE(area.expect(4, data.size(), 4096).ok());
+  SliceRef s = slice_of(4, data.size(), 4096, 0, data.data());
+  auto first = area.begin(s, [] {});
+  ASSERT_TRUE(first.ok() && first->bytes != nullptr);
+  std::this_thread::sleep_for(Millis(10));
+  auto second = area.begin(s, nullptr);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->bytes, nullptr) << "two writers in one slot";
+  EXPECT_FALSE(area.complete(s, *second, true));
+  // The stalled copy did finish after all, verified: the slice is in.
+  std::memcpy(first->bytes, data.data() + s.offset(), s.length);
+  EXPECT_TRUE(area.complete(s, *first, true));
+  EXPECT_EQ(area.progress(4).arrived, 1u);
+}
+
+TEST(Staging, ChangedSlicesNamesBytesAlteredAfterArrival) {
+  std::vector<uint8_t> data(10000);
+  std::iota(data.begin(), data.end(), 0);
+  std::vector<uint8_t> memory(data.size());
+  StagingArea area;
+  ASSERT_TRUE(area.expect(3, data.size(), 4096, memory.data()).ok());
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(land(area, slice_of(3, data.size(), 4096, i, data.data()), data.data()));
+  EXPECT_TRUE(area.changed_slices(3).empty());
+  memory[4096 + 17] ^= 1;
+  EXPECT_EQ(area.changed_slices(3), std::vector<uint32_t>{1});
+}
+
+TEST(Staging, ARunningReceiveKeepsTheCallersMemoryAfterForget) {
+  std::vector<uint8_t> data(8192, 5);
+  auto memory = std::make_shared<std::vector<uint8_t>>(data.size());
+  std::weak_ptr<std::vector<uint8_t>> watch = memory;
+  StagingArea area;
+  ASSERT_TRUE(area.expect(9, data.size(), 4096, memory->data(), memory).ok());
+  memory.reset();
+  SliceRef s = slice_of(9, data.size(), 4096, 0, data.data());
+  auto landing = area.begin(s, nullptr);
+  ASSERT_TRUE(landing.ok() && landing->bytes != nullptr);
+  area.forget(9);
+  EXPECT_FALSE(watch.expired()) << "a receive is still writing into it";
+  std::memcpy(landing->bytes, data.data(), s.length);
+  (void)area.complete(s, *landing, true);
+  landing = Result<Landing>(Landing{});
+  EXPECT_TRUE(watch.expired());
 }
 
 TEST(Staging, AutoAcceptIsBounded) {

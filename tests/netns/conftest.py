@@ -10,9 +10,9 @@ def make_testbed():
     """Builds testbeds that are torn down after the test, whatever happens."""
     made = []
 
-    def make(hosts, rails):
+    def make(hosts, rails=(), planes=()):
         try:
-            tb = Testbed(binary("deltacast-testbed"), hosts, rails)
+            tb = Testbed(binary("deltacast-testbed"), hosts, rails, planes)
         except TestbedUnavailable as e:
             pytest.skip(str(e))
         made.append(tb)

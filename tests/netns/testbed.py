@@ -1,8 +1,12 @@
 """Drives deltacast-testbed (network-namespace hosts and rails) from Python tests.
 
     with Testbed(binary, hosts=["a", "b"], rails=[("a", "b", "1gbit")]) as tb:
-        tb.exec("b", ["deltacast-bench", ...])      # a process inside host b
+        tb.spawn("b", ["deltacast-bench", ...])     # a process inside host b
         tb.down(0); tb.up(0); tb.rate(0, "50mbit")
+
+    Switched planes join every host (one port each, shaped per port):
+        Testbed(binary, hosts=["p", "c0", "c1"], planes=["1gbit", "1gbit"])
+        tb.plane_address(0, "c1"); tb.plane_rate(1, "c1", "300mbit")
 
 Teardown happens when the context ends, also on failure (the C++ testbed's
 destructor removes every namespace it made)."""
@@ -16,12 +20,14 @@ class TestbedUnavailable(Exception):
 
 
 class Testbed:
-    def __init__(self, binary, hosts, rails):
+    def __init__(self, binary, hosts, rails=(), planes=()):
         args = [binary]
         for h in hosts:
             args += ["--host", h]
         for rail in rails:
             args += ["--rail", ":".join(x for x in rail if x)]
+        for rate in planes:
+            args += ["--plane", rate or "-"]
         self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True)
         line = self._proc.stdout.readline()
@@ -34,6 +40,7 @@ class Testbed:
         info = json.loads(line)
         self.hosts = info["hosts"]
         self.rails = info["rails"]
+        self.planes = info["planes"]
 
     def __enter__(self):
         return self
@@ -65,6 +72,18 @@ class Testbed:
 
     def rate(self, rail, rate):
         self._command(f"rate {rail} {rate}")
+
+    def plane_down(self, plane, host):
+        self._command(f"pdown {plane} {host}")
+
+    def plane_up(self, plane, host):
+        self._command(f"pup {plane} {host}")
+
+    def plane_rate(self, plane, host, rate):
+        self._command(f"prate {plane} {host} {rate}")
+
+    def plane_address(self, plane, host):
+        return self.planes[plane]["addresses"][host]
 
     def netns_argv(self, host, argv):
         return ["ip", "netns", "exec", self.hosts[host]] + list(argv)

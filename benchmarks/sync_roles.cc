@@ -1,0 +1,394 @@
+#include "sync_roles.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "broadcast/consumer.h"
+#include "core/aligned_buffer.h"
+#include "gloo_baseline.h"
+#include "sparse/trace/model_layout.h"
+
+namespace deltacast::bench {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) { g_stop = true; }
+
+// JSON lines on stdout, whole lines even from several threads.
+void emit(const Json& event) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::cout << event.dump() << std::endl;
+}
+
+Result<std::vector<Endpoint>> parse_endpoints(const std::vector<std::string>& texts) {
+  std::vector<Endpoint> out;
+  for (const auto& t : texts) {
+    DC_ASSIGN_OR_RETURN(Endpoint e, parse_endpoint(t));
+    out.push_back(e);
+  }
+  return out;
+}
+
+Json optional_json(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
+Json optional_json(const std::optional<bool>& v) { return v ? Json(*v) : Json(); }
+
+}  // namespace
+
+Result<Manifest> sync_manifest(uint64_t elements) { return Manifest::create(transformer_layout(elements, DType::kBF16)); }
+
+Json VersionRow::to_json() const {
+  const auto& r = report;
+  Json j = {{"version", version},
+            {"full", full},
+            {"density", r.stats.density()},
+            {"changed", r.stats.changed},
+            {"elements", r.stats.elements},
+            {"wire_bytes", r.stats.wire_bytes},
+            {"dense_bytes", r.stats.dense_bytes},
+            {"seconds", r.seconds},
+            {"encode_seconds", r.encode_seconds},
+            {"queue_seconds", r.queue_seconds},
+            {"wire_seconds", r.wire_seconds},
+            {"apply_seconds", r.apply_seconds},
+            {"effective_gbps", r.seconds > 0 ? static_cast<double>(r.stats.dense_bytes) / r.seconds / 1e9 : 0.0},
+            {"consumers", r.targets},
+            {"committed", r.committed},
+            {"slice_bytes", r.slice_bytes},
+            {"stripes", r.stripes},
+            {"replans", r.replans},
+            {"exact", optional_json(exact)},
+            {"lower_bound_seconds", optional_json(lower_bound_seconds)},
+            {"dense_seconds", optional_json(dense_seconds)},
+            {"dense_exact", optional_json(dense_exact)},
+            {"gloo_seconds", optional_json(gloo_seconds)},
+            {"gloo_exact", optional_json(gloo_exact)}};
+  j["speedup_vs_dense"] = dense_seconds && r.seconds > 0 ? Json(*dense_seconds / r.seconds) : Json();
+  j["speedup_vs_gloo"] = gloo_seconds && r.seconds > 0 ? Json(*gloo_seconds / r.seconds) : Json();
+  return j;
+}
+
+Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args, Endpoint listen,
+                                                           std::vector<Endpoint> rails, std::string netns) {
+  auto sync = std::make_unique<SyncProducer>();
+  TraceOptions trace;
+  trace.seed = args.seed;
+  trace.lr = args.lr;
+  trace.threads = args.threads;
+  DC_ASSIGN_OR_RETURN(sync->trace_, RlTrace::create(transformer_layout(args.elements, DType::kBF16), trace));
+  ProducerOptions options;
+  options.listen = std::move(listen);
+  options.token = args.token;
+  options.rails = std::move(rails);
+  options.netns = std::move(netns);
+  DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
+  options.codec.zstd_level = args.zstd;
+  options.codec.threads = args.threads;
+  const auto published = sync->trace_->published();
+  DC_ASSIGN_OR_RETURN(sync->producer_, Producer::create(sync->trace_->manifest(),
+                                                        std::vector<TensorView>(published.begin(), published.end()),
+                                                        options));
+  return sync;
+}
+
+Result<VersionRow> SyncProducer::publish(bool full, bool step, bool check, Millis timeout) {
+  if (step) trace_->step();
+  DC_ASSIGN_OR_RETURN(uint64_t version, producer_->publish(full));
+  DC_RETURN_IF_ERROR(producer_->wait(version, timeout));
+  VersionRow row;
+  row.version = version;
+  row.report = producer_->report(version).value_or(VersionReport{});
+  row.full = row.report.full;
+  if (check) {
+    DC_ASSIGN_OR_RETURN(CheckReport report, producer_->check(version, timeout));
+    row.exact = report.all_exact() && !report.members.empty() && row.report.committed == row.report.targets &&
+                report.members.size() == row.report.targets;
+  }
+  return row;
+}
+
+Result<SyncRun> run_versions(SyncProducer& sync, const SyncArgs& args, GlooBaseline* gloo, Progress& progress) {
+  const Millis timeout(static_cast<int64_t>(args.timeout_seconds * 1000));
+  const double model_bytes = static_cast<double>(sync.trace().manifest().total_bytes());
+  std::vector<VersionRow> rows;
+  progress.update(fmt::format("version 1: full sync of {} to every consumer", human_bytes(model_bytes)));
+  DC_ASSIGN_OR_RETURN(VersionRow initial, sync.publish(/*full=*/true, /*step=*/false, /*check=*/true, timeout));
+  rows.push_back(initial);
+  std::vector<VersionRow> dense_rows;
+  for (int k = 1; k <= args.versions; ++k) {
+    progress.update(fmt::format("step {}/{}: optimizer step, then a sparse version", k, args.versions));
+    DC_ASSIGN_OR_RETURN(VersionRow row, sync.publish(false, true, true, timeout));
+    if (args.dense) {
+      progress.update(fmt::format("step {}/{}: the same tensors as a dense sync (baseline)", k, args.versions));
+      DC_ASSIGN_OR_RETURN(VersionRow dense, sync.publish(true, false, true, timeout));
+      row.dense_seconds = dense.report.seconds;
+      row.dense_exact = dense.exact;
+      dense_rows.push_back(dense);
+    }
+    if (gloo != nullptr) {
+      progress.update(fmt::format("step {}/{}: the same tensors through torch.distributed gloo (baseline)", k,
+                                  args.versions));
+      auto outcome = gloo->broadcast(sync.trace().published());
+      if (outcome.ok()) {
+        row.gloo_seconds = outcome->seconds;
+        row.gloo_exact = outcome->exact;
+      } else {
+        progress.update(fmt::format("gloo baseline failed: {}", outcome.status().message()));
+      }
+    }
+    rows.push_back(row);
+    progress.update(fmt::format("step {}/{}: {:.3f}% changed, {} in {:.3f} s{}{}", k, args.versions,
+                                100 * row.report.stats.density(), human_bytes(static_cast<double>(row.report.stats.wire_bytes)),
+                                row.report.seconds,
+                                row.dense_seconds ? fmt::format("; dense {:.3f} s", *row.dense_seconds) : "",
+                                row.gloo_seconds ? fmt::format("; gloo {:.3f} s", *row.gloo_seconds) : ""));
+  }
+  // The link rate comes from every full round of the run (the initial sync and the dense baselines).
+  SyncRun run;
+  for (const auto* set : {&rows, &dense_rows}) {
+    for (const auto& r : *set) {
+      if (r.full && r.report.wire_seconds > 0) {
+        run.link_rate = std::max(run.link_rate, static_cast<double>(r.report.stats.wire_bytes) / r.report.wire_seconds);
+      }
+    }
+  }
+  for (auto& r : rows) {
+    if (run.link_rate > 0) r.lower_bound_seconds = static_cast<double>(r.report.stats.wire_bytes) / run.link_rate;
+  }
+  run.rows = std::move(rows);
+  return run;
+}
+
+Json sync_report_json(const SyncArgs& args, const SyncRun& run, const std::string& gloo_note) {
+  const auto& rows = run.rows;
+  Json versions = Json::array();
+  bool exact = !rows.empty();
+  std::vector<double> speedups_dense, speedups_gloo;
+  for (const auto& r : rows) {
+    versions.push_back(r.to_json());
+    exact = exact && r.exact.value_or(false) && r.dense_exact.value_or(true) && r.gloo_exact.value_or(true);
+    if (!r.full && r.dense_seconds) speedups_dense.push_back(*r.dense_seconds / r.report.seconds);
+    if (!r.full && r.gloo_seconds) speedups_gloo.push_back(*r.gloo_seconds / r.report.seconds);
+  }
+  return Json{{"mode", args.netns ? "netns" : "loopback"},
+              {"consumers", args.consumers},
+              {"rails", args.rails},
+              {"rail_rate", args.netns ? Json(args.rail_rate) : Json()},
+              {"elements", args.elements},
+              {"lr", args.lr},
+              {"value_codec", args.value_codec},
+              {"link_rate_bytes_per_second", run.link_rate},
+              {"gloo", gloo_note},
+              {"versions", versions},
+              {"all_exact", exact},
+              {"median_speedup_vs_dense", speedups_dense.empty() ? Json() : Json(median(speedups_dense))},
+              {"median_speedup_vs_gloo", speedups_gloo.empty() ? Json() : Json(median(speedups_gloo))}};
+}
+
+void print_sync_table(const Json& report) {
+  fmt::print("deltacast-bench sync: 1 producer -> {} consumers over {} {} rail(s), {} bf16 elements ({})\n",
+             report["consumers"].get<int>(), report["rails"].get<int>(), report["mode"].get<std::string>(),
+             report["elements"].get<uint64_t>(), human_bytes(2.0 * report["elements"].get<double>()));
+  fmt::print("  {:>7} {:>6} {:>8} {:>10} {:>8} {:>23} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "version", "kind", "changed",
+             "wire", "seconds", "(encode / wire / apply)", "GB/s", "dense s", "gloo s", "x dense", "exact");
+  for (const auto& v : report["versions"]) {
+    const auto number = [&](const char* key, const char* format) -> std::string {
+      return v[key].is_null() ? "-" : fmt::format(fmt::runtime(format), v[key].get<double>());
+    };
+    fmt::print("  {:>7} {:>6} {:>7.3f}% {:>10} {:>8.3f} {:>7.3f} / {:>6.3f} / {:>6.3f} {:>8.2f} {:>8} {:>8} {:>8} {:>7}\n",
+               v["version"].get<uint64_t>(), v["full"].get<bool>() ? "full" : "delta",
+               100 * v["density"].get<double>(), human_bytes(v["wire_bytes"].get<double>()), v["seconds"].get<double>(),
+               v["encode_seconds"].get<double>(), v["wire_seconds"].get<double>(), v["apply_seconds"].get<double>(),
+               v["effective_gbps"].get<double>(), number("dense_seconds", "{:.3f}"), number("gloo_seconds", "{:.3f}"),
+               number("speedup_vs_dense", "{:.1f}x"), v["exact"].is_null() ? "-" : v["exact"].get<bool>() ? "yes" : "NO");
+  }
+  fmt::print("  link rate per consumer (fastest full sync): {}/s; gloo baseline: {}\n",
+             human_bytes(report["link_rate_bytes_per_second"].get<double>()), report["gloo"].get<std::string>());
+  fmt::print("  every version bit-exact on every consumer: {}\n", report["all_exact"].get<bool>() ? "yes" : "NO");
+}
+
+int run_consumer_role(const SyncArgs& args) {
+  if (args.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  const auto fail = [](const Status& s) {
+    emit({{"event", "error"}, {"error", s.to_string()}});
+    return 1;
+  };
+  auto manifest = sync_manifest(args.elements);
+  if (!manifest.ok()) return fail(manifest.status());
+  auto coordinators = parse_endpoints(args.connect);
+  if (!coordinators.ok()) return fail(coordinators.status());
+  std::vector<std::string> rail_texts = args.rail_addresses;
+  if (rail_texts.empty()) rail_texts.push_back("127.0.0.1");
+  auto rails = parse_endpoints(rail_texts);
+  if (!rails.ok()) return fail(rails.status());
+  std::vector<AlignedBuffer> storage;
+  std::vector<TensorView> views;
+  for (const auto& t : manifest->tensors()) {
+    storage.emplace_back(t.nbytes());
+    views.push_back(TensorView{storage.back().data(), t.dtype, t.numel(), Device{}});
+  }
+  ConsumerOptions options;
+  options.coordinators = *coordinators;
+  options.token = args.token;
+  options.rails = *rails;
+  options.name = args.name.empty() ? fmt::format("consumer-{}", getpid()) : args.name;
+  options.threads = args.threads;
+  auto consumer = Consumer::create(*manifest, views, options);
+  if (!consumer.ok()) return fail(consumer.status());
+  Consumer& c = **consumer;
+  Status started = c.start(Millis(static_cast<int64_t>(args.timeout_seconds * 1000)),
+                           [](uint64_t version) { emit({{"event", "committed"}, {"version", version}}); });
+  if (c.state().refused) {
+    emit({{"event", "refused"}, {"code", std::string(status_code_name(started.code()))}, {"reason", started.message()}});
+    c.close();
+    return 3;
+  }
+  bool connected = false;
+  while (!g_stop) {
+    const ConsumerState state = c.state();
+    if (state.connected != connected) {
+      connected = state.connected;
+      if (connected) {
+        emit({{"event", "joined"}, {"id", state.id}, {"epoch", state.epoch}, {"version", state.version}});
+      } else {
+        emit({{"event", "producer_lost"},
+              {"version", state.version},
+              {"model_hash", c.model_hash_now()},
+              {"error", state.last_error.message()}});
+      }
+    }
+    std::this_thread::sleep_for(Millis(20));
+  }
+  const uint64_t held = c.version();
+  const uint64_t hash = c.model_hash_now();
+  c.close();
+  emit({{"event", "exit"}, {"version", held}, {"model_hash", hash}});
+  return 0;
+}
+
+namespace {
+
+Json check_json(const CheckReport& report) {
+  Json members = Json::array();
+  for (const auto& m : report.members) {
+    members.push_back({{"id", m.id}, {"name", m.name}, {"answered", m.answered}, {"held", m.held},
+                       {"model_hash", m.hash}, {"exact", m.exact}});
+  }
+  return {{"event", "checked"}, {"version", report.version}, {"expected_hash", report.expected_hash},
+          {"all_exact", report.all_exact()}, {"members", members}};
+}
+
+// One command of the producer role; returns false on quit.
+bool run_command(SyncProducer& sync, const std::string& line) {
+  std::stringstream in(line);
+  std::string command, argument;
+  in >> command >> argument;
+  double seconds = 60;
+  in >> seconds;
+  const Millis timeout(static_cast<int64_t>(seconds * 1000));
+  Producer& p = sync.producer();
+  if (command == "quit" || command == "exit") return false;
+  if (command == "members") {
+    const size_t count = argument.empty() ? 1 : std::stoul(argument);
+    const Status s = p.wait_members(count, timeout);
+    emit({{"event", "members"}, {"ok", s.ok()}, {"count", p.stats().members.size()}, {"error", s.message()}});
+  } else if (command == "publish" || command == "republish") {
+    if (command == "publish") sync.trace().step();
+    auto v = p.publish(command == "republish" || argument == "full");
+    if (v.ok()) {
+      emit({{"event", "published"}, {"version", *v}, {"full", p.report(*v)->full}});
+    } else {
+      emit({{"event", "error"}, {"error", v.status().to_string()}});
+    }
+  } else if (command == "wait") {
+    const uint64_t version = std::stoull(argument);
+    const Status s = p.wait(version, timeout);
+    VersionRow row;
+    row.version = version;
+    row.report = p.report(version).value_or(VersionReport{});
+    row.full = row.report.full;
+    emit({{"event", "waited"}, {"version", version}, {"ok", s.ok()}, {"error", s.message()}, {"report", row.to_json()}});
+  } else if (command == "check") {
+    auto report = p.check(std::stoull(argument), timeout);
+    if (report.ok()) {
+      emit(check_json(*report));
+    } else {
+      emit({{"event", "error"}, {"error", report.status().to_string()}});
+    }
+  } else if (command == "stats") {
+    const ProducerStats stats = p.stats();
+    Json members = Json::array();
+    for (const auto& m : stats.members) {
+      members.push_back({{"id", m.id}, {"name", m.name}, {"base", m.base}, {"committed", m.committed},
+                         {"rate", m.rate}, {"arrived", m.arrived}});
+    }
+    emit({{"event", "stats"}, {"version", stats.version}, {"queued", stats.queued}, {"full_syncs", stats.full_syncs},
+          {"wire_bytes", stats.wire_bytes}, {"members", members}});
+  } else {
+    emit({{"event", "error"}, {"error", fmt::format("unknown command '{}'", line)}});
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_producer_role(const SyncArgs& args) {
+  if (args.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const auto fail = [](const Status& s) {
+    emit({{"event", "error"}, {"error", s.to_string()}});
+    return 1;
+  };
+  auto listen = parse_endpoint(args.listen.empty() ? "127.0.0.1:0" : args.listen);
+  if (!listen.ok()) return fail(listen.status());
+  auto rails = parse_endpoints(args.rail_addresses);
+  if (!rails.ok()) return fail(rails.status());
+  auto sync = SyncProducer::create(args, *listen, *rails, "");
+  if (!sync.ok()) return fail(sync.status());
+  Producer& p = (*sync)->producer();
+  emit({{"event", "listening"}, {"address", p.address().to_string()}, {"epoch", p.epoch()},
+        {"tensors", (*sync)->trace().manifest().size()}, {"bytes", (*sync)->trace().manifest().total_bytes()}});
+  if (args.commands) {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (line.empty()) continue;
+      try {
+        if (!run_command(**sync, line)) break;
+      } catch (const std::exception& e) {
+        emit({{"event", "error"}, {"error", fmt::format("bad command '{}': {}", line, e.what())}});
+      }
+    }
+    p.close();
+    return 0;
+  }
+  Progress progress(!args.json);
+  if (Status s = p.wait_members(static_cast<size_t>(args.consumers), Millis(static_cast<int64_t>(args.timeout_seconds * 1000)));
+      !s.ok()) {
+    return fail(s);
+  }
+  auto run = run_versions(**sync, args, nullptr, progress);
+  progress.finish();
+  if (!run.ok()) return fail(run.status());
+  const Json report = sync_report_json(args, *run, "not run by --role producer");
+  if (args.json) {
+    fmt::print("{}\n", report.dump());
+  } else {
+    print_sync_table(report);
+  }
+  return report["all_exact"].get<bool>() ? 0 : 1;
+}
+
+}  // namespace deltacast::bench

@@ -1,0 +1,101 @@
+// The two sides of deltacast-bench sync, each usable as its own process:
+// the producer (an RL-like trace published version by version, driven by
+// commands on stdin or by the version loop) and the consumer (joins, commits
+// every version, reports what it holds as JSON lines). The orchestrating
+// mode (sync_bench.cc) runs the producer in-process and consumers as
+// children of this same executable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_util.h"
+#include "broadcast/producer.h"
+#include "sparse/trace/rl_trace.h"
+
+namespace deltacast::bench {
+
+class GlooBaseline;
+
+struct SyncArgs {
+  std::string role = "both";
+  int consumers = 4;
+  int rails = 2;
+  uint64_t elements = 1ull << 26;
+  int versions = 5;
+  double lr = 3e-7;
+  uint64_t seed = 1;
+  std::string value_codec = "ulp";
+  int zstd = 0;
+  unsigned threads = 0;
+  bool dense = true;
+  std::string gloo = "auto";
+  bool netns = false;
+  std::string rail_rate = "1gbit";
+  std::string listen;                       // producer role: control address
+  std::vector<std::string> connect;         // consumer role: producer address(es)
+  std::vector<std::string> rail_addresses;  // either role: this side's address per rail
+  uint64_t token = 0xdc5eed;
+  std::string name;
+  bool commands = false;                    // producer role: take commands on stdin
+  bool die_with_parent = false;
+  double timeout_seconds = 600;
+  bool json = false;
+};
+
+// Every role derives the same model from --elements: the trace's transformer layout in bf16.
+Result<Manifest> sync_manifest(uint64_t elements);
+
+// One published version, as the benchmark reports it.
+struct VersionRow {
+  uint64_t version = 0;
+  bool full = false;
+  VersionReport report;
+  std::optional<bool> exact;
+  std::optional<double> dense_seconds;
+  std::optional<bool> dense_exact;
+  std::optional<double> gloo_seconds;
+  std::optional<bool> gloo_exact;
+  std::optional<double> lower_bound_seconds;
+
+  nlohmann::json to_json() const;
+};
+
+// The trainer side: trace + producer.
+class SyncProducer {
+ public:
+  static Result<std::unique_ptr<SyncProducer>> create(const SyncArgs& args, Endpoint listen,
+                                                      std::vector<Endpoint> rails, std::string netns);
+  Producer& producer() { return *producer_; }
+  RlTrace& trace() { return *trace_; }
+
+  // Optionally steps the trace, publishes, waits for every member, optionally checks bit-exactness.
+  Result<VersionRow> publish(bool full, bool step, bool check, Millis timeout);
+
+ private:
+  std::unique_ptr<RlTrace> trace_;
+  std::unique_ptr<Producer> producer_;
+};
+
+struct SyncRun {
+  std::vector<VersionRow> rows;
+  double link_rate = 0;  // bytes/s one consumer received at in the fastest full round
+};
+
+// The version loop: the initial full sync, then for each of args.versions steps a sparse
+// version and, on the same tensors, the dense and gloo baselines. Every
+// row's lower_bound_seconds is its wire bytes at the measured link rate.
+Result<SyncRun> run_versions(SyncProducer& sync, const SyncArgs& args, GlooBaseline* gloo, Progress& progress);
+
+nlohmann::json sync_report_json(const SyncArgs& args, const SyncRun& run, const std::string& gloo_note);
+void print_sync_table(const nlohmann::json& report);
+
+int run_consumer_role(const SyncArgs& args);
+int run_producer_role(const SyncArgs& args);
+
+}  // namespace deltacast::bench

@@ -1,0 +1,58 @@
+#include "broadcast/planner.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace deltacast {
+
+uint32_t Plan::child(uint32_t id, uint32_t stripe) const {
+  const auto& chain = chains[stripe];
+  for (size_t i = 0; i + 1 < chain.size(); ++i) {
+    if (chain[i] == id) return chain[i + 1];
+  }
+  return 0;
+}
+
+uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::clamp<size_t>(consumers, 1, 4)); }
+
+Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
+  Plan plan;
+  if (members.empty() || stripes == 0) return plan;
+  // Slow members (well under the median rate) are leaves; the rest rotate.
+  std::vector<double> rates;
+  for (const auto& m : members) {
+    if (m.rate > 0) rates.push_back(m.rate);
+  }
+  double median = 0;
+  if (!rates.empty()) {
+    std::nth_element(rates.begin(), rates.begin() + static_cast<long>(rates.size() / 2), rates.end());
+    median = rates[rates.size() / 2];
+  }
+  std::vector<PlanMember> fast, slow;
+  for (const auto& m : members) (median > 0 && m.rate > 0 && m.rate < kSlowFraction * median ? slow : fast).push_back(m);
+  std::sort(fast.begin(), fast.end(), [](const PlanMember& a, const PlanMember& b) { return a.id < b.id; });
+  std::sort(slow.begin(), slow.end(), [](const PlanMember& a, const PlanMember& b) {
+    return a.rate != b.rate ? a.rate > b.rate : a.id < b.id;  // the slowest is the very last
+  });
+  plan.chains.resize(stripes);
+  for (uint32_t s = 0; s < stripes; ++s) {
+    auto& chain = plan.chains[s];
+    const size_t shift = fast.empty() ? 0 : (s * fast.size() / stripes) % fast.size();
+    for (size_t i = 0; i < fast.size(); ++i) chain.push_back(fast[(i + shift) % fast.size()].id);
+    for (const auto& m : slow) chain.push_back(m.id);
+  }
+  return plan;
+}
+
+uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,
+                                uint32_t min_bytes, uint32_t max_bytes) {
+  if (bytes == 0) return min_bytes;
+  const double pieces = std::sqrt(std::max<double>(1, hops - 1) * static_cast<double>(bytes) /
+                                  std::max(1e-12, alpha_seconds * beta_bytes_per_second));
+  const double size = static_cast<double>(bytes) / std::max(1.0, pieces);
+  const uint64_t rounded = std::bit_floor(static_cast<uint64_t>(std::max(1.0, size)));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(rounded, min_bytes, max_bytes));
+}
+
+}  // namespace deltacast

@@ -1,0 +1,140 @@
+#include "broadcast/relay.h"
+
+#include <algorithm>
+
+#include "broadcast/tcp/transport.h"
+#include "core/log.h"
+
+namespace deltacast {
+
+Relay::~Relay() {
+  end();
+  std::lock_guard<std::mutex> lock(mu_);
+  senders_.clear();
+}
+
+Sprayer& Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
+  auto it = senders_.find(id);
+  if (it != senders_.end()) return *it->second;
+  tcp::TcpTransport transport;
+  std::vector<std::unique_ptr<Channel>> channels;
+  const size_t rails = std::min(options_.local_rails.size(), endpoints.size());
+  for (size_t r = 0; r < rails; ++r) {
+    ChannelOptions options = options_.channel;
+    options.rail_index = static_cast<uint32_t>(r);
+    RailSpec rail{Endpoint{options_.local_rails[r].host, 0}, endpoints[r], fmt::format("to{}.rail{}", id, r)};
+    channels.push_back(transport.connect(rail, options).value());  // TCP connects in the background: never fails here
+  }
+  auto sprayer = std::make_unique<Sprayer>(std::move(channels), options_.spray);
+  Sprayer& ref = *sprayer;
+  senders_[id] = std::move(sprayer);
+  return ref;
+}
+
+void Relay::begin(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes, uint32_t stripes,
+                  bool all_present) {
+  end();
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer_ = transfer;
+  active_ = true;
+  data_ = data;
+  bytes_ = bytes;
+  slice_bytes_ = slice_bytes;
+  slices_ = static_cast<uint32_t>((bytes + slice_bytes - 1) / slice_bytes);
+  stripes_ = std::max<uint32_t>(1, stripes);
+  present_.assign(slices_, all_present ? 1 : 0);
+  children_.assign(stripes_, 0);
+}
+
+void Relay::open_child(uint32_t id, const std::vector<bool>* have) {
+  Sprayer& sender = *senders_.at(id);
+  (void)sender.open(transfer_, data_, bytes_, slice_bytes_);
+  for (uint32_t i = 0; i < slices_; ++i) {
+    const bool mine = children_[i % stripes_] == id;
+    const bool child_has = have != nullptr && i < have->size() && (*have)[i];
+    if (!mine || child_has) {
+      sender.skip(i);  // another path delivers it, or the child holds it already
+    } else if (present_[i]) {
+      sender.offer(i);
+    }
+  }
+}
+
+Status Relay::set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
+                           const std::map<uint32_t, std::vector<bool>>& have) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return failed_precondition("no transfer to forward");
+  std::vector<uint32_t> before = children_;
+  children_ = children;
+  children_.resize(stripes_, 0);
+  std::vector<uint32_t> ids;
+  for (uint32_t id : children_) {
+    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  for (uint32_t id : ids) {
+    auto dir = directory.find(id);
+    if (dir == directory.end()) return invalid_argument("no data endpoints for consumer {}", id);
+    sender_for(id, dir->second);
+    auto h = have.find(id);
+    open_child(id, h == have.end() ? nullptr : &h->second);
+  }
+  // Children that no longer get anything from here: abandon their transfer.
+  for (uint32_t id : before) {
+    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      auto it = senders_.find(id);
+      if (it != senders_.end()) it->second->close();
+    }
+  }
+  return Status();
+}
+
+void Relay::on_slice(uint64_t transfer, uint32_t slice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_ || transfer != transfer_ || slice >= slices_ || present_[slice]) return;
+  present_[slice] = 1;
+  const uint32_t child = children_[slice % stripes_];
+  if (child == 0) return;
+  auto it = senders_.find(child);
+  if (it != senders_.end()) it->second->offer(slice);
+}
+
+void Relay::end() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return;
+  for (auto& [id, sender] : senders_) sender->close();
+  active_ = false;
+  data_ = nullptr;
+}
+
+void Relay::forget_peer(uint32_t id) {
+  std::unique_ptr<Sprayer> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = senders_.find(id);
+    if (it == senders_.end()) return;
+    gone = std::move(it->second);
+    senders_.erase(it);
+  }
+  // Destroyed outside the lock: closing drains its copies.
+}
+
+std::vector<RailTelemetry> Relay::telemetry(uint32_t child) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = senders_.find(child);
+  return it == senders_.end() ? std::vector<RailTelemetry>{} : it->second->telemetry();
+}
+
+std::map<uint32_t, double> Relay::child_rates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint32_t, double> rates;
+  for (uint32_t id : children_) {
+    auto it = senders_.find(id);
+    if (id == 0 || it == senders_.end() || rates.count(id)) continue;
+    double sum = 0;
+    for (const auto& rail : it->second->telemetry()) sum += rail.bandwidth_bps;
+    if (sum > 0) rates[id] = sum;
+  }
+  return rates;
+}
+
+}  // namespace deltacast

@@ -1,0 +1,70 @@
+// Forwarding of one node's share of a broadcast: for the transfer in
+// progress, every slice that is in place here (received, or all of them at
+// the producer) goes to this node's child for that slice's stripe, as soon as
+// it is here (cut-through). Children change when the plan does (a node died,
+// a new one joined); a new child is sent what this node holds minus what the
+// child reported holding. One sprayer per child, kept across transfers so
+// that its connections and rate estimates stay warm.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "broadcast/sprayer.h"
+#include "broadcast/transport.h"
+
+namespace deltacast {
+
+struct RelayOptions {
+  std::vector<Endpoint> local_rails;  // this node's address per rail (the local end of each rail)
+  ChannelOptions channel;
+  SprayOptions spray;
+};
+
+// A peer's data endpoints, one per rail.
+using PeerEndpoints = std::vector<Endpoint>;
+
+class Relay {
+ public:
+  explicit Relay(RelayOptions options) : options_(std::move(options)) {}
+  ~Relay();
+
+  // Starts forwarding `transfer` (its bytes at `data`). `present`: slices already here.
+  void begin(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes, uint32_t stripes,
+             bool all_present);
+  // children[s]: who gets stripe s from this node (0: nobody); `have[id]`: slices that child holds.
+  Status set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
+                      const std::map<uint32_t, std::vector<bool>>& have);
+  // A slice of the current transfer is in place here.
+  void on_slice(uint64_t transfer, uint32_t slice);
+  // Stops forwarding the current transfer (its data may go away after this returns).
+  void end();
+  // Drops the sprayer (and connections) to a peer that left.
+  void forget_peer(uint32_t id);
+
+  std::vector<RailTelemetry> telemetry(uint32_t child) const;
+  // Smoothed send rate (bytes/s, all rails) to each current child that has been measured.
+  std::map<uint32_t, double> child_rates() const;
+
+ private:
+  Sprayer& sender_for(uint32_t id, const PeerEndpoints& endpoints);
+  void open_child(uint32_t id, const std::vector<bool>* have);
+
+  RelayOptions options_;
+  mutable std::mutex mu_;
+  std::map<uint32_t, std::unique_ptr<Sprayer>> senders_;
+  uint64_t transfer_ = 0;
+  bool active_ = false;
+  const uint8_t* data_ = nullptr;
+  uint64_t bytes_ = 0;
+  uint32_t slice_bytes_ = 0;
+  uint32_t slices_ = 0;
+  uint32_t stripes_ = 1;
+  std::vector<uint8_t> present_;
+  std::vector<uint32_t> children_;  // per stripe
+};
+
+}  // namespace deltacast

@@ -1,0 +1,293 @@
+// The broadcast engine in one process over loopback: a producer and several
+// consumers with real sockets on two rails. Versions must reach everyone bit
+// for bit, joins are checked, late joiners and damaged consumers are caught
+// up with full syncs, a consumer leaving mid-version does not stop the
+// others, and a producer that goes away leaves every consumer's tensors as
+// they were. Kills with SIGKILL across namespaces are in tests/netns/.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "broadcast/consumer.h"
+#include "broadcast/producer.h"
+#include "sparse/trace/model_layout.h"
+#include "sparse/trace/rl_trace.h"
+#include "support/test_tensors.h"
+
+namespace deltacast {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::TensorSet;
+constexpr uint64_t kToken = 0xfeed;
+constexpr milliseconds kWait{20000};
+
+std::vector<Endpoint> loopback_rails() { return {{"127.0.0.1", 0}, {"127.0.0.2", 0}}; }
+
+struct Trainer {
+  std::unique_ptr<RlTrace> trace;
+  std::unique_ptr<Producer> producer;
+
+  explicit Trainer(uint64_t elements, double lr = 3e-7, ProducerOptions options = {}) {
+    TraceOptions t;
+    t.lr = lr;
+    t.threads = 2;
+    trace = RlTrace::create(transformer_layout(elements, DType::kBF16), t).value();
+    options.token = kToken;
+    options.rails = loopback_rails();
+    options.codec.threads = 2;
+    options.round.stall_timeout = milliseconds(5000);
+    auto views = std::vector<TensorView>(trace->published().begin(), trace->published().end());
+    producer = Producer::create(trace->manifest(), views, options).value();
+  }
+};
+
+struct Rollout {
+  std::unique_ptr<TensorSet> tensors;
+  std::unique_ptr<Consumer> consumer;
+
+  Rollout(const Manifest& manifest, Endpoint producer, std::string name, uint64_t token = kToken,
+          bool auto_commit = true) {
+    tensors = std::make_unique<TensorSet>(manifest);
+    ConsumerOptions options;
+    options.coordinators = {producer};
+    options.token = token;
+    options.rails = loopback_rails();
+    options.name = std::move(name);
+    options.threads = 1;
+    options.auto_commit = auto_commit;
+    options.reconnect_min = milliseconds(50);
+    options.reconnect_max = milliseconds(200);
+    consumer = Consumer::create(manifest, tensors->views(), options).value();
+  }
+
+  // Bit-for-bit equal to the trainer's published tensors.
+  bool matches(const RlTrace& trace) const {
+    const auto published = trace.published();
+    for (size_t i = 0; i < published.size(); ++i) {
+      if (std::memcmp(published[i].data, tensors->tensors[i].data(), published[i].nbytes()) != 0) return false;
+    }
+    return tensors->guards_intact();
+  }
+};
+
+void expect_all_exact(Producer& producer, uint64_t version, size_t members) {
+  auto check = producer.check(version, kWait);
+  ASSERT_TRUE(check.ok()) << check.status().to_string();
+  EXPECT_EQ(check->members.size(), members);
+  for (const auto& m : check->members) {
+    EXPECT_TRUE(m.exact) << "consumer " << m.name << " holds " << m.held << " hash " << m.hash << " vs "
+                         << check->expected_hash;
+  }
+}
+
+TEST(Engine, VersionsReachEveryConsumerBitExact) {
+  Trainer trainer(1 << 20);
+  std::vector<std::unique_ptr<Rollout>> rollouts;
+  for (int i = 0; i < 3; ++i) {
+    rollouts.push_back(std::make_unique<Rollout>(trainer.trace->manifest(), trainer.producer->address(),
+                                                 fmt::format("r{}", i)));
+    ASSERT_TRUE(rollouts.back()->consumer->start(kWait).ok());
+  }
+  ASSERT_TRUE(trainer.producer->wait_members(3, kWait).ok());
+  for (int step = 0; step < 6; ++step) {
+    trainer.trace->step();
+    auto v = trainer.producer->publish(/*full=*/step == 4);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(*v, static_cast<uint64_t>(step + 1));
+    ASSERT_TRUE(trainer.producer->wait(*v, kWait).ok());
+    for (auto& r : rollouts) {
+      EXPECT_EQ(r->consumer->version(), *v);
+      EXPECT_TRUE(r->matches(*trainer.trace)) << "after version " << *v;
+    }
+    expect_all_exact(*trainer.producer, *v, 3);
+    auto report = trainer.producer->report(*v);
+    ASSERT_TRUE(report.has_value());
+    EXPECT_TRUE(report->done);
+    EXPECT_EQ(report->committed, 3u);
+    EXPECT_EQ(report->full, step == 0 || step == 4);
+    if (!report->full) {
+      EXPECT_LT(report->stats.wire_bytes, report->stats.dense_bytes / 10);
+    }
+  }
+}
+
+TEST(Engine, PublishingWhileInFlightQueuesEveryVersionInOrder) {
+  Trainer trainer(1 << 20);
+  Rollout a(trainer.trace->manifest(), trainer.producer->address(), "a");
+  Rollout b(trainer.trace->manifest(), trainer.producer->address(), "b");
+  ASSERT_TRUE(a.consumer->start(kWait).ok());
+  ASSERT_TRUE(b.consumer->start(kWait).ok());
+  ASSERT_TRUE(trainer.producer->wait_members(2, kWait).ok());
+  uint64_t last = 0;
+  for (int step = 0; step < 5; ++step) {
+    trainer.trace->step();
+    last = trainer.producer->publish().value();  // no waiting in between
+  }
+  ASSERT_TRUE(trainer.producer->wait(last, kWait).ok());
+  for (uint64_t v = 1; v <= last; ++v) {
+    auto report = trainer.producer->report(v);
+    ASSERT_TRUE(report && report->done) << v;
+    EXPECT_EQ(report->committed, 2u) << "version " << v << " skipped";
+  }
+  EXPECT_TRUE(a.matches(*trainer.trace));
+  EXPECT_TRUE(b.matches(*trainer.trace));
+  expect_all_exact(*trainer.producer, last, 2);
+}
+
+TEST(Engine, WrongTokenIsRefusedWithAClearError) {
+  Trainer trainer(1 << 16);
+  Rollout intruder(trainer.trace->manifest(), trainer.producer->address(), "intruder", kToken + 1);
+  Status s = intruder.consumer->start(kWait);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.to_string();
+  EXPECT_NE(s.message().find("token"), std::string::npos) << s.message();
+  EXPECT_TRUE(intruder.consumer->state().refused);
+  EXPECT_TRUE(trainer.producer->stats().members.empty());
+}
+
+TEST(Engine, ManifestMismatchNamesTheFirstDifferingTensor) {
+  Trainer trainer(1 << 20);
+  auto specs = trainer.trace->manifest().tensors();
+  ASSERT_GT(specs.size(), 2u);
+  specs[2].shape.back() += 1;
+  const Manifest other = testing::make_manifest(specs);
+  Rollout stranger(other, trainer.producer->address(), "stranger");
+  Status s = stranger.consumer->start(kWait);
+  EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.to_string();
+  EXPECT_NE(s.message().find(specs[2].name), std::string::npos) << s.message();
+  EXPECT_TRUE(trainer.producer->stats().members.empty());
+}
+
+TEST(Engine, LateJoinerGetsAFullSyncThenDeltas) {
+  Trainer trainer(1 << 20);
+  Rollout early(trainer.trace->manifest(), trainer.producer->address(), "early");
+  ASSERT_TRUE(early.consumer->start(kWait).ok());
+  ASSERT_TRUE(trainer.producer->wait_members(1, kWait).ok());
+  uint64_t v = 0;
+  for (int step = 0; step < 3; ++step) {
+    trainer.trace->step();
+    v = trainer.producer->publish().value();
+  }
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());
+  Rollout late(trainer.trace->manifest(), trainer.producer->address(), "late");
+  ASSERT_TRUE(late.consumer->start(kWait).ok());
+  ASSERT_TRUE(trainer.producer->wait_members(2, kWait).ok());
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());  // includes the newcomer
+  EXPECT_TRUE(late.matches(*trainer.trace));
+  trainer.trace->step();
+  v = trainer.producer->publish().value();
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());
+  auto report = trainer.producer->report(v);
+  EXPECT_FALSE(report->full);
+  EXPECT_EQ(report->committed, 2u);  // the newcomer takes deltas now
+  EXPECT_EQ(trainer.producer->stats().full_syncs, 1u);  // its catch-up ran before this round
+  EXPECT_TRUE(late.matches(*trainer.trace));
+  expect_all_exact(*trainer.producer, v, 2);
+}
+
+TEST(Engine, DamagedConsumerIsFoundByCheckAndRepairedByFullSync) {
+  Trainer trainer(1 << 20);
+  Rollout good(trainer.trace->manifest(), trainer.producer->address(), "good");
+  Rollout damaged(trainer.trace->manifest(), trainer.producer->address(), "damaged");
+  ASSERT_TRUE(good.consumer->start(kWait).ok());
+  ASSERT_TRUE(damaged.consumer->start(kWait).ok());
+  ASSERT_TRUE(trainer.producer->wait_members(2, kWait).ok());
+  trainer.trace->step();
+  uint64_t v = trainer.producer->publish().value();
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());
+  damaged.tensors->tensors[1].data()[5] ^= 0x40;  // the base is no longer version v
+  trainer.trace->step();
+  v = trainer.producer->publish().value();
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());
+  auto check = trainer.producer->check(v, kWait);
+  ASSERT_TRUE(check.ok());
+  EXPECT_FALSE(check->all_exact());
+  // The check marked it: it is re-sent the whole version.
+  for (int i = 0; i < 100 && !damaged.matches(*trainer.trace); ++i) std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_TRUE(damaged.matches(*trainer.trace));
+  expect_all_exact(*trainer.producer, v, 2);
+}
+
+TEST(Engine, ConsumerLeavingMidVersionDoesNotStopTheOthers) {
+  ProducerOptions options;
+  options.round.slice_bytes = 64 << 10;  // many slices, so that the version is mid-flight for a while
+  Trainer trainer(8 << 20, 3e-7, options);
+  std::vector<std::unique_ptr<Rollout>> rollouts;
+  for (int i = 0; i < 4; ++i) {
+    rollouts.push_back(std::make_unique<Rollout>(trainer.trace->manifest(), trainer.producer->address(),
+                                                 fmt::format("r{}", i)));
+    ASSERT_TRUE(rollouts.back()->consumer->start(kWait).ok());
+  }
+  ASSERT_TRUE(trainer.producer->wait_members(4, kWait).ok());
+  trainer.trace->step();
+  const uint64_t v = trainer.producer->publish().value();  // version 1: a full sync of 16 MiB
+  // Leave as soon as some of it arrived: every chain holds this member somewhere.
+  for (int i = 0; i < 2000; ++i) {
+    auto m = trainer.producer->stats().members;
+    if (!m.empty() && std::any_of(m.begin(), m.end(), [](const MemberRecord& r) { return r.arrived > 0; })) break;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  rollouts[1]->consumer->close();
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());
+  for (int i : {0, 2, 3}) EXPECT_TRUE(rollouts[i]->matches(*trainer.trace)) << i;
+  auto report = trainer.producer->report(v);
+  EXPECT_EQ(report->committed + report->lost, 4u);
+  EXPECT_GE(report->committed, 3u);
+  expect_all_exact(*trainer.producer, v, 3);
+}
+
+TEST(Engine, ProducerGoneConsumersKeepTheirVersionAndRejoinTheNextOne) {
+  auto trainer = std::make_unique<Trainer>(1 << 20);
+  const Manifest manifest = trainer->trace->manifest();
+  Rollout a(manifest, trainer->producer->address(), "a");
+  ASSERT_TRUE(a.consumer->start(kWait).ok());
+  ASSERT_TRUE(trainer->producer->wait_members(1, kWait).ok());
+  trainer->trace->step();
+  const uint64_t v = trainer->producer->publish().value();
+  ASSERT_TRUE(trainer->producer->wait(v, kWait).ok());
+  const uint64_t held_hash = a.consumer->model_hash_now();
+  const Endpoint address = trainer->producer->address();
+  trainer->producer->close();
+  for (int i = 0; i < 100 && a.consumer->state().connected; ++i) std::this_thread::sleep_for(milliseconds(20));
+  const ConsumerState lost = a.consumer->state();
+  EXPECT_FALSE(lost.connected);
+  EXPECT_EQ(lost.version, v);
+  EXPECT_EQ(lost.last_error.code(), StatusCode::kUnavailable) << lost.last_error.to_string();
+  EXPECT_EQ(a.consumer->model_hash_now(), held_hash);
+
+  // A new producer on the same address: the consumer rejoins and is synced in full.
+  ProducerOptions options;
+  options.listen = address;
+  Trainer second(1 << 20, 1e-6, options);
+  ASSERT_TRUE(second.producer->wait_members(1, kWait).ok());
+  second.trace->step();
+  const uint64_t w = second.producer->publish().value();
+  ASSERT_TRUE(second.producer->wait(w, kWait).ok());
+  EXPECT_TRUE(a.matches(*second.trace));
+  EXPECT_EQ(a.consumer->state().epoch, second.producer->epoch());
+}
+
+TEST(Engine, PullModeExposesNothingUntilPulled) {
+  Trainer trainer(1 << 18);
+  Rollout r(trainer.trace->manifest(), trainer.producer->address(), "puller", kToken, /*auto_commit=*/false);
+  ASSERT_TRUE(r.consumer->start(kWait).ok());
+  ASSERT_TRUE(trainer.producer->wait_members(1, kWait).ok());
+  const TensorSet before = [&] {
+    TensorSet copy(trainer.trace->manifest());
+    copy.copy_from(*r.tensors);
+    return copy;
+  }();
+  trainer.trace->step();
+  const uint64_t v = trainer.producer->publish().value();
+  EXPECT_FALSE(trainer.producer->wait(v, milliseconds(500)).ok());  // staged, not committed
+  EXPECT_TRUE(r.tensors->same_bits(before));
+  EXPECT_EQ(r.consumer->version(), 0u);
+  auto pulled = r.consumer->pull(kWait);
+  ASSERT_TRUE(pulled.ok()) << pulled.status().to_string();
+  EXPECT_EQ(*pulled, v);
+  EXPECT_TRUE(r.matches(*trainer.trace));
+  ASSERT_TRUE(trainer.producer->wait(v, kWait).ok());
+}
+
+}  // namespace
+}  // namespace deltacast
