@@ -158,7 +158,7 @@ void add_sync_command(CLI::App& app) {
   cmd->add_option("--token", args->token, "Shared token of producer and consumers")->capture_default_str();
   cmd->add_option("--name", args->name, "Role consumer: name shown in the producer's logs");
   cmd->add_flag("--commands", args->commands,
-                "Role producer: take commands on stdin (members N, publish [full], republish, wait V, check V, stats, quit)");
+                "Role producer: take commands on stdin (members N, publish [full|LR], republish, wait V, check V, stats, quit)");
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds to wait for joins and each version")->capture_default_str();
   cmd->add_flag("--json", args->json, "JSON output");

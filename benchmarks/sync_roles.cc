@@ -63,6 +63,7 @@ Json VersionRow::to_json() const {
             {"queue_seconds", r.queue_seconds},
             {"wire_seconds", r.wire_seconds},
             {"apply_seconds", r.apply_seconds},
+            {"staged_seconds", r.staged_by},
             {"effective_gbps", r.seconds > 0 ? static_cast<double>(r.stats.dense_bytes) / r.seconds / 1e9 : 0.0},
             {"consumers", r.targets},
             {"committed", r.committed},
@@ -307,6 +308,13 @@ bool run_command(SyncProducer& sync, const std::string& line) {
     const Status s = p.wait_members(count, timeout);
     emit({{"event", "members"}, {"ok", s.ok()}, {"count", p.stats().members.size()}, {"error", s.message()}});
   } else if (command == "publish" || command == "republish") {
+    // publish [full | LR]: a step of the trace (at learning rate LR from now on), then a version.
+    if (!argument.empty() && argument != "full") {
+      if (Status s = sync.trace().set_lr(std::stod(argument)); !s.ok()) {
+        emit({{"event", "error"}, {"error", s.to_string()}});
+        return true;
+      }
+    }
     if (command == "publish") sync.trace().step();
     auto v = p.publish(command == "republish" || argument == "full");
     if (v.ok()) {

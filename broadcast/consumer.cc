@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "broadcast/planner.h"
 #include "broadcast/version_blob.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -471,7 +472,9 @@ void Consumer::worker_loop() {
       continue;
     }
     Json rates = Json::object();
-    for (const auto& [child, rate] : relay_.child_rates()) rates[std::to_string(child)] = rate;
+    for (const auto& [child, link] : relay_.child_links()) {
+      if (auto rate = receiver_rate(link)) rates[std::to_string(child)] = *rate;
+    }
     send({{"type", msg::kStaged},
           {"version", inc->version},
           {"receive_seconds", std::chrono::duration<double>(verify_start - inc->started).count()},

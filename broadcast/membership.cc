@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "broadcast/tcp/wire.h"
+#include "broadcast/planner.h"
 #include "core/log.h"
 
 namespace deltacast {
@@ -14,7 +15,6 @@ namespace deltacast {
 namespace {
 constexpr size_t kMaxRails = 16;
 constexpr size_t kChecksKept = 16;
-constexpr double kRateSmoothing = 0.5;  // weight of a new rate sample
 }  // namespace
 
 Result<std::unique_ptr<Membership>> Membership::create(Manifest manifest, MembershipOptions options) {
@@ -205,15 +205,16 @@ Status fold(const Json& m, MemberRecord& r, std::map<uint32_t, MemberRecord>& al
     DC_ASSIGN_OR_RETURN(uint64_t version, field<uint64_t>(m, "version"));
     r.base = std::max(r.base, version);
     r.receive_seconds = m.value("receive_seconds", 0.0);
-    // Rates this member measured to its children: the children's receive rates.
+    // What this member measured sending to its children (planner.h, receiver_rate): a
+    // bottleneck link's rate (the child is slow), or 0 for a link that kept up.
     if (m.contains("rates") && m["rates"].is_object()) {
       for (const auto& [key, value] : m["rates"].items()) {
         if (!value.is_number()) continue;
         const uint32_t child = static_cast<uint32_t>(std::strtoul(key.c_str(), nullptr, 10));
         auto c = all.find(child);
         const double rate = value.get<double>();
-        if (c == all.end() || !(rate > 0)) continue;
-        c->second.rate = c->second.rate == 0 ? rate : (1 - kRateSmoothing) * c->second.rate + kRateSmoothing * rate;
+        if (c == all.end() || !(rate >= 0)) continue;
+        c->second.rate = smoothed_rate(c->second.rate, rate);
       }
     }
   } else if (type == msg::kCommitted) {

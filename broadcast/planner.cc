@@ -19,18 +19,13 @@ uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::c
 Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
   Plan plan;
   if (members.empty() || stripes == 0) return plan;
-  // Slow members (well under the median rate) are leaves; the rest rotate.
-  std::vector<double> rates;
-  for (const auto& m : members) {
-    if (m.rate > 0) rates.push_back(m.rate);
-  }
-  double median = 0;
-  if (!rates.empty()) {
-    std::nth_element(rates.begin(), rates.begin() + static_cast<long>(rates.size() / 2), rates.end());
-    median = rates[rates.size() / 2];
-  }
+  // Members measured as a bottleneck at well under the best measured rate are leaves; the rest
+  // rotate. (When the parents themselves are the limit, every link looks like a bottleneck at
+  // about the same rate, and nobody is moved.)
+  double best = 0;
+  for (const auto& m : members) best = std::max(best, m.rate);
   std::vector<PlanMember> fast, slow;
-  for (const auto& m : members) (median > 0 && m.rate > 0 && m.rate < kSlowFraction * median ? slow : fast).push_back(m);
+  for (const auto& m : members) (m.rate > 0 && m.rate < kSlowFraction * best ? slow : fast).push_back(m);
   std::sort(fast.begin(), fast.end(), [](const PlanMember& a, const PlanMember& b) { return a.id < b.id; });
   std::sort(slow.begin(), slow.end(), [](const PlanMember& a, const PlanMember& b) {
     return a.rate != b.rate ? a.rate > b.rate : a.id < b.id;  // the slowest is the very last
@@ -43,6 +38,17 @@ Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
     for (const auto& m : slow) chain.push_back(m.id);
   }
   return plan;
+}
+
+std::optional<double> receiver_rate(const LinkSample& sample) {
+  if (!sample.measured) return std::nullopt;
+  return sample.backlogged_share >= kBottleneckShare ? sample.rate : 0.0;
+}
+
+double smoothed_rate(double old_rate, double sample) {
+  if (sample <= 0) return 0;  // kept up: whatever made it slow is gone
+  if (old_rate <= 0 || sample < kSlowFraction * old_rate) return sample;
+  return 0.5 * (old_rate + sample);
 }
 
 uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,

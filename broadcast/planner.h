@@ -4,19 +4,25 @@
 // next as soon as a slice arrives), so the tree is pipelined and the
 // producer's uplink carries every byte once. Chains are rotations of one
 // order, so every consumer is first in some stripe and no uplink carries
-// everything; consumers measured slow sit at the tails of every chain, where
-// they delay nobody.
+// everything. A consumer whose incoming link held up a chain (its parent had
+// slices waiting for it) is slow: it sits at the tails of every chain, where
+// it delays nobody, the slowest last.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "broadcast/sprayer.h"
 
 namespace deltacast {
 
 struct PlanMember {
   uint32_t id = 0;
-  double rate = 0;  // measured receive rate, bytes/s (0: unknown)
+  // Receive rate (bytes/s) measured where the link into this member was the
+  // bottleneck of its chain; 0 when it kept up (or was never measured).
+  double rate = 0;
 };
 
 struct Plan {
@@ -31,10 +37,23 @@ struct Plan {
   uint32_t head(uint32_t stripe) const { return chains[stripe].empty() ? 0 : chains[stripe].front(); }
 };
 
-// Members slower than this fraction of the median rate go to the tails.
+// A member measured as a bottleneck at under this fraction of the best measured rate is slow;
+// a rate sample below this fraction of the last one counts at once (smoothed_rate).
 inline constexpr double kSlowFraction = 0.5;
 
 Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes);
+
+// A member's rate after a new sample (0: none yet). A drop below kSlowFraction
+// counts at once, so that a node that turned slow leaves the middle of the
+// chains before it delays another version; other changes are smoothed.
+double smoothed_rate(double old_rate, double sample);
+
+// A link kept busy by offered slices at least this share of the time was the bottleneck of its
+// chain: its delivery rate is its receiver's capacity. A link that kept up says nothing of it.
+inline constexpr double kBottleneckShare = 0.5;
+// The rate sample a link gives its receiver: the measured rate when it was the bottleneck, 0
+// (not slow, as far as anyone knows) when it kept up, nullopt when nothing was measured.
+std::optional<double> receiver_rate(const LinkSample& sample);
 
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.

@@ -192,9 +192,14 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     }
   });
   const auto end = Clock::now();
+  std::map<std::string, double> staged_by;
+  for (const MemberRecord& m : membership_->snapshot()) {
+    if (auto it = result.staged_at.find(m.id); it != result.staged_at.end()) staged_by[m.name] = it->second;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     VersionReport& report = reports_[pending->version];
+    report.staged_by = std::move(staged_by);
     report.queue_seconds = seconds_between(pending->encoded, start);
     report.wire_seconds = result.staged_seconds;
     report.apply_seconds = result.max_apply_seconds;

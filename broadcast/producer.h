@@ -51,6 +51,7 @@ struct VersionReport {
   double wire_seconds = 0;    // round start until every target staged (received and verified) it
   double apply_seconds = 0;   // the slowest target's commit (apply)
   double seconds = 0;         // publish() called until every target committed
+  std::map<std::string, double> staged_by;  // per target (by name): round start until it staged the version
   uint32_t targets = 0;
   uint32_t committed = 0;
   uint32_t failed = 0;

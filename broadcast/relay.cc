@@ -124,17 +124,15 @@ std::vector<RailTelemetry> Relay::telemetry(uint32_t child) const {
   return it == senders_.end() ? std::vector<RailTelemetry>{} : it->second->telemetry();
 }
 
-std::map<uint32_t, double> Relay::child_rates() const {
+std::map<uint32_t, LinkSample> Relay::child_links() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<uint32_t, double> rates;
+  std::map<uint32_t, LinkSample> links;
   for (uint32_t id : children_) {
     auto it = senders_.find(id);
-    if (id == 0 || it == senders_.end() || rates.count(id)) continue;
-    double sum = 0;
-    for (const auto& rail : it->second->telemetry()) sum += rail.bandwidth_bps;
-    if (sum > 0) rates[id] = sum;
+    if (id == 0 || it == senders_.end() || links.count(id)) continue;
+    links[id] = it->second->link_sample();
   }
-  return rates;
+  return links;
 }
 
 }  // namespace deltacast

@@ -46,8 +46,8 @@ class Relay {
   void forget_peer(uint32_t id);
 
   std::vector<RailTelemetry> telemetry(uint32_t child) const;
-  // Smoothed send rate (bytes/s, all rails) to each current child that has been measured.
-  std::map<uint32_t, double> child_rates() const;
+  // How the link to each current child did in this transfer (see LinkSample).
+  std::map<uint32_t, LinkSample> child_links() const;
 
  private:
   Sprayer& sender_for(uint32_t id, const PeerEndpoints& endpoints);

@@ -5,6 +5,8 @@
 
 #include "core/log.h"
 
+#include <fmt/ranges.h>
+
 namespace deltacast {
 
 namespace {
@@ -100,6 +102,12 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   stripes = std::max<uint32_t>(1, std::min(stripes, slices));
   Plan plan = plan_chains(in_plan, stripes);
   result.first_plan = plan;
+  if (log().should_log(spdlog::level::debug)) {
+    std::string rates_text;
+    for (const auto& m : in_plan) rates_text += fmt::format(" {}:{:.0f}MB/s", m.id, m.rate / 1e6);
+    log().debug("version {}: {} stripes of {}-byte slices; chains {}; rates{}", spec.version, stripes, slice_bytes,
+                fmt::format("{}", plan.chains), rates_text);
+  }
   result.slice_bytes = slice_bytes;
   result.stripes = stripes;
 
@@ -138,6 +146,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       });
       return look.finished(targets.size()) || broken || look.progress != last_progress;
     });
+    for (uint32_t id : look.staged) result.staged_at.emplace(id, since(start));
     if (!all_staged && look.staged.size() + look.failed.size() + look.gone.size() >= targets.size()) {
       all_staged = true;
       result.staged_seconds = since(start);
@@ -196,13 +205,6 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     }
   }
 
-  // What the producer measured sending to each chain head: that head's receive rate.
-  std::map<uint32_t, double> head_rates;
-  for (uint32_t head : heads_of(plan)) {
-    double sum = 0;
-    for (const auto& rail : relay_.telemetry(head)) sum += rail.bandwidth_bps;
-    if (sum > 0) head_rates[head] = sum;
-  }
   relay_.end();
   const Json done = {{"type", msg::kDone}, {"version", spec.version}};
   for (uint32_t id : targets) {
@@ -211,10 +213,6 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   result.seconds = since(start);
   if (!all_staged) result.staged_seconds = result.seconds;
   membership_.update([&](std::map<uint32_t, MemberRecord>& all) {
-    for (const auto& [id, measured] : head_rates) {
-      auto it = all.find(id);
-      if (it != all.end()) it->second.rate = it->second.rate == 0 ? measured : 0.5 * (it->second.rate + measured);
-    }
     for (uint32_t id : look.committed) {
       auto it = all.find(id);
       if (it != all.end()) result.max_apply_seconds = std::max(result.max_apply_seconds, it->second.apply_seconds);

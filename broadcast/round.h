@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct RoundResult {
   double staged_seconds = 0;     // start until every surviving target staged (verified) it
   double seconds = 0;            // start until every surviving target committed it
   double max_apply_seconds = 0;
+  std::map<uint32_t, double> staged_at;  // per target: seconds from the start until it staged the version
   uint32_t slice_bytes = 0;
   uint32_t stripes = 0;
   uint32_t replans = 0;

@@ -98,6 +98,19 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   std::deque<uint32_t> pending;
   uint32_t done_count = 0;
   uint64_t resent = 0;
+  uint64_t delivered_bytes = 0;  // first acks of this transfer's slices
+  TimePoint first_offer{};
+  bool backlogged = false;       // offered slices are waiting for room
+  TimePoint backlog_from{};
+  double backlog_seconds = 0;
+
+  // Called wherever `pending` may have changed emptiness.
+  void track_backlog(TimePoint now) {
+    const bool b = active && !pending.empty();
+    if (b && !backlogged) backlog_from = now;
+    if (!b && backlogged) backlog_seconds += seconds(now - backlog_from);
+    backlogged = b;
+  }
   TimePoint last_progress{};
 
   void emit(SprayEvent::Kind kind, const Copy& c, TimePoint now) {
@@ -148,8 +161,13 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       if (current && !done[c.slice]) {
         done[c.slice] = 1;
         ++done_count;
+        delivered_bytes += c.bytes;
         last_progress = now;
-        if (transfer_done()) finished = now;
+        if (transfer_done()) {
+          finished = now;
+          if (backlogged) backlog_seconds += seconds(now - backlog_from);
+          backlogged = false;
+        }
       }
       emit(SprayEvent::kAcked, c, now);
     } else {
@@ -317,6 +335,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       queued[slice] = 0;
       post(static_cast<uint32_t>(r), slice, false, now);
     }
+    track_backlog(now);
     return next;
   }
 
@@ -413,6 +432,21 @@ Sprayer::~Sprayer() {
 
 size_t Sprayer::rails() const { return state_->rails.size(); }
 
+LinkSample Sprayer::link_sample() const {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  LinkSample sample;
+  if (s.first_offer == TimePoint{} || s.delivered_bytes == 0) return sample;
+  const TimePoint end = s.finished != TimePoint{} && s.finished > s.first_offer ? s.finished : SteadyClock::now();
+  const double span = seconds(end - s.first_offer);
+  if (span <= 0) return sample;
+  const double backlog = s.backlog_seconds + (s.backlogged ? seconds(end - s.backlog_from) : 0.0);
+  sample.rate = static_cast<double>(s.delivered_bytes) / span;
+  sample.backlogged_share = std::min(1.0, backlog / span);
+  sample.measured = true;
+  return sample;
+}
+
 void Sprayer::set_observer(std::function<void(const SprayEvent&)> observer) {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->observer = std::move(observer);
@@ -458,6 +492,10 @@ Result<uint32_t> Sprayer::open(uint64_t transfer, const uint8_t* data, uint64_t 
   s.done_count = 0;
   s.next_duplicate = 0;
   s.resent = 0;
+  s.delivered_bytes = 0;
+  s.first_offer = TimePoint{};
+  s.backlogged = false;
+  s.backlog_seconds = 0;
   s.failure = Status();
   s.opened = s.last_progress = now;
   s.finished = TimePoint{};
@@ -468,6 +506,7 @@ void Sprayer::offer(uint32_t slice) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active || slice >= s.slices || s.offered[slice]) return;
+  if (s.first_offer == TimePoint{}) s.first_offer = SteadyClock::now();
   s.offered[slice] = 1;
   ++s.offered_count;
   s.queued[slice] = 1;
@@ -479,6 +518,7 @@ void Sprayer::offer_all() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active) return;
+  if (s.first_offer == TimePoint{}) s.first_offer = SteadyClock::now();
   for (uint32_t i = 0; i < s.slices; ++i) {
     if (s.offered[i]) continue;
     s.offered[i] = 1;

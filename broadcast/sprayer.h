@@ -51,6 +51,16 @@ struct RailTelemetry {
   uint64_t probes = 0;
 };
 
+// How the link to the receiver did in the current (or last) transfer. A link
+// that had offered slices waiting for room most of the time was the
+// bottleneck, and its rate is what it can carry; one that kept up with what
+// was offered only shows a lower bound.
+struct LinkSample {
+  double rate = 0;            // bytes delivered per second since the first offer
+  double backlogged_share = 0;  // of that time, the share with offered slices waiting for room
+  bool measured = false;      // something was offered and delivered
+};
+
 struct SprayEvent {
   enum Kind { kSent, kAcked, kFailed, kTimedOut } kind;
   uint32_t rail;
@@ -96,6 +106,7 @@ class Sprayer {
   void close();
 
   std::vector<RailTelemetry> telemetry() const;
+  LinkSample link_sample() const;
   size_t rails() const;
 
   // Called for every slice event, under the sprayer's lock: keep it short.

@@ -162,4 +162,10 @@ std::span<const float> RlTrace::master(size_t i) const {
   return {reinterpret_cast<const float*>(master_[i].data()), manifest_[i].numel()};
 }
 
+Status RlTrace::set_lr(double lr) {
+  if (!(lr >= 0)) return invalid_argument("trace lr must be non-negative, got {}", lr);
+  options_.lr = lr;
+  return Status();
+}
+
 }  // namespace deltacast

@@ -42,6 +42,8 @@ class RlTrace {
 
   // One optimizer step over every tensor; the published copy follows.
   void step();
+  // The learning rate of the steps that follow (a larger one changes more published elements).
+  Status set_lr(double lr);
 
   // The published (narrow) tensors, in manifest order. Views stay valid for
   // the trace's lifetime and change in place on step().

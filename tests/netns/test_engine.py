@@ -1,0 +1,310 @@
+"""The broadcast engine across network namespaces: a producer and six consumers,
+each its own process in its own namespace, joined by two switched planes
+(every host has one shaped port on each: two rails per process). Versions are
+checked bit for bit on every consumer (the hash of every tensor against the
+producer's); consumers and the producer are SIGKILLed mid-version; ports are
+throttled for real."""
+import json
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import threading
+import time
+
+import pytest
+
+from testbed import binary
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+PORT = 7300
+TOKEN = 424242
+CONSUMERS = [f"c{i}" for i in range(6)]
+ELEMENTS = 1 << 22  # 8 MiB of bf16: a full sync is a few hundred slices
+
+
+class Events:
+    """JSON-lines events of one role process, read on a thread."""
+
+    def __init__(self, proc, name):
+        self.proc = proc
+        self.name = name
+        self.lines = queue.Queue()
+        self.seen = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                self.lines.put(json.loads(line))
+        self.lines.put(None)
+
+    def next(self, kind, timeout=60):
+        """The next event of this kind (earlier events of other kinds are kept in `seen`)."""
+        until = time.monotonic() + timeout
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.name}: no '{kind}' event within {timeout} s; seen {self.seen[-5:]}")
+            try:
+                e = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if e is None:
+                raise EOFError(f"{self.name} exited (rc {self.proc.wait()}) before a '{kind}' event; seen {self.seen[-5:]}")
+            self.seen.append(e)
+            if e.get("event") == kind:
+                return e
+
+
+class Cluster:
+    """A producer (host p, driven by commands) and consumers on hosts c0..c5."""
+
+    def __init__(self, tb, elements=ELEMENTS, token=TOKEN):
+        self.tb = tb
+        self.elements = elements
+        self.token = token
+        self.consumers = {}
+        self.producer = None
+
+    def rails(self, host):
+        return [a for plane in range(len(self.tb.planes)) for a in ("--rail", self.tb.plane_address(plane, host))]
+
+    def coordinators(self):
+        return [a for plane in range(len(self.tb.planes))
+                for a in ("--connect", f"{self.tb.plane_address(plane, 'p')}:{PORT}")]
+
+    def start_producer(self):
+        argv = [binary("deltacast-bench"), "sync", "--role", "producer", "--commands", "--listen", f"0.0.0.0:{PORT}",
+                "--elements", str(self.elements), "--token", str(self.token), *self.rails("p")]
+        proc = self.tb.spawn("p", argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, bufsize=1)
+        self.producer = Events(proc, "producer")
+        self.producer.next("listening")
+
+    def command(self, text, answer, timeout=120):
+        self.producer.proc.stdin.write(text + "\n")
+        self.producer.proc.stdin.flush()
+        return self.producer.next(answer, timeout)
+
+    def start_consumer(self, host, elements=None, token=None):
+        argv = [binary("deltacast-bench"), "sync", "--role", "consumer", "--name", host, "--elements",
+                str(elements or self.elements), "--token", str(token or self.token), *self.coordinators(),
+                *self.rails(host)]
+        proc = self.tb.spawn(host, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.consumers[host] = Events(proc, host)
+        return self.consumers[host]
+
+    def publish(self, argument=""):
+        e = self.command(f"publish {argument}".strip(), "published")
+        return e["version"]
+
+    def wait(self, version, timeout=120):
+        e = self.command(f"wait {version} {timeout}", "waited", timeout + 30)
+        assert e["ok"], e
+        return e["report"]
+
+    def check(self, version):
+        e = self.command(f"check {version} 60", "checked", 90)
+        return e
+
+    def close(self):
+        for events in list(self.consumers.values()) + ([self.producer] if self.producer else []):
+            if events.proc.poll() is None:
+                events.proc.kill()
+            events.proc.wait()
+
+
+@pytest.fixture
+def cluster(make_testbed):
+    made = []
+
+    def make(rate="1gbit", elements=ELEMENTS):
+        tb = make_testbed(["p", *CONSUMERS], planes=[rate, rate])
+        c = Cluster(tb, elements)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def start_all(c, names=CONSUMERS):
+    c.start_producer()
+    for name in names:
+        c.start_consumer(name)
+    assert c.command(f"members {len(names)} 60", "members")["ok"]
+
+
+def assert_exact(c, version, count=len(CONSUMERS)):
+    report = c.check(version)
+    assert len(report["members"]) == count, report
+    for m in report["members"]:
+        assert m["answered"] and m["held"] == version and m["exact"], m
+    assert report["all_exact"]
+
+
+def test_twenty_versions_at_mixed_densities_are_bit_exact_everywhere(cluster):
+    c = cluster()
+    start_all(c)
+    # Learning rates from a trickle to a flood of changes; one full sync in the middle.
+    plan = ["", "1e-7", "3e-7", "1e-6", "3e-6", "1e-5", "3e-8", "3e-7", "full", "3e-7", "1e-4", "3e-7", "1e-6", "3e-7",
+            "1e-8", "3e-7", "3e-6", "3e-7", "1e-6", "3e-7"]
+    densities = []
+    for argument in plan:
+        version = c.publish(argument)
+        report = c.wait(version)
+        assert report["committed"] == len(CONSUMERS), report
+        assert_exact(c, version)
+        densities.append(report["density"])
+    print("densities:", [round(d, 5) for d in densities])
+    assert max(densities) > 10 * min(d for d in densities if d > 0), "the densities were not mixed"
+    assert any(r == 1.0 for r in densities), "no full sync among them"
+
+
+def test_consumer_killed_mid_version_others_commit_and_it_catches_up(cluster):
+    c = cluster(elements=1 << 24)  # 32 MiB
+    start_all(c)
+    assert c.wait(c.publish())["committed"] == 6
+    # Slow ports make a full version take over a second: the kill lands mid-transfer.
+    for plane in range(2):
+        for host in ["p", *CONSUMERS]:
+            c.tb.plane_rate(plane, host, "100mbit")
+    version = c.publish("full")
+    time.sleep(0.5)
+    victim = c.consumers["c2"]
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait()
+    report = c.wait(version, 120)
+    assert report["committed"] == 5, report
+    assert_exact(c, version, count=5)
+    for plane in range(2):
+        for host in ["p", *CONSUMERS]:
+            c.tb.plane_rate(plane, host, "1gbit")
+    # Back again: it joins with nothing and is brought up to the newest version.
+    back = c.start_consumer("c2")
+    back.next("joined")
+    committed = back.next("committed", 120)
+    assert committed["version"] == version
+    assert_exact(c, version)
+    # And takes deltas from then on.
+    nxt = c.publish()
+    assert c.wait(nxt)["committed"] == 6
+    assert_exact(c, nxt)
+
+
+def test_producer_killed_mid_version_leaves_every_consumer_intact(cluster):
+    c = cluster(elements=1 << 24)
+    start_all(c)
+    v1 = c.publish()
+    c.wait(v1)
+    expected = c.check(v1)["expected_hash"]
+    for plane in range(2):
+        for host in ["p", *CONSUMERS]:
+            c.tb.plane_rate(plane, host, "100mbit")
+    c.publish("full")
+    time.sleep(0.5)
+    c.producer.proc.send_signal(signal.SIGKILL)
+    c.producer.proc.wait()
+    for name in CONSUMERS:
+        lost = c.consumers[name].next("producer_lost", 60)
+        assert lost["version"] == v1, lost
+        assert lost["model_hash"] == expected, f"{name} does not hold version {v1} intact"
+        assert lost["error"], "the consumer reports why"
+    for plane in range(2):
+        for host in ["p", *CONSUMERS]:
+            c.tb.plane_rate(plane, host, "1gbit")
+    # A new producer comes up at the same address: the consumers rejoin and follow it.
+    c.start_producer()
+    assert c.command(f"members {len(CONSUMERS)} 60", "members")["ok"]
+    v = c.publish()
+    assert c.wait(v)["committed"] == 6
+    assert_exact(c, v)
+
+
+def test_wrong_token_and_mismatched_manifest_are_refused(cluster):
+    c = cluster()
+    start_all(c, CONSUMERS[:2])
+    intruder = c.start_consumer("c4", token=TOKEN + 1)
+    refused = intruder.next("refused", 30)
+    assert intruder.proc.wait(30) == 3
+    assert "token" in refused["reason"], refused
+    other_model = c.start_consumer("c5", elements=ELEMENTS + 1024)
+    refused = other_model.next("refused", 30)
+    assert other_model.proc.wait(30) == 3
+    assert "manifest" in refused["reason"] and "tensor" in refused["reason"], refused
+    # The members in good standing never noticed.
+    v = c.publish()
+    assert c.wait(v)["committed"] == 2
+    assert_exact(c, v, count=2)
+
+
+def others_staged_seconds(c, slow, repeats=3):
+    """Median, over full syncs of the current version, of when the last consumer other than `slow` staged it."""
+    times = []
+    for _ in range(repeats):
+        v = c.command("republish", "published")["version"]
+        report = c.wait(v)
+        assert report["committed"] == len(CONSUMERS), report
+        times.append(max(t for name, t in report["staged_seconds"].items() if name != slow))
+        print("  staged after (s):", {name: round(t, 3) for name, t in sorted(report["staged_seconds"].items())})
+    return statistics.median(times)
+
+
+@pytest.mark.xfail(strict=False, reason="open: the slow consumer is found from bottleneck links only after a few "
+                   "versions, and not always; until then it holds up the chains it sits in")
+def test_a_throttled_consumer_does_not_slow_the_others(cluster):
+    c = cluster(elements=1 << 25)  # 64 MiB full syncs
+    start_all(c)
+    c.wait(c.publish())
+    before = others_staged_seconds(c, "c5")
+    # c5's ports drop to 30% of their rate: measured slow (its links are the bottleneck of their
+    # chains), it moves to the tails of the chains within a few versions.
+    for plane in range(2):
+        c.tb.plane_rate(plane, "c5", "300mbit")
+    others_staged_seconds(c, "c5", repeats=3)  # the rounds that measure it
+    after = others_staged_seconds(c, "c5")
+    print(f"the others staged a 64 MiB full sync in {before:.3f} s; with c5 at 30%: {after:.3f} s")
+    assert after <= 1.15 * before
+
+
+@pytest.mark.xfail(strict=False, reason="open: on two cores the relay time grows with the consumer count "
+                   "(1.16x the link bound for 2 consumers, 1.47x for 4): the processes, not the links, are the limit")
+def test_relay_keeps_a_full_sync_near_link_speed_for_any_consumer_count(make_testbed):
+    """A dense 256 MiB sync, every port shaped to 1 Gbit per plane (links, not the cores, are the limit):
+    pipelined chains keep it near bytes / (two rails of one consumer) as consumers are added."""
+    elements = 1 << 27
+    tb = make_testbed(["p", *CONSUMERS], planes=["1gbit", "1gbit"])
+    c = Cluster(tb, elements)
+    try:
+        c.start_producer()
+        c.start_consumer("c0")
+        c.start_consumer("c1")
+        assert c.command("members 2 60", "members")["ok"]
+        version = c.publish()
+        c.wait(version, 300)
+        bound = elements * 2 / (2 * 1e9 / 8)
+        times = {}
+        for n in range(2, 7):
+            if n > 2:
+                c.start_consumer(f"c{n - 1}").next("committed", 300)  # caught up by a full sync of its own
+            runs = []
+            for _ in range(3):
+                v = c.command("republish", "published")["version"]
+                report = c.wait(v, 300)
+                assert report["committed"] == n, report
+                runs.append(report["wire_seconds"])
+            times[n] = statistics.median(runs)
+            print(f"{n} consumers: 256 MiB full sync in {times[n]:.3f} s = {times[n] / bound:.2f} x the link bound "
+                  f"({bound:.3f} s); runs {[round(t, 3) for t in runs]}")
+        assert_exact(c, v, count=6)
+        for n, t in times.items():
+            assert t <= 1.3 * bound, f"{n} consumers: {t:.3f} s against a bound of {bound:.3f} s"
+        assert max(times.values()) <= 1.25 * min(times.values()), times
+    finally:
+        c.close()
