@@ -146,10 +146,11 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       });
       return look.finished(targets.size()) || broken || look.progress != last_progress;
     });
-    for (uint32_t id : look.staged) result.staged_at.emplace(id, since(start));
+    const double elapsed = since(start);
+    for (uint32_t id : look.staged) result.staged_at.try_emplace(id, elapsed);
     if (!all_staged && look.staged.size() + look.failed.size() + look.gone.size() >= targets.size()) {
       all_staged = true;
-      result.staged_seconds = since(start);
+      result.staged_seconds = elapsed;
     }
     if (look.progress != last_progress) {
       last_progress = look.progress;

@@ -99,6 +99,12 @@ class Cluster:
         self.consumers[host] = Events(proc, host)
         return self.consumers[host]
 
+    def set_rates(self, rate, hosts=None):
+        """Shapes both planes' ports of `hosts` (default: every host) to `rate`."""
+        for plane in range(len(self.tb.planes)):
+            for host in hosts or ["p", *CONSUMERS]:
+                self.tb.plane_rate(plane, host, rate)
+
     def publish(self, argument=""):
         e = self.command(f"publish {argument}".strip(), "published")
         return e["version"]
@@ -172,9 +178,7 @@ def test_consumer_killed_mid_version_others_commit_and_it_catches_up(cluster):
     start_all(c)
     assert c.wait(c.publish())["committed"] == 6
     # Slow ports make a full version take over a second: the kill lands mid-transfer.
-    for plane in range(2):
-        for host in ["p", *CONSUMERS]:
-            c.tb.plane_rate(plane, host, "100mbit")
+    c.set_rates("100mbit")
     version = c.publish("full")
     time.sleep(0.5)
     victim = c.consumers["c2"]
@@ -183,9 +187,7 @@ def test_consumer_killed_mid_version_others_commit_and_it_catches_up(cluster):
     report = c.wait(version, 120)
     assert report["committed"] == 5, report
     assert_exact(c, version, count=5)
-    for plane in range(2):
-        for host in ["p", *CONSUMERS]:
-            c.tb.plane_rate(plane, host, "1gbit")
+    c.set_rates("1gbit")
     # Back again: it joins with nothing and is brought up to the newest version.
     back = c.start_consumer("c2")
     back.next("joined")
@@ -204,9 +206,7 @@ def test_producer_killed_mid_version_leaves_every_consumer_intact(cluster):
     v1 = c.publish()
     c.wait(v1)
     expected = c.check(v1)["expected_hash"]
-    for plane in range(2):
-        for host in ["p", *CONSUMERS]:
-            c.tb.plane_rate(plane, host, "100mbit")
+    c.set_rates("100mbit")
     c.publish("full")
     time.sleep(0.5)
     c.producer.proc.send_signal(signal.SIGKILL)
@@ -216,9 +216,7 @@ def test_producer_killed_mid_version_leaves_every_consumer_intact(cluster):
         assert lost["version"] == v1, lost
         assert lost["model_hash"] == expected, f"{name} does not hold version {v1} intact"
         assert lost["error"], "the consumer reports why"
-    for plane in range(2):
-        for host in ["p", *CONSUMERS]:
-            c.tb.plane_rate(plane, host, "1gbit")
+    c.set_rates("1gbit")
     # A new producer comes up at the same address: the consumers rejoin and follow it.
     c.start_producer()
     assert c.command(f"members {len(CONSUMERS)} 60", "members")["ok"]
@@ -269,8 +267,7 @@ def test_a_throttled_consumer_does_not_slow_the_others(cluster):
     before = others_staged_seconds(c, "c5")
     # c5's ports drop to 30% of their rate: measured slow (its links are the bottleneck of their
     # chains), it moves to the tails of the chains within a few versions.
-    for plane in range(2):
-        c.tb.plane_rate(plane, "c5", "300mbit")
+    c.set_rates("300mbit", ["c5"])
     others_staged_seconds(c, "c5", repeats=3)  # the rounds that measure it
     after = others_staged_seconds(c, "c5")
     print(f"the others staged a 64 MiB full sync in {before:.3f} s; with c5 at 30%: {after:.3f} s")
