@@ -15,7 +15,9 @@ Relay::~Relay() {
 
 Sprayer& Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
   auto it = senders_.find(id);
-  if (it != senders_.end()) return *it->second;
+  if (it != senders_.end() && it->second.endpoints == endpoints) return *it->second.sprayer;
+  // A new peer, or the id now names another peer: the old sprayer (if any) is replaced.
+  if (it != senders_.end()) retired_.push_back(std::move(it->second.sprayer));
   tcp::TcpTransport transport;
   std::vector<std::unique_ptr<Channel>> channels;
   const size_t rails = std::min(options_.local_rails.size(), endpoints.size());
@@ -27,7 +29,7 @@ Sprayer& Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
   }
   auto sprayer = std::make_unique<Sprayer>(std::move(channels), options_.spray);
   Sprayer& ref = *sprayer;
-  senders_[id] = std::move(sprayer);
+  senders_[id] = Sender{endpoints, std::move(sprayer)};
   return ref;
 }
 
@@ -47,7 +49,7 @@ void Relay::begin(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32
 }
 
 void Relay::open_child(uint32_t id, const std::vector<bool>* have) {
-  Sprayer& sender = *senders_.at(id);
+  Sprayer& sender = *senders_.at(id).sprayer;
   (void)sender.open(transfer_, data_, bytes_, slice_bytes_);
   for (uint32_t i = 0; i < slices_; ++i) {
     const bool mine = children_[i % stripes_] == id;
@@ -62,6 +64,7 @@ void Relay::open_child(uint32_t id, const std::vector<bool>* have) {
 
 Status Relay::set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
                            const std::map<uint32_t, std::vector<bool>>& have) {
+  std::vector<std::unique_ptr<Sprayer>> retired;  // destroyed after the lock below is released
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return failed_precondition("no transfer to forward");
   std::vector<uint32_t> before = children_;
@@ -82,9 +85,10 @@ Status Relay::set_children(const std::vector<uint32_t>& children, const std::map
   for (uint32_t id : before) {
     if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) {
       auto it = senders_.find(id);
-      if (it != senders_.end()) it->second->close();
+      if (it != senders_.end()) it->second.sprayer->close();
     }
   }
+  retired.swap(retired_);
   return Status();
 }
 
@@ -95,13 +99,13 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice) {
   const uint32_t child = children_[slice % stripes_];
   if (child == 0) return;
   auto it = senders_.find(child);
-  if (it != senders_.end()) it->second->offer(slice);
+  if (it != senders_.end()) it->second.sprayer->offer(slice);
 }
 
 void Relay::end() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
-  for (auto& [id, sender] : senders_) sender->close();
+  for (auto& [id, sender] : senders_) sender.sprayer->close();
   active_ = false;
   data_ = nullptr;
 }
@@ -112,7 +116,7 @@ void Relay::forget_peer(uint32_t id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = senders_.find(id);
     if (it == senders_.end()) return;
-    gone = std::move(it->second);
+    gone = std::move(it->second.sprayer);
     senders_.erase(it);
   }
   // Destroyed outside the lock: closing drains its copies.
@@ -121,7 +125,7 @@ void Relay::forget_peer(uint32_t id) {
 std::vector<RailTelemetry> Relay::telemetry(uint32_t child) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = senders_.find(child);
-  return it == senders_.end() ? std::vector<RailTelemetry>{} : it->second->telemetry();
+  return it == senders_.end() ? std::vector<RailTelemetry>{} : it->second.sprayer->telemetry();
 }
 
 std::map<uint32_t, LinkSample> Relay::child_links() const {
@@ -130,7 +134,7 @@ std::map<uint32_t, LinkSample> Relay::child_links() const {
   for (uint32_t id : children_) {
     auto it = senders_.find(id);
     if (id == 0 || it == senders_.end() || links.count(id)) continue;
-    links[id] = it->second->link_sample();
+    links[id] = it->second.sprayer->link_sample();
   }
   return links;
 }

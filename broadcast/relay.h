@@ -4,7 +4,9 @@
 // it is here (cut-through). Children change when the plan does (a node died,
 // a new one joined); a new child is sent what this node holds minus what the
 // child reported holding. One sprayer per child, kept across transfers so
-// that its connections and rate estimates stay warm.
+// that its connections and rate estimates stay warm. A sprayer belongs to the
+// child's data endpoints, not only its id: ids come from the producer, and a
+// new producer hands them out afresh.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +57,12 @@ class Relay {
 
   RelayOptions options_;
   mutable std::mutex mu_;
-  std::map<uint32_t, std::unique_ptr<Sprayer>> senders_;
+  struct Sender {
+    PeerEndpoints endpoints;
+    std::unique_ptr<Sprayer> sprayer;
+  };
+  std::map<uint32_t, Sender> senders_;
+  std::vector<std::unique_ptr<Sprayer>> retired_;  // replaced in set_children, destroyed once the lock is released
   uint64_t transfer_ = 0;
   bool active_ = false;
   const uint8_t* data_ = nullptr;

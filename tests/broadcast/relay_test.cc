@@ -1,0 +1,102 @@
+// The relay over loopback: slices go to the child the plan names for their
+// stripe, and to that child's endpoints even when its id was handed out
+// before to another peer (a new producer numbers its consumers afresh).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "broadcast/relay.h"
+#include "broadcast/staging.h"
+#include "broadcast/tcp/listener.h"
+
+namespace deltacast {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr uint64_t kToken = 0x7e1a;
+constexpr uint32_t kSliceBytes = 4096;
+
+struct Child {
+  StagingArea staging;
+  std::unique_ptr<tcp::TcpListener> listener;
+
+  explicit Child(int host) {
+    ListenOptions options;
+    options.token = kToken;
+    listener = tcp::TcpListener::create({{"127.0.0." + std::to_string(host), 0}}, &staging, options).value();
+  }
+};
+
+Relay make_relay() {
+  RelayOptions options;
+  options.local_rails = {{"127.0.0.1", 0}};
+  options.channel.token = kToken;
+  options.spray.stall_timeout = milliseconds(2000);
+  return Relay(options);
+}
+
+std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Forwards a whole transfer, one stripe, to the child with id `id` at `to`.
+void forward_all(Relay& relay, uint64_t transfer, const std::vector<uint8_t>& data, uint32_t id, const Child& to) {
+  relay.begin(transfer, data.data(), data.size(), kSliceBytes, 1, false);
+  ASSERT_TRUE(relay.set_children({id}, {{id, to.listener->endpoints()}}, {}).ok());
+  const uint32_t slices = static_cast<uint32_t>((data.size() + kSliceBytes - 1) / kSliceBytes);
+  for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i);
+}
+
+void expect_received(Child& child, uint64_t transfer, const std::vector<uint8_t>& data) {
+  ASSERT_TRUE(child.staging.wait(transfer, milliseconds(5000)).ok()) << "the child did not receive the transfer";
+  const auto got = child.staging.bytes(transfer);
+  ASSERT_EQ(got.size(), data.size());
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), data.size()), 0);
+}
+
+TEST(Relay, ForwardsEverySliceToTheChildOfItsStripe) {
+  Child a(21), b(22);
+  Relay relay = make_relay();
+  const auto data = pattern(10 * kSliceBytes + 17, 1);
+  ASSERT_TRUE(a.staging.expect(1, data.size(), kSliceBytes).ok());
+  ASSERT_TRUE(b.staging.expect(1, data.size(), kSliceBytes).ok());
+  relay.begin(1, data.data(), data.size(), kSliceBytes, 2, false);
+  ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
+  for (uint32_t i = 0; i < 11; ++i) relay.on_slice(1, i);
+  // Stripe 0 (even slices) goes to a, stripe 1 to b; nobody gets the other's.
+  for (int spin = 0; spin < 500 && (a.staging.progress(1).arrived < 6 || b.staging.progress(1).arrived < 5); ++spin) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  const auto at_a = a.staging.present(1);
+  const auto at_b = b.staging.present(1);
+  for (uint32_t i = 0; i < 11; ++i) {
+    EXPECT_EQ(at_a[i], i % 2 == 0 ? 1 : 0) << "slice " << i;
+    EXPECT_EQ(at_b[i], i % 2 == 1 ? 1 : 0) << "slice " << i;
+  }
+  relay.end();
+}
+
+TEST(Relay, AnIdThatNowNamesAnotherPeerReachesTheNewPeer) {
+  Child a(23), b(24);
+  Relay relay = make_relay();
+  const auto first = pattern(8 * kSliceBytes, 2);
+  ASSERT_TRUE(a.staging.expect(1, first.size(), kSliceBytes).ok());
+  forward_all(relay, 1, first, 7, a);
+  expect_received(a, 1, first);
+  relay.end();
+  // A new producer: id 7 is now b.
+  const auto second = pattern(8 * kSliceBytes, 3);
+  ASSERT_TRUE(b.staging.expect(2, second.size(), kSliceBytes).ok());
+  ASSERT_TRUE(a.staging.expect(2, second.size(), kSliceBytes).ok());
+  forward_all(relay, 2, second, 7, b);
+  expect_received(b, 2, second);
+  EXPECT_EQ(a.staging.progress(2).arrived, 0u) << "the peer that used to have the id got slices";
+  relay.end();
+}
+
+}  // namespace
+}  // namespace deltacast
