@@ -48,7 +48,7 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   listen.token = c->options_.token;
   listen.netns = c->options_.netns;
   DC_ASSIGN_OR_RETURN(c->listener_, tcp::TcpListener::create(c->options_.rails, &c->staging_, listen));
-  c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index); });
+  c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum); });
   return c;
 }
 

@@ -46,6 +46,7 @@ struct MemberRecord {
   uint64_t base = 0;       // newest version of this epoch it holds staged or committed (0: none usable)
   uint64_t committed = 0;  // newest version of this epoch it committed
   double rate = 0;         // bytes/s its parents measured sending to it (0: unknown)
+  bool slow = false;       // placed at the tails by the last plan (planner.h)
   Status last_failure;     // why its last version failed, if it did
   uint64_t failed_version = 0;
   // Progress on the transfer in flight (as last reported).

@@ -19,13 +19,25 @@ uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::c
 Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
   Plan plan;
   if (members.empty() || stripes == 0) return plan;
-  // Members measured as a bottleneck at well under the best measured rate are leaves; the rest
-  // rotate. (When the parents themselves are the limit, every link looks like a bottleneck at
-  // about the same rate, and nobody is moved.)
-  double best = 0;
-  for (const auto& m : members) best = std::max(best, m.rate);
+  // Members measured as a bottleneck at well under the best measured rate of the others are
+  // leaves; the rest rotate. (When the parents themselves are the limit, every link looks like a
+  // bottleneck at about the same rate, and nobody is moved.)
   std::vector<PlanMember> fast, slow;
-  for (const auto& m : members) (m.rate > 0 && m.rate < kSlowFraction * best ? slow : fast).push_back(m);
+  for (const auto& m : members) {
+    double best_other = 0;
+    for (const auto& o : members) {
+      if (o.id != m.id && !o.slow) best_other = std::max(best_other, o.rate);
+    }
+    bool is_slow = false;
+    if (m.rate > 0) {
+      if (best_other > 0) {
+        is_slow = m.rate < (m.slow ? kRecoverFraction : kSlowFraction) * best_other;
+      } else {
+        is_slow = m.slow;  // nothing to compare with: it stays where it is
+      }
+    }
+    (is_slow ? slow : fast).push_back(m);
+  }
   std::sort(fast.begin(), fast.end(), [](const PlanMember& a, const PlanMember& b) { return a.id < b.id; });
   std::sort(slow.begin(), slow.end(), [](const PlanMember& a, const PlanMember& b) {
     return a.rate != b.rate ? a.rate > b.rate : a.id < b.id;  // the slowest is the very last
@@ -37,6 +49,7 @@ Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
     for (size_t i = 0; i < fast.size(); ++i) chain.push_back(fast[(i + shift) % fast.size()].id);
     for (const auto& m : slow) chain.push_back(m.id);
   }
+  for (const auto& m : slow) plan.slow.push_back(m.id);
   return plan;
 }
 

@@ -23,6 +23,11 @@ struct PlanMember {
   // Receive rate (bytes/s) measured where the link into this member was the
   // bottleneck of its chain; 0 when it kept up (or was never measured).
   double rate = 0;
+  // It sat at the tails in the last plan: it stays there until it keeps up, or
+  // its rate comes within kRecoverFraction of the best (hysteresis, so that a
+  // slow member does not bounce back into the chains whenever the others kept
+  // up and left nothing to compare it with).
+  bool slow = false;
 };
 
 struct Plan {
@@ -33,13 +38,19 @@ struct Plan {
   static uint32_t stripe_of(uint32_t slice, uint32_t stripes) { return slice % stripes; }
   // The consumer `id` forwards stripe s to (0: nobody).
   uint32_t child(uint32_t id, uint32_t stripe) const;
+  // Members placed at the tails, slowest last.
+  std::vector<uint32_t> slow;
   // The consumer the producer feeds for stripe s (0: none).
   uint32_t head(uint32_t stripe) const { return chains[stripe].empty() ? 0 : chains[stripe].front(); }
 };
 
-// A member measured as a bottleneck at under this fraction of the best measured rate is slow;
-// a rate sample below this fraction of the last one counts at once (smoothed_rate).
-inline constexpr double kSlowFraction = 0.5;
+// A member measured as a bottleneck at under this fraction of the best measured rate of the
+// others is slow; a rate sample below this fraction of the last one counts at once
+// (smoothed_rate). A slow member at a tail delays nobody, so a false alarm costs little, and
+// one that was right saves every member downstream of it.
+inline constexpr double kSlowFraction = 0.75;
+// A slow member rejoins the chains once measured at this fraction of the best.
+inline constexpr double kRecoverFraction = 0.9;
 
 Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes);
 

@@ -45,6 +45,7 @@ void Relay::begin(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32
   slices_ = static_cast<uint32_t>((bytes + slice_bytes - 1) / slice_bytes);
   stripes_ = std::max<uint32_t>(1, stripes);
   present_.assign(slices_, all_present ? 1 : 0);
+  checksums_.assign(all_present ? 0 : slices_, 0);  // all present: the sprayer checksums the data itself
   children_.assign(stripes_, 0);
 }
 
@@ -57,7 +58,7 @@ void Relay::open_child(uint32_t id, const std::vector<bool>* have) {
     if (!mine || child_has) {
       sender.skip(i);  // another path delivers it, or the child holds it already
     } else if (present_[i]) {
-      sender.offer(i);
+      offer(sender, i);
     }
   }
 }
@@ -92,14 +93,23 @@ Status Relay::set_children(const std::vector<uint32_t>& children, const std::map
   return Status();
 }
 
-void Relay::on_slice(uint64_t transfer, uint32_t slice) {
+void Relay::offer(Sprayer& sender, uint32_t slice) {
+  if (checksums_.empty()) {
+    sender.offer(slice);
+  } else {
+    sender.offer(slice, checksums_[slice]);
+  }
+}
+
+void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_ || transfer != transfer_ || slice >= slices_ || present_[slice]) return;
   present_[slice] = 1;
+  if (!checksums_.empty()) checksums_[slice] = checksum;
   const uint32_t child = children_[slice % stripes_];
   if (child == 0) return;
   auto it = senders_.find(child);
-  if (it != senders_.end()) it->second.sprayer->offer(slice);
+  if (it != senders_.end()) offer(*it->second.sprayer, slice);
 }
 
 void Relay::end() {

@@ -40,8 +40,8 @@ class Relay {
   // children[s]: who gets stripe s from this node (0: nobody); `have[id]`: slices that child holds.
   Status set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
                       const std::map<uint32_t, std::vector<bool>>& have);
-  // A slice of the current transfer is in place here.
-  void on_slice(uint64_t transfer, uint32_t slice);
+  // A slice of the current transfer is in place here, with the checksum it arrived with.
+  void on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum);
   // Stops forwarding the current transfer (its data may go away after this returns).
   void end();
   // Drops the sprayer (and connections) to a peer that left.
@@ -54,6 +54,7 @@ class Relay {
  private:
   Sprayer& sender_for(uint32_t id, const PeerEndpoints& endpoints);
   void open_child(uint32_t id, const std::vector<bool>* have);
+  void offer(Sprayer& sender, uint32_t slice);
 
   RelayOptions options_;
   mutable std::mutex mu_;
@@ -71,6 +72,7 @@ class Relay {
   uint32_t slices_ = 0;
   uint32_t stripes_ = 1;
   std::vector<uint8_t> present_;
+  std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
   std::vector<uint32_t> children_;  // per stripe
 };
 

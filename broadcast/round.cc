@@ -81,7 +81,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   for (const MemberRecord& m : membership_.snapshot()) {
     if (std::find(spec.targets.begin(), spec.targets.end(), m.id) == spec.targets.end()) continue;
     targets.push_back(m.id);
-    in_plan.push_back({m.id, m.rate});
+    in_plan.push_back({m.id, m.rate, m.slow});
     directory[m.id] = m.rails;
     if (m.rate > 0) rates.push_back(m.rate);
   }
@@ -105,8 +105,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   if (log().should_log(spdlog::level::debug)) {
     std::string rates_text;
     for (const auto& m : in_plan) rates_text += fmt::format(" {}:{:.0f}MB/s", m.id, m.rate / 1e6);
-    log().debug("version {}: {} stripes of {}-byte slices; chains {}; rates{}", spec.version, stripes, slice_bytes,
-                fmt::format("{}", plan.chains), rates_text);
+    log().debug("version {}: {} stripes of {}-byte slices; chains {}; rates{}; slow {}", spec.version, stripes,
+                slice_bytes, fmt::format("{}", plan.chains), rates_text, fmt::format("{}", plan.slow));
   }
   result.slice_bytes = slice_bytes;
   result.stripes = stripes;
@@ -119,6 +119,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       it->second.arrived = 0;
       it->second.have.clear();
       it->second.failed_version = 0;
+      it->second.slow = std::find(plan.slow.begin(), plan.slow.end(), id) != plan.slow.end();
     }
   });
   const Json announce = {{"type", msg::kVersion},   {"version", spec.version},    {"base", spec.base},

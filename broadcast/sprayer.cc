@@ -91,6 +91,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   std::thread scheduler;
   bool stop = false;
   std::vector<uint8_t> done;
+  std::vector<uint8_t> skipped;  // done because the receiver gets them elsewhere: their bytes may not be here
   std::vector<uint16_t> live;  // non-expired copies per slice
   std::vector<uint8_t> queued;  // in `pending`
   std::vector<uint64_t> checksum;  // per slice, computed at its first send
@@ -314,7 +315,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       } else if (done_count > 0) {
         for (uint32_t k = 0; k < slices; ++k) {  // a delivered slice, sent again only to test the rail
           const uint32_t slice = next_duplicate++ % slices;
-          if (done[slice]) {
+          if (done[slice] && !skipped[slice]) {
             post(r, slice, true, now);
             break;
           }
@@ -482,6 +483,7 @@ Result<uint32_t> Sprayer::open(uint64_t transfer, const uint8_t* data, uint64_t 
   s.slice_bytes = slice_bytes;
   s.slices = static_cast<uint32_t>(count);
   s.done.assign(s.slices, 0);
+  s.skipped.assign(s.slices, 0);
   s.live.assign(s.slices, 0);
   s.queued.assign(s.slices, 0);
   s.offered.assign(s.slices, 0);
@@ -500,6 +502,17 @@ Result<uint32_t> Sprayer::open(uint64_t transfer, const uint8_t* data, uint64_t 
   s.opened = s.last_progress = now;
   s.finished = TimePoint{};
   return slice_bytes;
+}
+
+void Sprayer::offer(uint32_t slice, uint64_t checksum) {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.active || slice >= s.slices || s.offered[slice]) return;
+    s.checksum[slice] = checksum;
+    s.checksummed[slice] = 1;
+  }
+  offer(slice);
 }
 
 void Sprayer::offer(uint32_t slice) {
@@ -538,6 +551,7 @@ void Sprayer::skip(uint32_t slice) {
     ++s.offered_count;
   }
   s.done[slice] = 1;
+  s.skipped[slice] = 1;
   ++s.done_count;
   if (s.transfer_done()) s.finished = SteadyClock::now();
   s.cv.notify_all();

@@ -100,6 +100,10 @@ class Sprayer {
   // from the rails' rates when 0).
   Result<uint32_t> open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes = 0);
   void offer(uint32_t slice);
+  // Offers a slice whose checksum is already known (a relay forwards the checksum the slice
+  // arrived with, so that checksums are the producer's end to end and a slot whose bytes
+  // changed since is refused by the next receiver instead of passed on).
+  void offer(uint32_t slice, uint64_t checksum);
   void offer_all();
   void skip(uint32_t slice);
   Result<TransferResult> wait(Millis timeout = Millis::max());

@@ -66,16 +66,41 @@ TEST(Planner, BottleneckMembersGoToEveryTailSlowestLast) {
 
 TEST(Planner, BottlenecksAtSimilarRatesMoveNobody) {
   auto m = members(4, 1e9);
-  m[0].rate = 0.6e9;
+  m[0].rate = 0.8e9;
   const Plan plan = plan_chains(m, 4);
   std::set<uint32_t> heads;
   for (const auto& chain : plan.chains) heads.insert(chain.front());
   EXPECT_EQ(heads.size(), 4u);
 }
 
+TEST(Planner, ASlowMemberStaysAtTheTailsUntilItRecovers) {
+  auto m = members(4);
+  m[2].rate = 0.6e9;  // id 30: measured slow, the others kept up
+  m[3].rate = 1e9;
+  Plan plan = plan_chains(m, 4);
+  ASSERT_EQ(plan.slow, std::vector<uint32_t>{30});
+  // Next round, at the tails: the others kept up (0), nothing to compare with: it stays.
+  m[2].slow = true;
+  m[3].rate = 0;
+  plan = plan_chains(m, 4);
+  EXPECT_EQ(plan.slow, std::vector<uint32_t>{30});
+  for (const auto& chain : plan.chains) EXPECT_EQ(chain.back(), 30u);
+  // Above the slow threshold but under the recovery one: still at the tails.
+  m[2].rate = 0.8e9;
+  m[3].rate = 1e9;
+  EXPECT_EQ(plan_chains(m, 4).slow, std::vector<uint32_t>{30});
+  // Close enough to the best: back in the rotation.
+  m[2].rate = 0.95e9;
+  EXPECT_TRUE(plan_chains(m, 4).slow.empty());
+  // It kept up (0): not slow, whatever it was.
+  m[2].rate = 0;
+  EXPECT_TRUE(plan_chains(m, 4).slow.empty());
+}
+
 TEST(Planner, ARateDropCountsAtOnceOtherChangesAreSmoothed) {
   EXPECT_EQ(smoothed_rate(0, 5e8), 5e8);
   EXPECT_EQ(smoothed_rate(1e9, 3e8), 3e8);
+  EXPECT_EQ(smoothed_rate(1e9, 7e8), 7e8);
   EXPECT_EQ(smoothed_rate(1e9, 8e8), 9e8);
   EXPECT_EQ(smoothed_rate(4e8, 1.2e9), 8e8);
 }

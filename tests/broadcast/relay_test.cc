@@ -9,6 +9,7 @@
 #include "broadcast/relay.h"
 #include "broadcast/staging.h"
 #include "broadcast/tcp/listener.h"
+#include "core/hash.h"
 
 namespace deltacast {
 namespace {
@@ -43,12 +44,17 @@ std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
   return v;
 }
 
+uint64_t slice_checksum(const std::vector<uint8_t>& data, uint32_t slice) {
+  const size_t offset = size_t{slice} * kSliceBytes;
+  return xxh3_64(data.data() + offset, std::min<size_t>(kSliceBytes, data.size() - offset));
+}
+
 // Forwards a whole transfer, one stripe, to the child with id `id` at `to`.
 void forward_all(Relay& relay, uint64_t transfer, const std::vector<uint8_t>& data, uint32_t id, const Child& to) {
   relay.begin(transfer, data.data(), data.size(), kSliceBytes, 1, false);
   ASSERT_TRUE(relay.set_children({id}, {{id, to.listener->endpoints()}}, {}).ok());
   const uint32_t slices = static_cast<uint32_t>((data.size() + kSliceBytes - 1) / kSliceBytes);
-  for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i);
+  for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i, slice_checksum(data, i));
 }
 
 void expect_received(Child& child, uint64_t transfer, const std::vector<uint8_t>& data) {
@@ -66,7 +72,7 @@ TEST(Relay, ForwardsEverySliceToTheChildOfItsStripe) {
   ASSERT_TRUE(b.staging.expect(1, data.size(), kSliceBytes).ok());
   relay.begin(1, data.data(), data.size(), kSliceBytes, 2, false);
   ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
-  for (uint32_t i = 0; i < 11; ++i) relay.on_slice(1, i);
+  for (uint32_t i = 0; i < 11; ++i) relay.on_slice(1, i, slice_checksum(data, i));
   // Stripe 0 (even slices) goes to a, stripe 1 to b; nobody gets the other's.
   for (int spin = 0; spin < 500 && (a.staging.progress(1).arrived < 6 || b.staging.progress(1).arrived < 5); ++spin) {
     std::this_thread::sleep_for(milliseconds(10));

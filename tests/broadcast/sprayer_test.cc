@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -237,6 +238,42 @@ TEST(Sprayer, RelaysOfferSlicesAsTheyArriveAndSkipWhatTheChildHas) {
   b.sprayer->close();
   EXPECT_TRUE(b.delivered_exactly(1));
   EXPECT_EQ(b.staging.progress(1).duplicates, 0u) << "skipped slices were not sent again";
+}
+
+TEST(Sprayer, ProbesNeverSendSlicesThisSenderDoesNotHold) {
+  // A relay skips the slices another path delivers; their bytes are not here. A rail that comes
+  // back is probed with a delivered slice, never with a skipped one (it would go out with a
+  // checksum of whatever the memory holds, and a receiver still missing it would take it).
+  Bench b({150e6, 150e6}, fast_options(), 4 << 20, {{}, {FaultPlan::kRefuse}});
+  const uint32_t slice_bytes = 64 << 10;
+  const uint32_t slices = static_cast<uint32_t>(b.data.size() / slice_bytes);
+  std::vector<uint8_t> here(b.data.size(), 0xee);  // skipped slots hold stale bytes
+  ASSERT_TRUE(b.staging.expect(1, b.data.size(), slice_bytes).ok());
+  ASSERT_TRUE(b.sprayer->open(1, here.data(), here.size(), slice_bytes).ok());
+  for (uint32_t i = 0; i < 10; ++i) b.sprayer->skip(i);
+  for (uint32_t i = 10; i < 40; ++i) {
+    std::memcpy(here.data() + size_t{i} * slice_bytes, b.data.data() + size_t{i} * slice_bytes, slice_bytes);
+    b.sprayer->offer(i);
+  }
+  // Everything offered is delivered (over rail 0) before rail 1 works again: nothing is pending.
+  for (int i = 0; i < 200 && b.staging.progress(1).arrived < 30; ++i) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(b.staging.progress(1).arrived, 30u);
+  const uint64_t probes_before = b.sprayer->telemetry()[1].probes;
+  b.faulty[1]->set_plan({});
+  // The rail's backoff ends within a second or two; then it is probed while nothing is pending.
+  for (int i = 0; i < 40 && b.sprayer->telemetry()[1].probes == probes_before; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_GT(b.sprayer->telemetry()[1].probes, probes_before) << "the rail was never probed: the test proves nothing";
+  const auto present = b.staging.present(1);
+  for (uint32_t i = 0; i < 10; ++i) EXPECT_EQ(present[i], 0) << "skipped slice " << i << " was sent";
+  for (uint32_t i = 40; i < slices; ++i) {
+    std::memcpy(here.data() + size_t{i} * slice_bytes, b.data.data() + size_t{i} * slice_bytes, slice_bytes);
+    b.sprayer->offer(i);
+  }
+  auto r = b.sprayer->wait(milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  b.sprayer->close();
 }
 
 TEST(Sprayer, EmptyAndTinyTransfers) {
