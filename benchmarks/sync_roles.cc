@@ -64,6 +64,7 @@ Json VersionRow::to_json() const {
             {"wire_seconds", r.wire_seconds},
             {"apply_seconds", r.apply_seconds},
             {"staged_seconds", r.staged_by},
+            {"slow", r.slow},
             {"effective_gbps", r.seconds > 0 ? static_cast<double>(r.stats.dense_bytes) / r.seconds / 1e9 : 0.0},
             {"consumers", r.targets},
             {"committed", r.committed},

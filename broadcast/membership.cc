@@ -214,7 +214,20 @@ Status fold(const Json& m, MemberRecord& r, std::map<uint32_t, MemberRecord>& al
         auto c = all.find(child);
         const double rate = value.get<double>();
         if (c == all.end() || !(rate >= 0)) continue;
-        c->second.rate = smoothed_rate(c->second.rate, rate);
+        MemberRecord& child_record = c->second;
+        if (rate > 0) {
+          child_record.rate = smoothed_rate(child_record.rate, rate);
+          child_record.rate_from = r.id;
+          child_record.kept_up_rounds = 0;
+        } else if (!child_record.slow) {
+          child_record.rate = 0;
+        } else if (version != child_record.kept_up_version) {
+          // A slow member at the tails is fed by several parents at their own pace, and some of
+          // those links keep up even while its port is slow: it rejoins the chains only after
+          // kKeptUpRounds rounds in which no parent found it a bottleneck.
+          child_record.kept_up_version = version;
+          if (++child_record.kept_up_rounds >= kKeptUpRounds) child_record.rate = 0;
+        }
       }
     }
   } else if (type == msg::kCommitted) {

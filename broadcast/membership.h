@@ -46,6 +46,9 @@ struct MemberRecord {
   uint64_t base = 0;       // newest version of this epoch it holds staged or committed (0: none usable)
   uint64_t committed = 0;  // newest version of this epoch it committed
   double rate = 0;         // bytes/s its parents measured sending to it (0: unknown)
+  uint32_t rate_from = 0;  // the parent that measured `rate`
+  uint32_t kept_up_rounds = 0;   // while slow: rounds in which no parent found it a bottleneck
+  uint64_t kept_up_version = 0;  // the last of those rounds
   bool slow = false;       // placed at the tails by the last plan (planner.h)
   Status last_failure;     // why its last version failed, if it did
   uint64_t failed_version = 0;

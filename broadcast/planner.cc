@@ -16,22 +16,41 @@ uint32_t Plan::child(uint32_t id, uint32_t stripe) const {
 
 uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::clamp<size_t>(consumers, 1, 4)); }
 
-Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
+Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes, double reference) {
   Plan plan;
   if (members.empty() || stripes == 0) return plan;
-  // Members measured as a bottleneck at well under the best measured rate of the others are
-  // leaves; the rest rotate. (When the parents themselves are the limit, every link looks like a
-  // bottleneck at about the same rate, and nobody is moved.)
+  // Members measured as a bottleneck at well under the best measured rate (of the others, or
+  // remembered) are leaves; the rest rotate. (When the parents themselves are the limit, every
+  // link looks like a bottleneck at about the same rate, and nobody is moved.)
+  const auto find = [&](uint32_t id) -> const PlanMember* {
+    for (const auto& m : members) {
+      if (m.id == id) return &m;
+    }
+    return nullptr;
+  };
+  const auto explained = [&](const PlanMember& m) {
+    const PlanMember* parent = m.rate_from != 0 ? find(m.rate_from) : nullptr;
+    return parent != nullptr && parent->rate > 0 && m.rate >= kSlowFraction * parent->rate;
+  };
+  // The yardstick for one member: the median rate of the others measured as bottlenecks in their
+  // own right (a median, so that one lucky or unlucky link on busy cores moves nobody), or the
+  // remembered healthy rate when none was.
+  const auto yardstick = [&](const PlanMember& m) {
+    std::vector<double> rates;
+    for (const auto& o : members) {
+      if (o.id != m.id && o.rate > 0 && !o.slow && !explained(o)) rates.push_back(o.rate);
+    }
+    if (rates.empty()) return reference;
+    std::sort(rates.begin(), rates.end());
+    return rates[rates.size() / 2];
+  };
   std::vector<PlanMember> fast, slow;
   for (const auto& m : members) {
-    double best_other = 0;
-    for (const auto& o : members) {
-      if (o.id != m.id && !o.slow) best_other = std::max(best_other, o.rate);
-    }
     bool is_slow = false;
-    if (m.rate > 0) {
-      if (best_other > 0) {
-        is_slow = m.rate < (m.slow ? kRecoverFraction : kSlowFraction) * best_other;
+    if (m.rate > 0 && !explained(m)) {
+      const double healthy = yardstick(m);
+      if (healthy > 0) {
+        is_slow = m.rate < (m.slow ? kRecoverFraction : kSlowFraction) * healthy;
       } else {
         is_slow = m.slow;  // nothing to compare with: it stays where it is
       }
@@ -51,6 +70,18 @@ Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes) {
   }
   for (const auto& m : slow) plan.slow.push_back(m.id);
   return plan;
+}
+
+double next_reference_rate(double reference, const std::vector<PlanMember>& members, const Plan& plan) {
+  std::vector<double> rates;
+  for (const auto& m : members) {
+    const bool slow = std::find(plan.slow.begin(), plan.slow.end(), m.id) != plan.slow.end();
+    if (m.rate > 0 && !slow) rates.push_back(m.rate);
+  }
+  if (rates.empty()) return reference;
+  std::sort(rates.begin(), rates.end());
+  const double healthy = rates[rates.size() / 2];
+  return healthy >= reference ? healthy : 0.5 * (reference + healthy);
 }
 
 std::optional<double> receiver_rate(const LinkSample& sample) {

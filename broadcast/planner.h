@@ -23,6 +23,10 @@ struct PlanMember {
   // Receive rate (bytes/s) measured where the link into this member was the
   // bottleneck of its chain; 0 when it kept up (or was never measured).
   double rate = 0;
+  // The member whose link to this one measured `rate` (0: none). A port that is slow both ways
+  // makes the links into and out of its member bottlenecks: the child of a parent measured as
+  // slow as itself is explained by that parent and stays in the chains.
+  uint32_t rate_from = 0;
   // It sat at the tails in the last plan: it stays there until it keeps up, or
   // its rate comes within kRecoverFraction of the best (hysteresis, so that a
   // slow member does not bounce back into the chains whenever the others kept
@@ -44,15 +48,24 @@ struct Plan {
   uint32_t head(uint32_t stripe) const { return chains[stripe].empty() ? 0 : chains[stripe].front(); }
 };
 
-// A member measured as a bottleneck at under this fraction of the best measured rate of the
-// others is slow; a rate sample below this fraction of the last one counts at once
+// A member measured as a bottleneck at under this fraction of the healthy rate (the median
+// of the others' measured rates, or the one remembered from earlier rounds) is slow; a rate sample below this fraction of the last one counts at once
 // (smoothed_rate). A slow member at a tail delays nobody, so a false alarm costs little, and
 // one that was right saves every member downstream of it.
-inline constexpr double kSlowFraction = 0.75;
-// A slow member rejoins the chains once measured at this fraction of the best.
-inline constexpr double kRecoverFraction = 0.9;
+inline constexpr double kSlowFraction = 0.6;
+// A slow member rejoins the chains after this many rounds in which it kept up (membership.cc)...
+inline constexpr uint32_t kKeptUpRounds = 3;
+// ... or once measured at this fraction of the healthy rate.
+inline constexpr double kRecoverFraction = 0.8;
 
-Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes);
+// `reference`: the rate of a healthy member as measured in earlier rounds (0: none), to compare
+// with when this round's measurements hold no healthy member (the others kept up, or sat
+// downstream of the slow one and were starved by it).
+Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes, double reference = 0);
+
+// The healthy rate to remember after a plan: the median rate measured at members left in the
+// chains (moving down only gradually), or the old one when none was measured.
+double next_reference_rate(double reference, const std::vector<PlanMember>& members, const Plan& plan);
 
 // A member's rate after a new sample (0: none yet). A drop below kSlowFraction
 // counts at once, so that a node that turned slow leaves the middle of the

@@ -193,13 +193,17 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
   });
   const auto end = Clock::now();
   std::map<std::string, double> staged_by;
+  std::vector<std::string> slow;
   for (const MemberRecord& m : membership_->snapshot()) {
     if (auto it = result.staged_at.find(m.id); it != result.staged_at.end()) staged_by[m.name] = it->second;
+    const auto& tails = result.first_plan.slow;
+    if (std::find(tails.begin(), tails.end(), m.id) != tails.end()) slow.push_back(m.name);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     VersionReport& report = reports_[pending->version];
     report.staged_by = std::move(staged_by);
+    report.slow = std::move(slow);
     report.queue_seconds = seconds_between(pending->encoded, start);
     report.wire_seconds = result.staged_seconds;
     report.apply_seconds = result.max_apply_seconds;

@@ -52,6 +52,7 @@ struct VersionReport {
   double apply_seconds = 0;   // the slowest target's commit (apply)
   double seconds = 0;         // publish() called until every target committed
   std::map<std::string, double> staged_by;  // per target (by name): round start until it staged the version
+  std::vector<std::string> slow;            // targets measured slow, placed at the chains' tails (planner.h)
   uint32_t targets = 0;
   uint32_t committed = 0;
   uint32_t failed = 0;

@@ -81,7 +81,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   for (const MemberRecord& m : membership_.snapshot()) {
     if (std::find(spec.targets.begin(), spec.targets.end(), m.id) == spec.targets.end()) continue;
     targets.push_back(m.id);
-    in_plan.push_back({m.id, m.rate, m.slow});
+    in_plan.push_back({m.id, m.rate, m.rate_from, m.slow});
     directory[m.id] = m.rails;
     if (m.rate > 0) rates.push_back(m.rate);
   }
@@ -100,13 +100,15 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
                                    rate);
   const uint32_t slices = static_cast<uint32_t>((spec.bytes + slice_bytes - 1) / slice_bytes);
   stripes = std::max<uint32_t>(1, std::min(stripes, slices));
-  Plan plan = plan_chains(in_plan, stripes);
+  Plan plan = plan_chains(in_plan, stripes, reference_rate_);
+  reference_rate_ = next_reference_rate(reference_rate_, in_plan, plan);
   result.first_plan = plan;
   if (log().should_log(spdlog::level::debug)) {
     std::string rates_text;
     for (const auto& m : in_plan) rates_text += fmt::format(" {}:{:.0f}MB/s", m.id, m.rate / 1e6);
-    log().debug("version {}: {} stripes of {}-byte slices; chains {}; rates{}; slow {}", spec.version, stripes,
-                slice_bytes, fmt::format("{}", plan.chains), rates_text, fmt::format("{}", plan.slow));
+    log().debug("version {}: {} stripes of {}-byte slices; chains {}; rates{}; healthy {:.0f}MB/s; slow {}",
+                spec.version, stripes, slice_bytes, fmt::format("{}", plan.chains), rates_text, reference_rate_ / 1e6,
+                fmt::format("{}", plan.slow));
   }
   result.slice_bytes = slice_bytes;
   result.stripes = stripes;
@@ -183,7 +185,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (auto& m : in_plan) {
       if (auto r = membership_.member(m.id)) m.rate = r->rate;
     }
-    plan = plan_chains(in_plan, stripes);
+    plan = plan_chains(in_plan, stripes, reference_rate_);
     ++result.replans;
     std::map<uint32_t, std::vector<bool>> have;
     Json have_json = Json::object();

@@ -65,6 +65,7 @@ class RoundDriver {
   Membership& membership_;
   Relay& relay_;
   RoundOptions options_;
+  double reference_rate_ = 0;  // a healthy member's rate, remembered across rounds (planner.h)
 };
 
 }  // namespace deltacast

@@ -266,18 +266,40 @@ def others_staged_seconds(c, slow, repeats=3):
     return statistics.median(times)
 
 
-@pytest.mark.xfail(strict=False, reason="open: the slow consumer is found from bottleneck links only after a few "
-                   "versions, and not always; until then it holds up the chains it sits in")
+def test_a_throttled_consumer_is_found_and_moved_to_the_tails(cluster):
+    c = cluster(elements=1 << 25)  # 64 MiB full syncs
+    start_all(c)
+    c.wait(c.publish())
+    for _ in range(2):
+        report = c.wait(c.command("republish", "published")["version"])
+        assert report["committed"] == len(CONSUMERS), report
+    # c5's ports drop to 30%: the round that measures it (the link into it is the bottleneck of
+    # its chains) moves it to the tails for the next one, and it stays there; nobody else is.
+    c.set_rates("300mbit", ["c5"])
+    c.wait(c.command("republish", "published")["version"])
+    tails = []
+    for _ in range(3):
+        report = c.wait(c.command("republish", "published")["version"])
+        assert report["committed"] == len(CONSUMERS), report
+        tails.append(report["slow"])
+    print("consumers at the tails in the rounds after the throttle:", tails)
+    assert all("c5" in t for t in tails), tails
+    assert sum(len(t) for t in tails) <= 4, f"healthy consumers moved to the tails: {tails}"
+
+
+@pytest.mark.xfail(strict=False, reason="open: the slow consumer is found in the round that measures it and then "
+                   "stays at the tails, but on two cores the others' staged times vary by up to 20% between "
+                   "identical rounds, so a 15% bound is not met in every run")
 def test_a_throttled_consumer_does_not_slow_the_others(cluster):
     c = cluster(elements=1 << 25)  # 64 MiB full syncs
     start_all(c)
     c.wait(c.publish())
     before = others_staged_seconds(c, "c5")
     # c5's ports drop to 30% of their rate: measured slow (its links are the bottleneck of their
-    # chains), it moves to the tails of the chains within a few versions.
+    # chains), it moves to the tails of the chains.
     c.set_rates("300mbit", ["c5"])
-    others_staged_seconds(c, "c5", repeats=3)  # the rounds that measure it
-    after = others_staged_seconds(c, "c5")
+    others_staged_seconds(c, "c5", repeats=1)  # the round that measures it
+    after = others_staged_seconds(c, "c5", repeats=5)
     print(f"the others staged a 64 MiB full sync in {before:.3f} s; with c5 at 30%: {after:.3f} s")
     assert after <= 1.15 * before
 
