@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace deltacast {
 
@@ -19,35 +21,32 @@ uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::c
 Plan plan_chains(std::vector<PlanMember> members, uint32_t stripes, double reference) {
   Plan plan;
   if (members.empty() || stripes == 0) return plan;
-  // Members measured as a bottleneck at well under the best measured rate (of the others, or
+  // Members measured as a bottleneck at well under the healthy rate (of the others, or
   // remembered) are leaves; the rest rotate. (When the parents themselves are the limit, every
   // link looks like a bottleneck at about the same rate, and nobody is moved.)
-  const auto find = [&](uint32_t id) -> const PlanMember* {
-    for (const auto& m : members) {
-      if (m.id == id) return &m;
-    }
-    return nullptr;
-  };
-  const auto explained = [&](const PlanMember& m) {
-    const PlanMember* parent = m.rate_from != 0 ? find(m.rate_from) : nullptr;
-    return parent != nullptr && parent->rate > 0 && m.rate >= kSlowFraction * parent->rate;
-  };
+  // A member as slow as the parent that measured it is explained by that parent.
+  std::map<uint32_t, double> rate_of;
+  for (const auto& m : members) rate_of[m.id] = m.rate;
+  std::set<uint32_t> explained;
+  for (const auto& m : members) {
+    auto parent = rate_of.find(m.rate_from);
+    const bool as_slow = parent != rate_of.end() && parent->second > 0 && m.rate >= kSlowFraction * parent->second;
+    if (m.rate_from != 0 && as_slow) explained.insert(m.id);
+  }
   // The yardstick for one member: the median rate of the others measured as bottlenecks in their
   // own right (a median, so that one lucky or unlucky link on busy cores moves nobody), or the
   // remembered healthy rate when none was.
   const auto yardstick = [&](const PlanMember& m) {
     std::vector<double> rates;
     for (const auto& o : members) {
-      if (o.id != m.id && o.rate > 0 && !o.slow && !explained(o)) rates.push_back(o.rate);
+      if (o.id != m.id && o.rate > 0 && !o.slow && !explained.count(o.id)) rates.push_back(o.rate);
     }
-    if (rates.empty()) return reference;
-    std::sort(rates.begin(), rates.end());
-    return rates[rates.size() / 2];
+    return rates.empty() ? reference : upper_median(std::move(rates));
   };
   std::vector<PlanMember> fast, slow;
   for (const auto& m : members) {
     bool is_slow = false;
-    if (m.rate > 0 && !explained(m)) {
+    if (m.rate > 0 && !explained.count(m.id)) {
       const double healthy = yardstick(m);
       if (healthy > 0) {
         is_slow = m.rate < (m.slow ? kRecoverFraction : kSlowFraction) * healthy;
@@ -79,9 +78,14 @@ double next_reference_rate(double reference, const std::vector<PlanMember>& memb
     if (m.rate > 0 && !slow) rates.push_back(m.rate);
   }
   if (rates.empty()) return reference;
-  std::sort(rates.begin(), rates.end());
-  const double healthy = rates[rates.size() / 2];
+  const double healthy = upper_median(std::move(rates));
   return healthy >= reference ? healthy : 0.5 * (reference + healthy);
+}
+
+double upper_median(std::vector<double> rates) {
+  if (rates.empty()) return 0;
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  return rates[rates.size() / 2];
 }
 
 std::optional<double> receiver_rate(const LinkSample& sample) {

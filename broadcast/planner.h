@@ -28,9 +28,9 @@ struct PlanMember {
   // slow as itself is explained by that parent and stays in the chains.
   uint32_t rate_from = 0;
   // It sat at the tails in the last plan: it stays there until it keeps up, or
-  // its rate comes within kRecoverFraction of the best (hysteresis, so that a
-  // slow member does not bounce back into the chains whenever the others kept
-  // up and left nothing to compare it with).
+  // its rate comes within kRecoverFraction of the healthy rate (hysteresis, so
+  // that a slow member does not bounce back into the chains whenever the others
+  // kept up and left nothing to compare it with).
   bool slow = false;
 };
 
@@ -49,14 +49,17 @@ struct Plan {
 };
 
 // A member measured as a bottleneck at under this fraction of the healthy rate (the median
-// of the others' measured rates, or the one remembered from earlier rounds) is slow; a rate sample below this fraction of the last one counts at once
-// (smoothed_rate). A slow member at a tail delays nobody, so a false alarm costs little, and
+// of the others' measured rates, or the one remembered from earlier rounds) is slow; a rate
+// sample below this fraction of the last one counts at once (smoothed_rate). A slow member at a tail delays nobody, so a false alarm costs little, and
 // one that was right saves every member downstream of it.
 inline constexpr double kSlowFraction = 0.6;
 // A slow member rejoins the chains after this many rounds in which it kept up (membership.cc)...
 inline constexpr uint32_t kKeptUpRounds = 3;
 // ... or once measured at this fraction of the healthy rate.
 inline constexpr double kRecoverFraction = 0.8;
+
+// The upper median of `rates` (0 when empty): one outlier on busy cores moves it little.
+double upper_median(std::vector<double> rates);
 
 // `reference`: the rate of a healthy member as measured in earlier rounds (0: none), to compare
 // with when this round's measurements hold no healthy member (the others kept up, or sat

@@ -194,9 +194,9 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
   const auto end = Clock::now();
   std::map<std::string, double> staged_by;
   std::vector<std::string> slow;
+  const auto& tails = result.first_plan.slow;
   for (const MemberRecord& m : membership_->snapshot()) {
     if (auto it = result.staged_at.find(m.id); it != result.staged_at.end()) staged_by[m.name] = it->second;
-    const auto& tails = result.first_plan.slow;
     if (std::find(tails.begin(), tails.end(), m.id) != tails.end()) slow.push_back(m.name);
   }
   {

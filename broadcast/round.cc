@@ -90,8 +90,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   }
   if (targets.empty()) return result;
 
-  std::sort(rates.begin(), rates.end());
-  const double rate = rates.empty() ? options_.default_rate : rates[rates.size() / 2];
+  const double rate = rates.empty() ? options_.default_rate : upper_median(rates);
   uint32_t stripes = options_.stripes != 0 ? options_.stripes : default_stripes(targets.size());
   const uint32_t slice_bytes =
       options_.slice_bytes != 0
