@@ -25,7 +25,9 @@ def wire(*args, timeout=300):
 
 
 def test_spraying_fills_the_rails_and_beats_round_robin():
-    spray = wire("--bytes", str(512 * MIB), "--mode", "spray")
+    # The median of three transfers: on two shared cores a single transfer now and then loses 10% to a
+    # neighbour's burst, which says nothing about the sprayer.
+    spray = wire("--bytes", str(512 * MIB), "--mode", "spray", "--trials", "3")
     striped = wire("--bytes", str(256 * MIB), "--mode", "roundrobin", "--baseline-seconds", "0.5")
     print(f"spray {spray['aggregate_gbps']:.2f} Gbit/s, plain streams {spray['baseline_stream_gbps']:.2f}, "
           f"round robin {striped['aggregate_gbps']:.2f}")
