@@ -1,10 +1,12 @@
 // deltacast-bench wire: one transfer (or several trials) sprayed over several
-// TCP rails, with the plain-stream baseline measured in the same run, and
+// rails (TCP, or RDMA with --transport rdma), with the plain-stream baseline
+// (TCP) measured in the same run, and
 // optional faults (a rail cut and restored, a rail throttled) on namespace
 // rails. Sender and receiver run in one process (loopback rails by default,
 // --netns for two namespaces joined by shaped veth rails) or as separate
 // processes (--role recv / --role send) placed by hand.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "broadcast/staging.h"
 #include "broadcast/tcp/channel.h"
 #include "broadcast/tcp/listener.h"
+#include "broadcast/transport_select.h"
 #include "core/aligned_buffer.h"
 #include "core/hash.h"
 #include "testbed/netns_testbed.h"
@@ -29,6 +32,7 @@ namespace {
 
 struct WireArgs {
   std::string role = "both";
+  std::string transport = "tcp";
   int rails = 3;
   uint64_t bytes = 512ull << 20;
   std::string slice = "auto";
@@ -39,8 +43,10 @@ struct WireArgs {
   std::vector<std::string> rail_specs;
   uint64_t token = 0xdc;
   int trials = 1;
+  int connect_timeout_ms = 5000;
   double baseline_seconds = 1.0;
   int fail_rail = -1;
+  std::string fail_command;
   int fail_at_ms = 300;
   int restore_after_ms = -1;
   int throttle_rail = -1;
@@ -82,8 +88,9 @@ struct Setup {
     o.record_arrival_times = true;
     return o;
   }()};
-  std::unique_ptr<tcp::TcpListener> listener;
-  std::vector<tcp::TcpChannel*> channels;  // owned by the sprayer
+  TransportChoice transport;
+  std::unique_ptr<Listener> listener;
+  std::vector<Channel*> channels;  // owned by the sprayer
   std::unique_ptr<Sprayer> sprayer;
   std::vector<std::string> rail_names;
   AlignedBuffer receive;  // staging reused by every trial, touched once before timing (as a consumer's is)
@@ -94,17 +101,31 @@ int fail(const Status& s) {
   return 1;
 }
 
-Result<SprayOptions> spray_options(const WireArgs& args) {
+Result<SprayOptions> spray_options(const WireArgs& args, const Transport& transport) {
   SprayOptions o;
   DC_ASSIGN_OR_RETURN(o.mode, parse_spray_mode(args.mode));
+  const uint32_t largest = transport.capabilities().max_slice_bytes;
+  o.max_slice_bytes = std::min(o.max_slice_bytes, largest);
   if (args.slice != "auto") {
     char* end = nullptr;
     const uint64_t v = std::strtoull(args.slice.c_str(), &end, 10);
     const uint64_t unit = *end == 'k' || *end == 'K' ? 1024 : *end == 'm' || *end == 'M' ? 1 << 20 : 1;
-    if (v == 0 || v * unit > (64u << 20)) return invalid_argument("--slice '{}' is not a size up to 64M", args.slice);
+    if (v == 0 || v * unit > largest) {
+      return invalid_argument("--slice '{}' is not a size up to the {} transport's {} bytes", args.slice,
+                              transport.name(), largest);
+    }
     o.slice_bytes = static_cast<uint32_t>(v * unit);
   }
   return o;
+}
+
+bool wait_ready(const Channel& channel, Millis timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  while (!channel.ready()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return true;
 }
 
 // Channels for the sender side; rails as parsed or built.
@@ -115,26 +136,32 @@ Status connect_rails(const WireArgs& args, const std::vector<RailSpec>& rails, c
     options.token = args.token;
     options.rail_index = static_cast<uint32_t>(r);
     options.netns = netns;
-    auto channel = std::make_unique<tcp::TcpChannel>(rails[r], options);
+    DC_ASSIGN_OR_RETURN(auto channel, s.transport.transport->connect(rails[r], options));
     s.channels.push_back(channel.get());
     s.rail_names.push_back(rails[r].name);
     channels.push_back(std::move(channel));
   }
   for (auto* c : s.channels) {
-    if (!c->wait_ready(Millis(3000))) return unavailable("rail {} did not connect", c->rail().to_string());
+    if (!wait_ready(*c, Millis(args.connect_timeout_ms))) {
+      return unavailable("rail {} did not connect over {}", c->rail().to_string(), s.transport.transport->name());
+    }
   }
-  DC_ASSIGN_OR_RETURN(SprayOptions options, spray_options(args));
+  DC_ASSIGN_OR_RETURN(SprayOptions options, spray_options(args, *s.transport.transport));
   s.sprayer = std::make_unique<Sprayer>(std::move(channels), options);
   return Status();
 }
 
 // One plain TCP stream per rail, all at once, for baseline_seconds: the rails' combined rate.
+// Over another transport there is no plain stream to compare with (empty).
 std::vector<double> baseline_streams(Setup& s, double seconds) {
+  std::vector<tcp::TcpChannel*> streams;
+  for (Channel* c : s.channels) streams.push_back(dynamic_cast<tcp::TcpChannel*>(c));
+  if (seconds <= 0 || std::count(streams.begin(), streams.end(), nullptr) > 0) return {};
   std::vector<double> gbps(s.channels.size(), 0);
   std::vector<std::thread> threads;
   for (size_t r = 0; r < s.channels.size(); ++r) {
     threads.emplace_back([&, r] {
-      auto sent = s.channels[r]->stream_for(Millis(static_cast<int64_t>(seconds * 1000)));
+      auto sent = streams[r]->stream_for(Millis(static_cast<int64_t>(seconds * 1000)));
       if (sent.ok()) gbps[r] = 8.0 * static_cast<double>(*sent) / seconds / 1e9;
     });
   }
@@ -155,6 +182,12 @@ nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<
   const TimePoint start = SteadyClock::now();
   TimePoint restored{}, throttled{};
   std::thread faults([&] {
+    if (!args.fail_command.empty()) {  // a fault of the caller's own, on hosts placed by hand
+      std::this_thread::sleep_until(start + Millis(args.fail_at_ms));
+      const int rc = std::system(args.fail_command.c_str());
+      if (rc != 0) fmt::print(stderr, "deltacast-bench wire: --fail-command exited {}\n", rc);
+      return;
+    }
     if (!s.testbed) return;
     if (args.fail_rail >= 0) {
       std::this_thread::sleep_until(start + Millis(args.fail_at_ms));
@@ -242,6 +275,10 @@ void print_table(const nlohmann::json& report) {
   fmt::print("deltacast-bench wire: {} rails, {} per trial, mode {}, {}\n", report["rails"].get<int>(),
              human_bytes(report["bytes"].get<double>()), report["mode"].get<std::string>(),
              report["netns"].get<bool>() ? "namespaces" : "loopback");
+  if (!report["transport_fallback"].is_null()) {
+    fmt::print("  transport: {} ({})\n", report["transport"].get<std::string>(),
+               report["transport_fallback"].get<std::string>());
+  }
   fmt::print("  baseline (one plain TCP stream per rail, together): {:.2f} Gbit/s\n",
              report["baseline_stream_gbps"].get<double>());
   for (const auto& t : report["trials"]) {
@@ -304,7 +341,9 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   double shaped = 0;
   for (const auto& r : args.rail_rates) shaped += rate_to_bps(r) / 1e9;
   nlohmann::json report = {{"role", args.role},
-                           {"transport", "tcp"},
+                           {"transport", std::string(s.transport.transport->name())},
+                           {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
+                                                                                : nlohmann::json(s.transport.fallback)},
                            {"mode", args.mode},
                            {"netns", args.netns},
                            {"rails", static_cast<int>(rails.size())},
@@ -327,8 +366,18 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   return verified ? 0 : 1;
 }
 
+Status choose_transport(const WireArgs& args, Setup& s) {
+  DC_ASSIGN_OR_RETURN(s.transport, open_transport(args.transport));
+  if (args.netns && s.transport.transport->name() == "rdma") {
+    return invalid_argument("--netns needs --transport tcp: RDMA devices are not namespace-aware here; run "
+                            "--role recv and --role send on RDMA hosts instead");
+  }
+  return Status();
+}
+
 int run_both(const WireArgs& args) {
   Setup s;
+  if (Status st = choose_transport(args, s); !st.ok()) return fail(st);
   std::vector<RailSpec> rails;
   std::string send_ns, recv_ns;
   std::vector<Endpoint> listen;
@@ -349,7 +398,7 @@ int run_both(const WireArgs& args) {
   ListenOptions lo;
   lo.token = args.token;
   lo.netns = recv_ns;
-  auto listener = tcp::TcpListener::create(listen, &s.staging, lo);
+  auto listener = s.transport.transport->listen(listen, &s.staging, lo);
   if (!listener.ok()) return fail(listener.status());
   s.listener = std::move(listener).value();
   const auto endpoints = s.listener->endpoints();
@@ -374,6 +423,7 @@ int run_send(const WireArgs& args) {
   }
   if (rails.empty()) return fail(invalid_argument("--role send needs at least one --rail LOCAL=REMOTE:PORT"));
   Setup s;
+  if (Status st = choose_transport(args, s); !st.ok()) return fail(st);
   return run_sender_side(args, s, rails, "");
 }
 
@@ -391,11 +441,13 @@ int run_recv(const WireArgs& args) {
   StagingArea staging(so);
   ListenOptions lo;
   lo.token = args.token;
-  auto listener = tcp::TcpListener::create(listen, &staging, lo);
+  Setup chosen;
+  if (Status st = choose_transport(args, chosen); !st.ok()) return fail(st);
+  auto listener = chosen.transport.transport->listen(listen, &staging, lo);
   if (!listener.ok()) return fail(listener.status());
   std::string bound;
   for (const auto& e : (*listener)->endpoints()) bound += (bound.empty() ? "" : ",") + e.to_string();
-  fmt::print(stderr, "deltacast-bench wire: receiving on {}\n", bound);
+  fmt::print(stderr, "deltacast-bench wire: receiving on {} over {}\n", bound, chosen.transport.transport->name());
   std::vector<uint8_t> expected;
   bool all_verified = true;
   for (int t = 0; t < args.trials; ++t) {
@@ -411,6 +463,7 @@ int run_recv(const WireArgs& args) {
     const TimePoint last = p.arrival.empty() ? p.started : *std::max_element(p.arrival.begin(), p.arrival.end());
     const double seconds = std::chrono::duration<double>(last - first).count();
     nlohmann::json report = {{"role", "recv"},
+                             {"transport", std::string(chosen.transport.transport->name())},
                              {"transfer", *id},
                              {"bytes", received.size()},
                              {"seconds", seconds},
@@ -429,8 +482,10 @@ int run_recv(const WireArgs& args) {
 
 void add_wire_command(CLI::App& app) {
   auto args = std::make_shared<WireArgs>();
-  CLI::App* cmd = app.add_subcommand("wire", "Spray a transfer over several TCP rails, against plain streams");
+  CLI::App* cmd = app.add_subcommand("wire", "Spray a transfer over several rails, against plain TCP streams");
   cmd->add_option("--role", args->role, "both (one process), send or recv")->capture_default_str()->check(CLI::IsMember({"both", "send", "recv"}));
+  cmd->add_option("--transport", args->transport, "tcp, rdma (TCP where there is no RDMA device, saying so) or auto")
+      ->capture_default_str()->check(CLI::IsMember({"tcp", "rdma", "auto"}));
   cmd->add_option("--rails", args->rails, "Rails (role both)")->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--bytes", args->bytes, "Bytes per transfer (recv: the most it accepts)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--slice", args->slice, "Slice size: auto (bandwidth x latency) or a size like 256k")->capture_default_str();
@@ -440,9 +495,12 @@ void add_wire_command(CLI::App& app) {
   cmd->add_option("--listen", args->listen, "recv: addresses to listen on, ADDR[:PORT]")->delimiter(',');
   cmd->add_option("--rail", args->rail_specs, "send: a rail LOCAL=REMOTE:PORT (repeat per rail)");
   cmd->add_option("--token", args->token, "Shared token of sender and receiver")->capture_default_str();
+  cmd->add_option("--connect-timeout", args->connect_timeout_ms, "ms to wait for every rail to connect")->capture_default_str();
   cmd->add_option("--trials", args->trials, "Transfers to run (medians reported)")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->add_option("--baseline-seconds", args->baseline_seconds, "Duration of the plain-stream baseline")->capture_default_str();
   cmd->add_option("--fail-rail", args->fail_rail, "With --netns: take this rail's link down mid-transfer");
+  cmd->add_option("--fail-command", args->fail_command, "Run this shell command --fail-at ms into each transfer "
+                  "(a fault on hosts placed by hand, e.g. 'ip link set eth1 down')");
   cmd->add_option("--fail-at", args->fail_at_ms, "... this many ms into the transfer")->capture_default_str();
   cmd->add_option("--restore-after", args->restore_after_ms, "... and bring it back this many ms later");
   cmd->add_option("--throttle-rail", args->throttle_rail, "With --netns: throttle this rail mid-transfer");

@@ -1,0 +1,37 @@
+#include "broadcast/transport_select.h"
+
+#include "broadcast/tcp/transport.h"
+#include "core/log.h"
+#if DELTACAST_HAVE_RDMA
+#include "broadcast/rdma/transport.h"
+#include "broadcast/verbs/devices.h"
+#endif
+
+namespace deltacast {
+
+bool rdma_built() { return DELTACAST_HAVE_RDMA != 0; }
+
+Result<TransportChoice> open_transport(std::string_view name) {
+  TransportChoice choice;
+  if (name == "tcp") {
+    choice.transport = std::make_unique<tcp::TcpTransport>();
+    return choice;
+  }
+  if (name != "rdma" && name != "auto") return invalid_argument("unknown transport '{}' (tcp, rdma or auto)", name);
+#if DELTACAST_HAVE_RDMA
+  auto ports = verbs::discover_rdma_ports();
+  if (ports.ok()) {
+    choice.transport = std::make_unique<rdma::RdmaTransport>();
+    return choice;
+  }
+  choice.fallback = ports.status().message();
+#else
+  choice.fallback = "this build has no RDMA support (rdma-core's libibverbs-dev and librdmacm-dev were missing)";
+#endif
+  choice.fallback += "; using TCP";
+  log().warn("{}", choice.fallback);
+  choice.transport = std::make_unique<tcp::TcpTransport>();
+  return choice;
+}
+
+}  // namespace deltacast
