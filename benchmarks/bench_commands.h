@@ -9,5 +9,6 @@ void add_codec_command(CLI::App& app);
 void add_kernels_command(CLI::App& app);
 void add_wire_command(CLI::App& app);
 void add_sync_command(CLI::App& app);
+void add_rails_command(CLI::App& app);
 
 }  // namespace deltacast::bench

@@ -119,11 +119,16 @@ Status RdmaChannel::connect_once() {
   sockaddr_in local{}, remote{};
   DC_RETURN_IF_ERROR(to_sockaddr(Endpoint{rail_.local.host, 0}, &local));
   DC_RETURN_IF_ERROR(to_sockaddr(rail_.remote, &remote));
-  const auto deadline = Clock::now() + options_.connect_timeout;
-  const int timeout_ms = static_cast<int>(options_.connect_timeout.count());
+  // The handshake takes several round trips through the receiver's kernel and its serving
+  // thread: more than a TCP connect, hence a floor.
+  const Millis connect_timeout = std::max(options_.connect_timeout, Millis(3000));
+  const auto deadline = Clock::now() + connect_timeout;
+  const int timeout_ms = static_cast<int>(connect_timeout.count());
   // Each step's event must be the one expected; anything else fails the attempt, named.
   const auto expect = [&](rdma_cm_event_type wanted, const char* step) -> Result<rdma_cm_event*> {
-    DC_ASSIGN_OR_RETURN(rdma_cm_event * event, next_cm_event(c->events, deadline));
+    auto next = next_cm_event(c->events, deadline);
+    if (!next.ok()) return next.status().with_context(step);
+    rdma_cm_event* event = *next;
     if (event->event == wanted) return event;
     std::string why = rdma_event_str(event->event);
     if (event->event == RDMA_CM_EVENT_REJECTED) {
@@ -163,6 +168,7 @@ Status RdmaChannel::connect_once() {
   param.retry_count = config_.timeouts.retry_count;
   param.rnr_retry_count = config_.timeouts.rnr_retry;
   if (rdma_connect(c->id, &param) != 0) return unavailable("rdma_connect: {}", std::strerror(errno));
+  log().debug("rdma: {}: connect request sent (queue pair {})", rail_.to_string(), c->queues.qp->qp_num);
   // The queue pair is ours (not rdma_cm's), so the response comes to us to finish the handshake.
   DC_ASSIGN_OR_RETURN(rdma_cm_event * response, expect(RDMA_CM_EVENT_CONNECT_RESPONSE, "connecting"));
   auto accepted = decode_accept(static_cast<const uint8_t*>(response->param.conn.private_data),
@@ -196,8 +202,8 @@ Status RdmaChannel::connect_once() {
   max_slice_bytes_ = c->slot_bytes - static_cast<uint32_t>(kSlotHeaderBytes);
   connection_ = std::move(c);
   connected_ = true;
-  log().debug("rdma: {} connected on {} port {}, {} slots of {} bytes", rail_.to_string(), device,
-              connection_->id->port_num, slots, connection_->slot_bytes);
+  log().debug("rdma: {} connected on {} port {} (queue pair {}), {} slots of {} bytes", rail_.to_string(), device,
+              connection_->id->port_num, connection_->queues.qp->qp_num, slots, connection_->slot_bytes);
   return Status();
 }
 

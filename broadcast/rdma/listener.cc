@@ -104,17 +104,20 @@ void RdmaListener::note_drop(const std::string& peer, const Status& why) {
 }
 
 void RdmaListener::run() {
+  bool busy = false;
   while (!closed_) {
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {events_->fd, POLLIN, 0}};
-    std::vector<Device*> order;
-    for (auto& [context, d] : devices_) {
-      fds.push_back({d.completions->fd, POLLIN, 0});
-      order.push_back(&d);
-    }
-    poll(fds.data(), fds.size(), 100);
+    for (auto& [context, d] : devices_) fds.push_back({d.completions->fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), busy ? 0 : 100);
     rdma_cm_event* event = nullptr;
     while (rdma_get_cm_event(events_, &event) == 0) on_cm_event(event);
-    for (Device* d : order) on_completions(*d);
+    for (auto& [context, d] : devices_) rearm(d);
+    // A few completions per connection per turn: rails are served in turn, and connection
+    // requests are answered between slots, not after a whole backlog.
+    busy = false;
+    std::vector<Connection*> turn;
+    for (auto& [raw, owned] : connections_) turn.push_back(raw);
+    for (Connection* c : turn) busy = serve_some(c) || busy;
     uint64_t drained = 0;
     (void)!read(wake_fd_, &drained, sizeof(drained));
   }
@@ -138,7 +141,8 @@ void RdmaListener::on_cm_event(rdma_cm_event* event) {
   if (type == RDMA_CM_EVENT_ESTABLISHED) {
     log().debug("rdma: connection from {} established", it->second->peer);
   } else if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-             type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE) {
+             type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE ||
+             type == RDMA_CM_EVENT_REJECTED) {  // the sender gave up before our accept reached it
     drop(it->second, unavailable("{}", rdma_event_str(type)));
   }
 }
@@ -218,43 +222,44 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
     c->ack_registration = verbs::Registration();
     return refuse(id, peer, s);
   }
+  log().debug("rdma: accepted {} (queue pair {}), {} slots of {} bytes", peer, c->queues.qp->qp_num, c->slot_count,
+              c->slot_bytes);
   by_id_[id] = c.get();
   Connection* raw = c.get();
   connections_[raw] = std::move(c);
   live_ = connections_.size();
 }
 
-void RdmaListener::on_completions(Device& device) {
+void RdmaListener::rearm(Device& device) {
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   while (ibv_get_cq_event(device.completions, &cq, &context) == 0) {
     ibv_ack_cq_events(cq, 1);
-    // A connection dropped meanwhile (its address maybe reused by a new one) is not this CQ's.
-    auto it = connections_.find(static_cast<Connection*>(context));
-    if (it == connections_.end() || it->second->queues.cq != cq) continue;
-    Connection* c = it->second.get();
-    ibv_req_notify_cq(cq, 0);
-    ibv_wc wc[16];
-    for (;;) {
-      auto n = poll_completions(c->queues.cq, wc, 16);
-      if (!n.ok() || *n == 0) break;
-      Status failed;
-      for (int i = 0; i < *n && failed.ok(); ++i) {
-        if (wc[i].status != IBV_WC_SUCCESS) {
-          failed = unavailable("work completion failed: {}", ibv_wc_status_str(wc[i].status));
-        } else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-          failed = serve_slot(*c, ntohl(wc[i].imm_data));
-          if (failed.ok()) failed = c->queues.queue_pair->post_recv(wc[i].wr_id, {});
-        } else if (wc[i].opcode == IBV_WC_RECV) {
-          failed = corrupt("a send where only writes with immediate belong");
-        }
-      }
-      if (!failed.ok()) {
-        drop(c, failed);
-        break;
-      }
+    ibv_req_notify_cq(cq, 0);  // every CQ is polled after this, so nothing arriving now is missed
+  }
+}
+
+bool RdmaListener::serve_some(Connection* c) {
+  if (connections_.find(c) == connections_.end()) return false;  // dropped earlier in this turn
+  ibv_wc wc[4];
+  auto n = poll_completions(c->queues.cq, wc, 4);
+  if (!n.ok()) {
+    drop(c, n.status());
+    return false;
+  }
+  Status failed;
+  for (int i = 0; i < *n && failed.ok(); ++i) {
+    if (wc[i].status != IBV_WC_SUCCESS) {
+      failed = unavailable("work completion failed: {}", ibv_wc_status_str(wc[i].status));
+    } else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      failed = serve_slot(*c, ntohl(wc[i].imm_data));
+      if (failed.ok()) failed = c->queues.queue_pair->post_recv(wc[i].wr_id, {});
+    } else if (wc[i].opcode == IBV_WC_RECV) {
+      failed = corrupt("a send where only writes with immediate belong");
     }
   }
+  if (!failed.ok()) drop(c, failed);
+  return *n > 0;
 }
 
 Status RdmaListener::serve_slot(Connection& c, uint32_t imm) {

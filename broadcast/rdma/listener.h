@@ -53,7 +53,9 @@ class RdmaListener : public Listener {
   void on_cm_event(rdma_cm_event* event);
   void accept(rdma_cm_id* id, const void* private_data, size_t length);
   Result<Device*> device_for(ibv_context* context);
-  void on_completions(Device& device);
+  void rearm(Device& device);
+  // Serves up to a few of the connection's completions; true when there were any.
+  bool serve_some(Connection* c);
   Status serve_slot(Connection& c, uint32_t imm);
   void drop(Connection* c, const Status& why);
   void refuse(rdma_cm_id* id, const std::string& peer, const Status& why);

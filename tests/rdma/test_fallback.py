@@ -30,3 +30,14 @@ def test_an_unknown_transport_is_refused():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "carrier-pigeon" in out.stderr
+
+
+@pytest.mark.skipif(has_rdma_device(), reason="this machine has an RDMA device")
+def test_rail_discovery_says_why_there_are_no_rdma_ports():
+    out = subprocess.run([os.path.join(BIN, "deltacast-bench"), "rails", "--json"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["rdma_ports"] == []
+    assert report["rdma_unavailable"]
+    assert all("name" in n and "numa_node" in n for n in report["nics"])

@@ -69,13 +69,14 @@ def read_json(path):
 def test_a_cut_rail_mid_transfer_over_soft_roce(vm_parts):
     bench = os.path.join(BIN, "deltacast-bench")
     listen = ",".join(f"198.18.{i}.2:{p}" for i, p in enumerate(PORTS))
-    receiver = (f"DELTACAST_LOG=info {bench} wire --role recv --transport rdma --listen {listen} --bytes {BYTES} "
+    receiver = (f"DELTACAST_LOG=debug {bench} wire --role recv --transport rdma --listen {listen} --bytes {BYTES} "
                 f"--json --seed 7 > /mnt/recv.json 2> /mnt/recv.log")
     rails = " ".join(f"--rail 198.18.{i}.1=198.18.{i}.2:{p}" for i, p in enumerate(PORTS))
     # First a sender with the wrong token: refused, with the reason, on every attempt.
     intruder = (f"DELTACAST_LOG=debug {bench} wire --role send --transport rdma {rails} --bytes {MIB} --token 666 "
                 f"--baseline-seconds 0 --connect-timeout 15000 > /dev/null 2> /mnt/intruder.log && exit 9\n")
-    sender = intruder + (f"DELTACAST_LOG=debug {bench} wire --role send --transport rdma {rails} --bytes {BYTES} --json --seed 7 "
+    discovery = f"{bench} rails --json > /mnt/rails.json\n"
+    sender = discovery + intruder + (f"DELTACAST_LOG=debug {bench} wire --role send --transport rdma {rails} --bytes {BYTES} --json --seed 7 "
               f"--baseline-seconds 0 --connect-timeout 30000 --fail-command 'ip link set eth1 down' --fail-at 400 "
               f"> /mnt/send.json 2> /mnt/send.log")
     work, rc_sender, rc_receiver, sender_log, receiver_log = run_pair(vm_parts, receiver, sender)
@@ -98,6 +99,9 @@ def test_a_cut_rail_mid_transfer_over_soft_roce(vm_parts):
     assert cut["state"] != "healthy" or sent["trials"][0]["resent_slices"] > 0, context
     assert kept["bytes"] > cut["bytes"]
     assert "port down" in send_err, "the port event should pause the cut rail at once"
+    rails_found = read_json(os.path.join(work, "sender", "rails.json"))["rdma_ports"]
+    found = {(p["device"], p["netdev"], tuple(p["ipv4"]), p["active"]) for p in rails_found}
+    assert found == {("rxe0", "eth0", ("198.18.0.1",), True), ("rxe1", "eth1", ("198.18.1.1",), True)}, rails_found
     intruder_err = open(os.path.join(work, "sender", "intruder.log")).read()
     assert "wrong token" in intruder_err, intruder_err[-2000:]
     assert "wrong token" in recv_err, "the receiver logs why it refused"
