@@ -6,6 +6,7 @@
 // --netns for two namespaces joined by shaped veth rails) or as separate
 // processes (--role recv / --role send) placed by hand.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -320,8 +321,15 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   }
   nlohmann::json trials = nlohmann::json::array();
   bool verified = true;
+  // A --role recv peer may outlive this process and refuses ids it already finished, so a separate
+  // sender numbers its transfers from the wall clock (later processes get larger ids).
+  const uint64_t first_id =
+      s.listener ? 1
+                 : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count()) * 128;
   for (int t = 0; t < args.trials; ++t) {
-    nlohmann::json trial = run_trial(args, s, static_cast<uint64_t>(t + 1), data);
+    nlohmann::json trial = run_trial(args, s, first_id + static_cast<uint64_t>(t), data);
     verified = verified && !trial.contains("error") && trial.value("verified", false);
     trials.push_back(trial);
     if (s.testbed) {  // every trial starts with every rail up and at its rate

@@ -72,9 +72,15 @@ void RdmaChannel::wake() {
 void RdmaChannel::send(const SliceRef& slice, const uint8_t* data, SliceDone done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(Record{slice, data, std::move(done)});
+    if (!finished_) {
+      queue_.push_back(Record{slice, data, std::move(done)});
+      wake();  // the connection thread (or close()) completes it
+      return;
+    }
   }
-  wake();  // closed or not, the thread (or close()) completes it, never send() itself
+  // Closed for good: nothing will take the record, and send() itself must not call `done`.
+  std::thread([done = std::move(done), why = unavailable("{}: channel closed", rail_.to_string())] { done(why); })
+      .detach();
 }
 
 void RdmaChannel::reset() {
@@ -93,6 +99,7 @@ void RdmaChannel::close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(queue_);
+    finished_ = true;
   }
   for (auto& r : left) finish(std::move(r), unavailable("{}: channel closed", rail_.to_string()));
 }

@@ -1,6 +1,8 @@
 // The RDMA backend's sender end of a rail: one reliable connection from the
 // rail's local address, kept up by one thread that connects (reconnecting
-// with backoff), copies each slice into a registered send slot, writes it
+// with backoff), copies each slice into a registered send slot (the caller's
+// memory is not registered: pinning each caller buffer would cost more than
+// the copy, and its lifetime is the caller's), writes it
 // into the receiver's matching slot, and completes it when the receiver's
 // acknowledgement comes back. A failed work completion (a retry timeout after
 // a silent loss, a flushed queue), a disconnect, or the port going down fails
@@ -59,6 +61,7 @@ class RdmaChannel : public Channel {
   int wake_fd_ = -1;
   std::mutex mu_;
   std::deque<Record> queue_;
+  bool finished_ = false;  // under mu_: close() has drained the queue for the last time
   std::atomic<bool> closed_{false};
   std::atomic<bool> reset_requested_{false};
   std::atomic<bool> connected_{false};
