@@ -49,14 +49,28 @@ Result<RailSpec> parse_rail(std::string_view text, uint16_t default_port) {
   return RailSpec{local, remote, ""};
 }
 
-namespace {
-
 std::string read_line(const std::filesystem::path& p) {
   std::ifstream in(p);
   std::string line;
   std::getline(in, line);
   return line;
 }
+
+std::vector<std::string> ipv4_addresses(const std::string& interface) {
+  std::vector<std::string> out;
+  ifaddrs* addrs = nullptr;
+  if (interface.empty() || getifaddrs(&addrs) != 0) return out;
+  for (ifaddrs* a = addrs; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || interface != a->ifa_name) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    out.emplace_back(text);
+  }
+  freeifaddrs(addrs);
+  return out;
+}
+
+namespace {
 
 int64_t read_number(const std::filesystem::path& p, int64_t fallback) {
   const std::string s = read_line(p);
@@ -80,20 +94,9 @@ std::vector<NicInfo> discover_nics(const std::string& sysfs_root) {
     const auto device = std::filesystem::read_symlink(entry.path() / "device", ec);
     if (!ec) nic.pci_path = device.filename().string();
     ec.clear();
+    const auto addresses = ipv4_addresses(nic.name);
+    if (!addresses.empty()) nic.address = addresses.front();
     nics.push_back(nic);
-  }
-  ifaddrs* addrs = nullptr;
-  if (getifaddrs(&addrs) == 0) {
-    for (ifaddrs* a = addrs; a != nullptr; a = a->ifa_next) {
-      if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-      for (auto& nic : nics) {
-        if (nic.name != a->ifa_name || !nic.address.empty()) continue;
-        char text[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
-        nic.address = text;
-      }
-    }
-    freeifaddrs(addrs);
   }
   std::sort(nics.begin(), nics.end(), [](const NicInfo& a, const NicInfo& b) { return a.name < b.name; });
   return nics;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,11 @@ struct NicInfo {
   std::string pci_path;  // e.g. 0000:17:00.0, empty for virtual devices
   bool up = false;
 };
+
+// The first line of a (sysfs) file, empty when it cannot be read.
+std::string read_line(const std::filesystem::path& path);
+// The IPv4 addresses of a network interface, in the order getifaddrs lists them.
+std::vector<std::string> ipv4_addresses(const std::string& interface);
 
 // NICs of this machine (loopback left out), from /sys/class/net and getifaddrs.
 std::vector<NicInfo> discover_nics(const std::string& sysfs_root = "/sys/class/net");

@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -16,45 +15,29 @@ namespace deltacast::rdma {
 
 namespace {
 
-constexpr uint64_t kRecvTag = 1ull << 32;  // wr_id of an acknowledgement receive; writes use the slot index
 constexpr int kPollMs = 50;
-
-std::string printable(const void* data, size_t length) {
-  std::string out;
-  const auto* p = static_cast<const char*>(data);
-  for (size_t i = 0; p != nullptr && i < length && p[i] != 0; ++i) out += std::isprint(p[i]) ? p[i] : '?';
-  return out;
-}
 
 }  // namespace
 
 struct RdmaChannel::Connection {
-  rdma_event_channel* events = nullptr;
-  rdma_cm_id* id = nullptr;
-  ibv_pd* pd = nullptr;
-  QueueResources queues;
+  std::unique_ptr<Dialed> link;
   AlignedBuffer send_slots;
   verbs::Registration send_registration;
-  AlignedBuffer acks;
-  verbs::Registration ack_registration;
-  AcceptData remote;
   uint32_t slot_bytes = 0;
   std::unique_ptr<verbs::SlotTable> table;
   int subscription = 0;
 
   ~Connection() {
     if (subscription != 0) verbs::device_events().unsubscribe(subscription);
-    send_registration = verbs::Registration();
-    ack_registration = verbs::Registration();
-    queues.destroy();
-    if (pd != nullptr) ibv_dealloc_pd(pd);
-    if (id != nullptr) rdma_destroy_id(id);
-    if (events != nullptr) rdma_destroy_event_channel(events);
+    send_registration = verbs::Registration();  // before the protection domain goes with the link
   }
 };
 
 RdmaChannel::RdmaChannel(RailSpec rail, ChannelOptions options, RdmaConfig config)
-    : rail_(std::move(rail)), options_(std::move(options)), config_(config) {
+    : rail_(std::move(rail)),
+      options_(std::move(options)),
+      config_(config),
+      silence_limit_(std::max<Millis>(Millis(500), 10 * options_.heartbeat)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { run(); });
 }
@@ -119,106 +102,44 @@ void RdmaChannel::finish(Record record, Status result) {
 
 Status RdmaChannel::connect_once() {
   auto c = std::make_unique<Connection>();
-  c->events = rdma_create_event_channel();
-  if (c->events == nullptr) return io_error("rdma_create_event_channel: {}", std::strerror(errno));
-  fcntl(c->events->fd, F_SETFL, fcntl(c->events->fd, F_GETFL) | O_NONBLOCK);
-  if (rdma_create_id(c->events, &c->id, this, RDMA_PS_TCP) != 0) return io_error("rdma_create_id: {}", std::strerror(errno));
-  sockaddr_in local{}, remote{};
-  DC_RETURN_IF_ERROR(to_sockaddr(Endpoint{rail_.local.host, 0}, &local));
-  DC_RETURN_IF_ERROR(to_sockaddr(rail_.remote, &remote));
   // The handshake takes several round trips through the receiver's kernel and its serving
   // thread: more than a TCP connect, hence a floor.
   const Millis connect_timeout = std::max(options_.connect_timeout, Millis(3000));
-  const auto deadline = Clock::now() + connect_timeout;
-  const int timeout_ms = static_cast<int>(connect_timeout.count());
-  // Each step's event must be the one expected; anything else fails the attempt, named.
-  const auto expect = [&](rdma_cm_event_type wanted, const char* step) -> Result<rdma_cm_event*> {
-    auto next = next_cm_event(c->events, deadline);
-    if (!next.ok()) return next.status().with_context(step);
-    rdma_cm_event* event = *next;
-    if (event->event == wanted) return event;
-    std::string why = rdma_event_str(event->event);
-    if (event->event == RDMA_CM_EVENT_REJECTED) {
-      const std::string reason = printable(event->param.conn.private_data, event->param.conn.private_data_len);
-      why += reason.empty() ? " (no RDMA listener there?)" : ": " + reason;
-    }
-    rdma_ack_cm_event(event);
-    return unavailable("{}: {}", step, why);
-  };
-  if (rdma_resolve_addr(c->id, reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&remote), timeout_ms) != 0) {
-    return unavailable("rdma_resolve_addr: {}", std::strerror(errno));
-  }
-  DC_ASSIGN_OR_RETURN(rdma_cm_event * resolved, expect(RDMA_CM_EVENT_ADDR_RESOLVED, "resolving the address"));
-  rdma_ack_cm_event(resolved);
-  if (rdma_resolve_route(c->id, timeout_ms) != 0) return unavailable("rdma_resolve_route: {}", std::strerror(errno));
-  DC_ASSIGN_OR_RETURN(rdma_cm_event * routed, expect(RDMA_CM_EVENT_ROUTE_RESOLVED, "resolving the route"));
-  rdma_ack_cm_event(routed);
-
-  c->pd = ibv_alloc_pd(c->id->verbs);
-  if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
-  const uint32_t depth = config_.slots_per_connection;
-  DC_RETURN_IF_ERROR(c->queues.create(c->id, c->pd, depth, config_.timeouts, nullptr, this));
-  DC_RETURN_IF_ERROR(c->queues.queue_pair->to_init());
-  c->acks = AlignedBuffer(depth * kAckBytes);
-  DC_ASSIGN_OR_RETURN(c->ack_registration, verbs::register_host(c->pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
-  for (uint32_t i = 0; i < depth; ++i) {
-    DC_RETURN_IF_ERROR(c->queues.queue_pair->post_recv(
-        kRecvTag | i, {c->acks.data() + i * kAckBytes, static_cast<uint32_t>(kAckBytes), c->ack_registration.lkey()}));
-  }
-
-  uint8_t hello[kConnectBytes];
-  encode_connect(ConnectData{options_.token, options_.rail_index}, hello);
-  rdma_conn_param param{};
-  param.private_data = hello;
-  param.private_data_len = sizeof(hello);
-  param.qp_num = c->queues.qp->qp_num;
-  param.retry_count = config_.timeouts.retry_count;
-  param.rnr_retry_count = config_.timeouts.rnr_retry;
-  if (rdma_connect(c->id, &param) != 0) return unavailable("rdma_connect: {}", std::strerror(errno));
-  log().debug("rdma: {}: connect request sent (queue pair {})", rail_.to_string(), c->queues.qp->qp_num);
-  // The queue pair is ours (not rdma_cm's), so the response comes to us to finish the handshake.
-  DC_ASSIGN_OR_RETURN(rdma_cm_event * response, expect(RDMA_CM_EVENT_CONNECT_RESPONSE, "connecting"));
-  auto accepted = decode_accept(static_cast<const uint8_t*>(response->param.conn.private_data),
-                                response->param.conn.private_data_len);
-  rdma_ack_cm_event(response);
-  if (!accepted.ok()) {
-    rdma_reject(c->id, nullptr, 0);
-    return accepted.status();
-  }
-  c->remote = *accepted;
-  c->slot_bytes = c->remote.slot_bytes;
-  DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_receive());
-  DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_send());
-  if (rdma_establish(c->id) != 0) return unavailable("rdma_establish: {}", std::strerror(errno));
-
-  const uint32_t slots = std::min(c->remote.slot_count, depth);
+  DC_ASSIGN_OR_RETURN(c->link, dial(rail_, ConnectData{options_.token, options_.rail_index}, config_.slots_per_connection,
+                                    config_.timeouts, connect_timeout));
+  Dialed& link = *c->link;
+  c->slot_bytes = link.remote.slot_bytes;
+  const uint32_t slots = std::min(link.remote.slot_count, config_.slots_per_connection);
   c->table = std::make_unique<verbs::SlotTable>(slots);
   c->send_slots = AlignedBuffer(static_cast<size_t>(slots) * c->slot_bytes);
-  DC_ASSIGN_OR_RETURN(c->send_registration, verbs::register_host(c->pd, c->send_slots.data(), c->send_slots.size(),
+  DC_ASSIGN_OR_RETURN(c->send_registration, verbs::register_host(link.pd, c->send_slots.data(), c->send_slots.size(),
                                                                  verbs::kLocalWrite));
-  const std::string device = ibv_get_device_name(c->id->verbs->device);
+  const std::string device = ibv_get_device_name(link.id->verbs->device);
   if (Status watched = verbs::watch_device(device); !watched.ok()) {
     log().warn("rdma: {}: port events unavailable ({}); failures surface as failed completions only",
                rail_.to_string(), watched.to_string());
   }
-  c->subscription = verbs::device_events().subscribe(device, c->id->port_num, [this](verbs::PortSignal s) {
+  c->subscription = verbs::device_events().subscribe(device, link.id->port_num, [this](verbs::PortSignal s) {
     port_down_ = s != verbs::PortSignal::kPortUp;
     wake();
   });
   port_down_ = false;
   max_slice_bytes_ = c->slot_bytes - static_cast<uint32_t>(kSlotHeaderBytes);
+  log().debug("rdma: {} connected on {} port {} (queue pair {}), {} slots of {} bytes", rail_.to_string(), device,
+              link.id->port_num, link.queues.qp->qp_num, slots, c->slot_bytes);
   connection_ = std::move(c);
   connected_ = true;
-  log().debug("rdma: {} connected on {} port {} (queue pair {}), {} slots of {} bytes", rail_.to_string(), device,
-              connection_->id->port_num, connection_->queues.qp->qp_num, slots, connection_->slot_bytes);
   return Status();
 }
 
 void RdmaChannel::teardown(const Status& why) {
   connected_ = false;
   if (connection_ != nullptr) {
-    if (connection_->queues.queue_pair) connection_->queues.queue_pair->to_error();
-    rdma_disconnect(connection_->id);
+    log().debug("rdma: {}: connection closed with {} slices out: {}", rail_.to_string(), inflight_.size(),
+                why.to_string());
+    Dialed& link = *connection_->link;
+    if (link.queues.queue_pair) link.queues.queue_pair->to_error();
+    rdma_disconnect(link.id);
     connection_.reset();
   }
   std::map<uint64_t, Record> failed;
@@ -243,6 +164,7 @@ void RdmaChannel::pump() {
                                                  rail_.to_string(), record.slice.length, capacity));
       continue;
     }
+    if (inflight_.empty()) last_heard_ = Clock::now();  // the silence clock starts with the first slice out
     const uint64_t id = next_record_++;
     const uint32_t imm = *c.table->acquire(id);
     const uint32_t slot = verbs::SlotTable::slot_of(imm);
@@ -251,9 +173,9 @@ void RdmaChannel::pump() {
     std::memcpy(local + kSlotHeaderBytes, record.data, record.slice.length);
     const SliceRef slice = record.slice;
     inflight_.emplace(id, std::move(record));
-    const Status posted = c.queues.queue_pair->write_with_imm(
+    const Status posted = c.link->queues.queue_pair->write_with_imm(
         slot, {local, static_cast<uint32_t>(kSlotHeaderBytes + slice.length), c.send_registration.lkey()},
-        {c.remote.slots_address + static_cast<uint64_t>(slot) * c.slot_bytes, c.remote.rkey}, imm);
+        {c.link->remote.slots_address + static_cast<uint64_t>(slot) * c.slot_bytes, c.link->remote.rkey}, imm);
     if (!posted.ok()) {
       teardown(posted.with_context(rail_.to_string()));
       return;
@@ -262,7 +184,8 @@ void RdmaChannel::pump() {
 }
 
 Status RdmaChannel::drain_completions() {
-  Connection& c = *connection_;
+  Dialed& c = *connection_->link;
+  verbs::SlotTable& table = *connection_->table;
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   if (ibv_get_cq_event(c.queues.completion_channel, &cq, &context) == 0) {
@@ -273,17 +196,18 @@ Status RdmaChannel::drain_completions() {
   for (;;) {
     DC_ASSIGN_OR_RETURN(int n, poll_completions(c.queues.cq, wc, 16));
     if (n == 0) return Status();
+    last_heard_ = Clock::now();
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
         return unavailable("{}: work completion failed: {}", rail_.to_string(), ibv_wc_status_str(wc[i].status));
       }
-      if ((wc[i].wr_id & kRecvTag) == 0) continue;  // a write left: its acknowledgement completes it
+      if ((wc[i].wr_id & kAckReceiveTag) == 0) continue;  // a write left: its acknowledgement completes it
       const uint32_t index = static_cast<uint32_t>(wc[i].wr_id & 0xffffffffu);
       uint8_t* buffer = c.acks.data() + index * kAckBytes;
       DC_ASSIGN_OR_RETURN(Ack ack, decode_ack(buffer, wc[i].byte_len));
       DC_RETURN_IF_ERROR(c.queues.queue_pair->post_recv(
           wc[i].wr_id, {buffer, static_cast<uint32_t>(kAckBytes), c.ack_registration.lkey()}));
-      const auto record_id = c.table->release(ack.imm);
+      const auto record_id = table.release(ack.imm);
       if (!record_id) continue;  // stale or forged: it completes nothing
       auto it = inflight_.find(*record_id);
       if (it == inflight_.end()) continue;
@@ -335,10 +259,17 @@ void RdmaChannel::run() {
           teardown(s);
         }
       }
+      // Slices out and nothing back, not even the completion of a write: the path died silently
+      // (or the receiver's acknowledgements no longer get through, which no queue-pair timeout
+      // on this side sees once the writes themselves completed).
+      if (connection_ != nullptr && !inflight_.empty() && Clock::now() - last_heard_ > silence_limit_) {
+        teardown(unavailable("{}: nothing heard for {} ms with {} slices out", rail_.to_string(),
+                             silence_limit_.count(), inflight_.size()));
+      }
       if (connection_ != nullptr) {
         // The peer went away: the connection manager says so.
         rdma_cm_event* event = nullptr;
-        if (rdma_get_cm_event(connection_->events, &event) == 0) {
+        if (rdma_get_cm_event(connection_->link->events, &event) == 0) {
           const rdma_cm_event_type type = event->event;
           rdma_ack_cm_event(event);
           if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
@@ -349,8 +280,8 @@ void RdmaChannel::run() {
     }
     pollfd fds[3] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
     if (connection_ != nullptr) {
-      fds[1].fd = connection_->queues.completion_channel->fd;
-      fds[2].fd = connection_->events->fd;
+      fds[1].fd = connection_->link->queues.completion_channel->fd;
+      fds[2].fd = connection_->link->events->fd;
     }
     const bool work_waiting = [&] {
       if (connection_ == nullptr || connection_->table->full()) return false;

@@ -5,9 +5,9 @@
 // the copy, and its lifetime is the caller's), writes it
 // into the receiver's matching slot, and completes it when the receiver's
 // acknowledgement comes back. A failed work completion (a retry timeout after
-// a silent loss, a flushed queue), a disconnect, or the port going down fails
-// everything the connection held at once, so the sprayer re-sends it on
-// another rail.
+// a silent loss, a flushed queue), a disconnect, the port going down, or
+// silence (slices out, nothing back for silence_limit) fails everything the
+// connection held at once, so the sprayer re-sends it on another rail.
 #pragma once
 
 #include <atomic>
@@ -58,6 +58,7 @@ class RdmaChannel : public Channel {
   RailSpec rail_;
   ChannelOptions options_;
   RdmaConfig config_;
+  const Millis silence_limit_;  // slices out and no completion at all for this long: the connection is dead
   int wake_fd_ = -1;
   std::mutex mu_;
   std::deque<Record> queue_;
@@ -70,6 +71,7 @@ class RdmaChannel : public Channel {
   // Owned by the connection thread.
   std::unique_ptr<Connection> connection_;
   uint64_t next_record_ = 1;
+  Clock::time_point last_heard_{};
   std::map<uint64_t, Record> inflight_;
   std::thread thread_;  // last: it starts in the constructor and touches every member above
 };

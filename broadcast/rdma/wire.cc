@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "broadcast/tcp/wire.h"  // the 40-byte slice header: one layout on every wire
 #include "core/byte_io.h"
+#include "core/log.h"
 
 namespace deltacast::rdma {
 
@@ -236,6 +238,107 @@ Result<int> poll_completions(ibv_cq* cq, ibv_wc* out, int max) {
   const int n = ibv_poll_cq(cq, max, out);
   if (n < 0) return io_error("ibv_poll_cq failed");
   return n;
+}
+
+}  // namespace deltacast::rdma
+
+namespace deltacast::rdma {
+
+namespace {
+
+std::string printable(const void* data, size_t length) {
+  std::string out;
+  const auto* p = static_cast<const char*>(data);
+  for (size_t i = 0; p != nullptr && i < length && p[i] != 0; ++i) out += std::isprint(p[i]) ? p[i] : '?';
+  return out;
+}
+
+}  // namespace
+
+Dialed::~Dialed() {
+  ack_registration = verbs::Registration();
+  queues.destroy();
+  if (pd != nullptr) ibv_dealloc_pd(pd);
+  if (id != nullptr) rdma_destroy_id(id);
+  if (events != nullptr) rdma_destroy_event_channel(events);
+}
+
+Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t depth,
+                                     const QpTimeouts& timeouts, std::chrono::milliseconds timeout) {
+  auto c = std::make_unique<Dialed>();
+  c->events = rdma_create_event_channel();
+  if (c->events == nullptr) return io_error("rdma_create_event_channel: {}", std::strerror(errno));
+  fcntl(c->events->fd, F_SETFL, fcntl(c->events->fd, F_GETFL) | O_NONBLOCK);
+  if (rdma_create_id(c->events, &c->id, nullptr, RDMA_PS_TCP) != 0) return io_error("rdma_create_id: {}", std::strerror(errno));
+  sockaddr_in local{}, remote{};
+  DC_RETURN_IF_ERROR(to_sockaddr(Endpoint{rail.local.host, 0}, &local));
+  DC_RETURN_IF_ERROR(to_sockaddr(rail.remote, &remote));
+  const auto deadline = Clock::now() + timeout;
+  const int timeout_ms = static_cast<int>(timeout.count());
+  // Each step's event must be the one expected; anything else fails the attempt, named.
+  const auto expect = [&](rdma_cm_event_type wanted, const char* step) -> Result<rdma_cm_event*> {
+    auto next = next_cm_event(c->events, deadline);
+    if (!next.ok()) return next.status().with_context(step);
+    rdma_cm_event* event = *next;
+    if (event->event == wanted) return event;
+    std::string why = rdma_event_str(event->event);
+    if (event->event == RDMA_CM_EVENT_REJECTED) {
+      const std::string reason = printable(event->param.conn.private_data, event->param.conn.private_data_len);
+      why += reason.empty() ? " (no RDMA listener there?)" : ": " + reason;
+    }
+    rdma_ack_cm_event(event);
+    return unavailable("{}: {}", step, why);
+  };
+  if (rdma_resolve_addr(c->id, reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&remote), timeout_ms) != 0) {
+    return unavailable("rdma_resolve_addr: {}", std::strerror(errno));
+  }
+  DC_ASSIGN_OR_RETURN(rdma_cm_event * resolved, expect(RDMA_CM_EVENT_ADDR_RESOLVED, "resolving the address"));
+  rdma_ack_cm_event(resolved);
+  if (rdma_resolve_route(c->id, timeout_ms) != 0) return unavailable("rdma_resolve_route: {}", std::strerror(errno));
+  DC_ASSIGN_OR_RETURN(rdma_cm_event * routed, expect(RDMA_CM_EVENT_ROUTE_RESOLVED, "resolving the route"));
+  rdma_ack_cm_event(routed);
+
+  c->pd = ibv_alloc_pd(c->id->verbs);
+  if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
+  DC_RETURN_IF_ERROR(c->queues.create(c->id, c->pd, depth, timeouts, nullptr, nullptr));
+  DC_RETURN_IF_ERROR(c->queues.queue_pair->to_init());
+  c->acks = AlignedBuffer(depth * kAckBytes);
+  DC_ASSIGN_OR_RETURN(c->ack_registration, verbs::register_host(c->pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
+  for (uint32_t i = 0; i < depth; ++i) {
+    DC_RETURN_IF_ERROR(c->queues.queue_pair->post_recv(
+        kAckReceiveTag | i, {c->acks.data() + i * kAckBytes, static_cast<uint32_t>(kAckBytes), c->ack_registration.lkey()}));
+  }
+
+  uint8_t request[kConnectBytes];
+  encode_connect(hello, request);
+  rdma_conn_param param{};
+  param.private_data = request;
+  param.private_data_len = sizeof(request);
+  param.qp_num = c->queues.qp->qp_num;
+  param.retry_count = timeouts.retry_count;
+  param.rnr_retry_count = timeouts.rnr_retry;
+  if (rdma_connect(c->id, &param) != 0) return unavailable("rdma_connect: {}", std::strerror(errno));
+  log().debug("rdma: {}: connect request sent (queue pair {})", rail.to_string(), c->queues.qp->qp_num);
+  // The queue pair is ours (not rdma_cm's), so the response comes to us to finish the handshake.
+  DC_ASSIGN_OR_RETURN(rdma_cm_event * response, expect(RDMA_CM_EVENT_CONNECT_RESPONSE, "connecting"));
+  auto accepted = decode_accept(static_cast<const uint8_t*>(response->param.conn.private_data),
+                                response->param.conn.private_data_len);
+  rdma_ack_cm_event(response);
+  if (!accepted.ok()) {
+    rdma_reject(c->id, nullptr, 0);
+    return accepted.status();
+  }
+  c->remote = *accepted;
+  DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_receive());
+  DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_send());
+  if (rdma_establish(c->id) != 0) return unavailable("rdma_establish: {}", std::strerror(errno));
+  ibv_qp_attr applied{};
+  ibv_qp_init_attr init{};
+  if (ibv_query_qp(c->queues.qp, &applied, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) == 0) {
+    log().debug("rdma: {}: queue pair {} ack timeout {} ({:.1f} ms), {} retries", rail.to_string(), c->queues.qp->qp_num,
+                applied.timeout, 4.096e-3 * static_cast<double>(1u << applied.timeout), applied.retry_cnt);
+  }
+  return c;
 }
 
 }  // namespace deltacast::rdma

@@ -28,7 +28,9 @@
 #include <string>
 
 #include "broadcast/transport.h"
+#include "broadcast/verbs/memory.h"
 #include "broadcast/verbs/queue_pair.h"
+#include "core/aligned_buffer.h"
 
 namespace deltacast::rdma {
 
@@ -105,8 +107,32 @@ struct QueueResources {
   ~QueueResources() { destroy(); }
 };
 
-// Rearms and drains the completion event; returns how many completions were
-// copied to `out` (up to `max`), or an error when the CQ is broken.
+// Copies up to `max` completions to `out`; an error when the CQ is broken.
 Result<int> poll_completions(ibv_cq* cq, ibv_wc* out, int max);
+
+// wr_id of the sender's acknowledgement receives (their index in the low bits); writes use the slot.
+inline constexpr uint64_t kAckReceiveTag = 1ull << 32;
+
+// The sender's end of one connection, handshake done: a queue pair in RTS
+// with `depth` acknowledgement receives posted, and the receiver's slots.
+struct Dialed {
+  rdma_event_channel* events = nullptr;
+  rdma_cm_id* id = nullptr;
+  ibv_pd* pd = nullptr;
+  QueueResources queues;
+  AlignedBuffer acks;
+  verbs::Registration ack_registration;
+  AcceptData remote;
+
+  Dialed() = default;
+  Dialed(const Dialed&) = delete;
+  Dialed& operator=(const Dialed&) = delete;
+  ~Dialed();
+};
+
+// Connects from the rail's local address to the receiver within `timeout`;
+// every failure names its step (and a refusal, the receiver's reason).
+Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t depth,
+                                     const QpTimeouts& timeouts, std::chrono::milliseconds timeout);
 
 }  // namespace deltacast::rdma

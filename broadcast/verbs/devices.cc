@@ -1,43 +1,19 @@
 #include "broadcast/verbs/devices.h"
 
-#include <ifaddrs.h>
+#include "broadcast/rail.h"
+
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace deltacast::verbs {
 
 namespace {
 
-std::string read_line(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::vector<std::string> ipv4_addresses(const std::string& netdev) {
-  std::vector<std::string> out;
-  ifaddrs* list = nullptr;
-  if (netdev.empty() || getifaddrs(&list) != 0) return out;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || netdev != a->ifa_name) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
-    out.emplace_back(text);
-  }
-  freeifaddrs(list);
-  return out;
-}
-
 // The netdev of a RoCE port: the first GID entry that names one.
 std::string port_netdev(const std::filesystem::path& port_dir) {
-  std::error_code ec;
   const auto ndevs = port_dir / "gid_attrs" / "ndevs";
   for (int i = 0; i < 16; ++i) {
     const std::string name = read_line(ndevs / std::to_string(i));

@@ -5,14 +5,19 @@ against the payload, so every transfer is verified by hash on the receiver.
 In one boot of the two VMs:
 - the sender's VM lists its RDMA ports (discovery);
 - a sender with the wrong token is refused, with the reason, on both ends;
+- a peer with the token writes forged slots (no header, a stale immediate, too many bytes, a slot
+  it does not have, a slice outside the transfer, a send): each time the receiver drops that
+  connection with the reason logged, while transfer 1 runs beside it unaffected;
 - transfer 1, 64 MiB over rails 0 and 1: rail 1's link is taken down (`ip link set eth1 down` in
   the sender's VM) mid-transfer; the port event pauses it at once and the transfer completes on
   rail 0;
-- transfer 2, 64 MiB over rails 0 and 2: rail 2 silently drops everything (netem loss 100%) for
-  1.5 s mid-transfer; a retry timeout surfaces the loss, its slices go over rail 0,
+- transfer 2, 64 MiB over rails 0 and 2: everything arriving on rail 2 is dropped for 1.5 s
+  mid-transfer (a tc ingress filter), so nothing the receiver sends back gets through; the queue
+  pair's retry timeout or the channel's silence limit surfaces the loss, its slices go over rail 0,
   and once the loss ends the rail reconnects and carries slices again.
 (A link taken down and up again cannot show the return: the VM's NIC then receives nothing more,
-a property of qemu's socket network backend, which is why the return is shown with netem.)
+a property of qemu's socket network backend, which is why the return is shown with a filter.
+Dropping on the sender's egress instead stalls Soft-RoCE's own sender, which never times out.)
 Where no VM can boot, the test is skipped with the reason."""
 import json
 import os
@@ -30,6 +35,15 @@ MIB = 1 << 20
 BYTES = 64 * MIB
 PORTS = (7471, 7472, 7473)
 RAILS = len(PORTS)
+# Forged slots and what the receiver says when it drops each (rdma/listener.cc, rdma/wire.cc, staging).
+ATTACKS = {
+    "bad-magic": "has no slot header",
+    "stale-imm": "slot header names immediate",
+    "oversize": "the slot holds",
+    "slot-range": "write names slot",
+    "slice-range": "does not fit transfer",
+    "send": "work completion failed",
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +92,30 @@ def read(work, host, name):
     return open(path).read() if os.path.exists(path) else ""
 
 
+def seconds_of_day(clock):
+    h, m, s = clock.split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def surfaced_ms(loss_at, log):
+    """(ms from starting the drop filter's install, ms that install took) to the first failure the
+    sender logged for that rail, on the VM's clock: the drop began somewhere in that install."""
+    failure = re.search(r"^\[(\d\d:\d\d:\d\d\.\d+)\] .*rail1 198\.18\.2\.1\S*: (work completion failed|nothing heard|"
+                        r"RDMA_CM_EVENT_DISCONNECTED|connection reset)", log, re.M)
+    marks = loss_at.split()
+    if len(marks) != 2 or not failure:
+        return float("nan"), float("nan")
+    begun, installed = (seconds_of_day(m) for m in marks)
+    return 1000 * (seconds_of_day(failure.group(1)) - begun), 1000 * (installed - begun)
+
+
 def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
     bench = os.path.join(BIN, "deltacast-bench")
+    hostile = os.path.join(BIN, "rdma_hostile_writer")
     listen = ",".join(f"198.18.{r}.2:{p}" for r, p in enumerate(PORTS))
     receiver = (f"DELTACAST_LOG=debug {bench} wire --role recv --transport rdma --listen {listen} --bytes {BYTES} "
                 f"--trials 2 --json --seed 7 > /mnt/recv.json 2> /mnt/recv.log")
@@ -97,10 +129,18 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
         f"{bench} rails --json > /mnt/rails.json",
         # The wrong token first: refused on every attempt until it gives up (exit 9 if it got in).
         send([0, 1], f"--bytes {MIB} --token 666", "intruder", connect_ms=15000).rstrip() + " && exit 9",
+        # Forged slots from a peer with the token, while transfer 1 runs beside them.
+        f"(for a in {' '.join(ATTACKS)}; do {hostile} --rail 198.18.0.1=198.18.0.2:{PORTS[0]} --token 220 "
+        f"--attack $a; echo \"$a rc $?\"; done > /mnt/hostile.log 2>&1) &",
         send([0, 1], f"--bytes {BYTES} --seed 7 --fail-command 'ip link set eth1 down' --fail-at 400", "cut"),
-        "modprobe -d \"$M\" sch_netem",
+        "wait",
+        "for m in sch_ingress cls_matchall act_gact; do modprobe -d \"$M\" $m; done",
+        # Everything arriving on rail 2 dropped for 1.5 s: the sender's writes leave, nothing comes back.
         send([0, 2], f"--bytes {BYTES} --seed 7 --fail-at 400 --fail-command "
-                     f"'tc qdisc add dev eth2 root netem loss 100%; sleep 1.5; tc qdisc del dev eth2 root'", "silent"),
+                     f"'tc qdisc add dev eth2 ingress; date +%T.%N > /mnt/loss_at; "
+                     f"tc filter add dev eth2 ingress matchall action drop; date +%T.%N >> /mnt/loss_at; "
+                     f"sleep 1.5; tc qdisc del dev eth2 ingress'",
+             "silent"),
     ])
     work, rc_sender, rc_receiver = run_pair(vm_parts, receiver, sender)
     logs = {n: read(work, "sender", f"{n}.log") for n in ("intruder", "cut", "silent")}
@@ -116,6 +156,12 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
 
     assert "wrong token" in logs["intruder"], context
     assert "wrong token" in recv_log, "the receiver logs why it refused"
+
+    hostile_log = read(work, "sender", "hostile.log")
+    for attack, reason in ATTACKS.items():
+        assert f"{attack} rc 0" in hostile_log, f"the receiver kept a connection that wrote {attack}:\n{hostile_log}"
+        assert re.search(f"dropping RDMA connection from 198\\.18\\.0\\.1:\\d+: .*{reason}", recv_log), \
+            f"no logged reason for {attack}"
 
     received = json_lines(read(work, "receiver", "recv.json"))
     assert len(received) == 2, context
@@ -135,9 +181,12 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
     assert silent["verified"]
     # The loss surfaces as the queue pair's retry timeout, or the receiver's (which then disconnects),
     # or the sprayer's per-slice deadline, whichever fires first; the rail's slices went elsewhere.
-    assert re.search(r"rail1 198\.18\.2\.1\S*: (work completion failed|RDMA_CM_EVENT_DISCONNECTED|connection reset)",
+    assert re.search(r"rail1 198\.18\.2\.1\S*: (work completion failed|RDMA_CM_EVENT_DISCONNECTED|connection reset|nothing heard)",
                      logs["silent"]), "the silent loss surfaced"
     assert silent["trials"][0]["resent_slices"] > 0
+    surfaced, install = surfaced_ms(read(work, "sender", "loss_at"), logs["silent"])
+    print(f"silent loss surfaced {surfaced:.0f} ms after the drop filter's install began (the install took "
+          f"{install:.0f} ms)")
     connects = re.findall(r"rail1 198\.18\.2\.1\S* connected on rxe2", logs["silent"])
     assert len(connects) >= 2, "the rail reconnected once the loss ended"
     assert silent["per_rail"][1]["state"] in ("healthy", "probing"), silent
