@@ -30,14 +30,24 @@ std::string peer_of(rdma_cm_id* id) {
 
 struct RdmaListener::Connection {
   rdma_cm_id* id = nullptr;
-  Device* device = nullptr;
   std::string peer;
+  // A protection domain of its own: a memory key is valid on every queue pair of its domain, so
+  // in a shared one a peer that guessed another connection's key could write into its slots.
+  ibv_pd* pd = nullptr;
   QueueResources queues;
-  std::unique_ptr<SlotRegion> slots;
+  AlignedBuffer slots;
+  verbs::Registration slot_registration;  // once, for the connection's life
   AlignedBuffer acks;
   verbs::Registration ack_registration;
   uint32_t slot_count = 0;
   uint32_t slot_bytes = 0;
+
+  ~Connection() {
+    queues.destroy();
+    slot_registration = verbs::Registration();
+    ack_registration = verbs::Registration();
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+  }
 };
 
 RdmaListener::RdmaListener(SliceSink* sink, ListenOptions options, RdmaConfig config)
@@ -73,9 +83,7 @@ RdmaListener::~RdmaListener() {
   close();
   for (rdma_cm_id* id : listen_ids_) rdma_destroy_id(id);
   for (auto& [context, d] : devices_) {
-    d.free_regions.clear();
     if (d.completions != nullptr) ibv_destroy_comp_channel(d.completions);
-    if (d.pd != nullptr) ibv_dealloc_pd(d.pd);
   }
   if (events_ != nullptr) rdma_destroy_event_channel(events_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -156,9 +164,7 @@ void RdmaListener::refuse(rdma_cm_id* id, const std::string& peer, const Status&
 
 Result<RdmaListener::Device*> RdmaListener::device_for(ibv_context* context) {
   Device& d = devices_[context];
-  if (d.pd == nullptr) {
-    d.pd = ibv_alloc_pd(context);
-    if (d.pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
+  if (d.completions == nullptr) {
     d.completions = ibv_create_comp_channel(context);
     if (d.completions == nullptr) return io_error("ibv_create_comp_channel: {}", std::strerror(errno));
     fcntl(d.completions->fd, F_SETFL, fcntl(d.completions->fd, F_GETFL) | O_NONBLOCK);
@@ -178,26 +184,20 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   if (!device.ok()) return refuse(id, peer, device.status());
   auto c = std::make_unique<Connection>();
   c->id = id;
-  c->device = *device;
   c->peer = peer;
   c->slot_count = config_.slots_per_connection;
   c->slot_bytes = config_.slot_payload_bytes + static_cast<uint32_t>(kSlotHeaderBytes);
   const auto set_up = [&]() -> Status {
     Device& d = **device;
-    if (!d.free_regions.empty()) {
-      c->slots = std::move(d.free_regions.back());
-      d.free_regions.pop_back();
-    } else {
-      c->slots = std::make_unique<SlotRegion>();
-      c->slots->memory = AlignedBuffer(static_cast<size_t>(c->slot_count) * c->slot_bytes);
-      DC_ASSIGN_OR_RETURN(c->slots->registration,
-                          verbs::register_host(d.pd, c->slots->memory.data(), c->slots->memory.size(),
-                                               verbs::kLocalWrite | verbs::kRemoteWrite));
-    }
+    c->pd = ibv_alloc_pd(id->verbs);
+    if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
+    c->slots = AlignedBuffer(static_cast<size_t>(c->slot_count) * c->slot_bytes);
+    DC_ASSIGN_OR_RETURN(c->slot_registration, verbs::register_host(c->pd, c->slots.data(), c->slots.size(),
+                                                                   verbs::kLocalWrite | verbs::kRemoteWrite));
     c->acks = AlignedBuffer(c->slot_count * kAckBytes);
     DC_ASSIGN_OR_RETURN(c->ack_registration,
-                        verbs::register_host(d.pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
-    DC_RETURN_IF_ERROR(c->queues.create(id, d.pd, c->slot_count, config_.timeouts, d.completions, c.get()));
+                        verbs::register_host(c->pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
+    DC_RETURN_IF_ERROR(c->queues.create(id, c->pd, c->slot_count, config_.timeouts, d.completions, c.get()));
     verbs::QueuePair& qp = *c->queues.queue_pair;
     DC_RETURN_IF_ERROR(qp.to_init());
     // One empty receive per slot: a write with immediate consumes one and names its slot.
@@ -205,8 +205,8 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
     DC_RETURN_IF_ERROR(qp.to_ready_to_receive());
     DC_RETURN_IF_ERROR(qp.to_ready_to_send());
     uint8_t reply[kAcceptBytes];
-    encode_accept(AcceptData{reinterpret_cast<uint64_t>(c->slots->memory.data()), c->slots->registration.rkey(),
-                             c->slot_count, c->slot_bytes},
+    encode_accept(AcceptData{reinterpret_cast<uint64_t>(c->slots.data()), c->slot_registration.rkey(), c->slot_count,
+                             c->slot_bytes},
                   reply);
     rdma_conn_param param{};
     param.private_data = reply;
@@ -217,9 +217,7 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
     return Status();
   };
   if (Status s = set_up(); !s.ok()) {
-    if (c->slots) (*device)->free_regions.push_back(std::move(c->slots));
-    c->queues.destroy();
-    c->ack_registration = verbs::Registration();
+    c.reset();  // its verbs objects go before the id they were made for
     return refuse(id, peer, s);
   }
   log().debug("rdma: accepted {} (queue pair {}), {} slots of {} bytes", peer, c->queues.qp->qp_num, c->slot_count,
@@ -265,7 +263,7 @@ bool RdmaListener::serve_some(Connection* c) {
 Status RdmaListener::serve_slot(Connection& c, uint32_t imm) {
   const uint32_t slot = imm & 0xffffu;
   if (slot >= c.slot_count) return corrupt("write names slot {}, the connection has {}", slot, c.slot_count);
-  const uint8_t* bytes = c.slots->memory.data() + static_cast<size_t>(slot) * c.slot_bytes;
+  const uint8_t* bytes = c.slots.data() + static_cast<size_t>(slot) * c.slot_bytes;
   DC_ASSIGN_OR_RETURN(SliceRef slice, decode_slot_header(bytes, imm, c.slot_bytes));
   // The copy out of the slot is synchronous, so there is nothing in flight to cancel.
   DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice, [] {}));
@@ -287,10 +285,9 @@ void RdmaListener::drop(Connection* c, const Status& why) {
   if (!closed_) note_drop(c->peer, why);
   if (c->queues.queue_pair) c->queues.queue_pair->to_error();
   rdma_disconnect(c->id);
-  c->queues.destroy();
-  c->ack_registration = verbs::Registration();
-  if (c->slots) c->device->free_regions.push_back(std::move(c->slots));
-  rdma_destroy_id(c->id);
+  rdma_cm_id* id = c->id;
+  owned.reset();  // queue pair, registrations and protection domain first, then the id
+  rdma_destroy_id(id);
 }
 
 }  // namespace deltacast::rdma

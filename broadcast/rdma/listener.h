@@ -1,9 +1,10 @@
 // The RDMA backend's receiver end: listens with the connection manager on one
 // or more addresses (one per rail) and serves every connection from one
 // thread. A connection request must carry the token; an accepted connection
-// is lent its own registered slots (its own memory key, so one peer can never
-// write into another's slots), taken from a pool per device and registered
-// once. Each filled slot is checked like any untrusted frame, its payload
+// gets its own slots, registered once for its life in a protection domain of
+// its own (a memory key works on every queue pair of its domain: in a shared
+// one, a peer that guessed another's key could write into its slots). Each
+// filled slot is checked like any untrusted frame, its payload
 // copied into the place the SliceSink hands out, its checksum checked, and an
 // acknowledgement sent back. Anything malformed drops that connection alone,
 // with the reason logged.
@@ -37,14 +38,8 @@ class RdmaListener : public Listener {
   size_t live_connections() const { return live_; }
 
  private:
-  struct SlotRegion {
-    AlignedBuffer memory;
-    verbs::Registration registration;
-  };
   struct Device {
-    ibv_pd* pd = nullptr;
-    ibv_comp_channel* completions = nullptr;
-    std::vector<std::unique_ptr<SlotRegion>> free_regions;  // registered once, lent again and again
+    ibv_comp_channel* completions = nullptr;  // shared by the CQs of the device's connections
   };
   struct Connection;
 

@@ -42,7 +42,9 @@ ATTACKS = {
     "oversize": "the slot holds",
     "slot-range": "write names slot",
     "slice-range": "does not fit transfer",
-    "send": "work completion failed",
+    # The receiving NIC refuses the send itself; the connection ends with the failed completion or,
+    # when the peer hangs up first, with its disconnect.
+    "send": "(work completion failed|RDMA_CM_EVENT_DISCONNECTED)",
 }
 
 
