@@ -51,16 +51,22 @@ def _run(argv, **kw):
 
 
 def kernel_package():
-    """Name of the kernel image package that Debian's linux-image-amd64 depends on."""
-    try:
-        out = _run(["apt-cache", "depends", "linux-image-amd64"]).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise VmUnavailable(f"cannot ask apt for the kernel package: {e}")
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("Depends:") and "linux-image-" in line:
-            return line.split()[-1]
-    raise VmUnavailable("apt names no kernel image for linux-image-amd64")
+    """Name of the kernel image package that Debian's linux-image-amd64 depends on (the package
+    lists are fetched once when this machine has none yet)."""
+    out, error = "", "no answer"
+    for attempt in range(2):
+        try:
+            out = _run(["apt-cache", "depends", "linux-image-amd64"]).stdout
+        except (OSError, subprocess.CalledProcessError) as e:
+            out = ""
+            error = e
+        for line in out.splitlines():
+            line = line.strip()
+            if line.startswith("Depends:") and "linux-image-" in line:
+                return line.split()[-1]
+        if attempt == 0:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+    raise VmUnavailable(f"apt names no kernel image for linux-image-amd64 ({out.strip() or error})")
 
 
 def prepare_kernel(cache):
