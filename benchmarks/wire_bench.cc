@@ -120,14 +120,6 @@ Result<SprayOptions> spray_options(const WireArgs& args, const Transport& transp
   return o;
 }
 
-bool wait_ready(const Channel& channel, Millis timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (!channel.ready()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(Millis(5));
-  }
-  return true;
-}
 
 // Channels for the sender side; rails as parsed or built.
 Status connect_rails(const WireArgs& args, const std::vector<RailSpec>& rails, const std::string& netns, Setup& s) {
@@ -374,18 +366,20 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   return verified ? 0 : 1;
 }
 
-Status choose_transport(const WireArgs& args, Setup& s) {
-  DC_ASSIGN_OR_RETURN(s.transport, open_transport(args.transport));
-  if (args.netns && s.transport.transport->name() == "rdma") {
+Result<TransportChoice> choose_transport(const WireArgs& args) {
+  DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(args.transport));
+  if (args.netns && choice.transport->name() == "rdma") {
     return invalid_argument("--netns needs --transport tcp: RDMA devices are not namespace-aware here; run "
                             "--role recv and --role send on RDMA hosts instead");
   }
-  return Status();
+  return choice;
 }
 
 int run_both(const WireArgs& args) {
   Setup s;
-  if (Status st = choose_transport(args, s); !st.ok()) return fail(st);
+  auto transport = choose_transport(args);
+  if (!transport.ok()) return fail(transport.status());
+  s.transport = std::move(transport).value();
   std::vector<RailSpec> rails;
   std::string send_ns, recv_ns;
   std::vector<Endpoint> listen;
@@ -431,7 +425,9 @@ int run_send(const WireArgs& args) {
   }
   if (rails.empty()) return fail(invalid_argument("--role send needs at least one --rail LOCAL=REMOTE:PORT"));
   Setup s;
-  if (Status st = choose_transport(args, s); !st.ok()) return fail(st);
+  auto transport = choose_transport(args);
+  if (!transport.ok()) return fail(transport.status());
+  s.transport = std::move(transport).value();
   return run_sender_side(args, s, rails, "");
 }
 
@@ -449,13 +445,14 @@ int run_recv(const WireArgs& args) {
   StagingArea staging(so);
   ListenOptions lo;
   lo.token = args.token;
-  Setup chosen;
-  if (Status st = choose_transport(args, chosen); !st.ok()) return fail(st);
-  auto listener = chosen.transport.transport->listen(listen, &staging, lo);
+  auto chosen = choose_transport(args);
+  if (!chosen.ok()) return fail(chosen.status());
+  Transport& transport = *chosen->transport;
+  auto listener = transport.listen(listen, &staging, lo);
   if (!listener.ok()) return fail(listener.status());
   std::string bound;
   for (const auto& e : (*listener)->endpoints()) bound += (bound.empty() ? "" : ",") + e.to_string();
-  fmt::print(stderr, "deltacast-bench wire: receiving on {} over {}\n", bound, chosen.transport.transport->name());
+  fmt::print(stderr, "deltacast-bench wire: receiving on {} over {}\n", bound, transport.name());
   std::vector<uint8_t> expected;
   bool all_verified = true;
   for (int t = 0; t < args.trials; ++t) {
@@ -471,7 +468,7 @@ int run_recv(const WireArgs& args) {
     const TimePoint last = p.arrival.empty() ? p.started : *std::max_element(p.arrival.begin(), p.arrival.end());
     const double seconds = std::chrono::duration<double>(last - first).count();
     nlohmann::json report = {{"role", "recv"},
-                             {"transport", std::string(chosen.transport.transport->name())},
+                             {"transport", std::string(transport.name())},
                              {"transfer", *id},
                              {"bytes", received.size()},
                              {"seconds", seconds},

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "broadcast/rail.h"
@@ -54,6 +55,16 @@ class Channel {
   virtual void close() = 0;
   virtual const RailSpec& rail() const = 0;
 };
+
+// Waits until `channel` is connected and taking slices; false when `timeout` passed first.
+inline bool wait_ready(const Channel& channel, Millis timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!channel.ready()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return true;
+}
 
 // What a receiving backend checks once a payload is in place.
 inline bool checksum_matches(const SliceRef& slice, const uint8_t* bytes) {

@@ -9,8 +9,6 @@
 
 namespace deltacast {
 
-bool rdma_built() { return DELTACAST_HAVE_RDMA != 0; }
-
 Result<TransportChoice> open_transport(std::string_view name) {
   TransportChoice choice;
   if (name == "tcp") {

@@ -19,7 +19,4 @@ struct TransportChoice {
 // `name`: "tcp", "rdma", or "auto" (RDMA where a device is, TCP otherwise).
 Result<TransportChoice> open_transport(std::string_view name);
 
-// Whether this build has the RDMA backend at all.
-bool rdma_built();
-
 }  // namespace deltacast

@@ -23,7 +23,6 @@ struct RdmaChannel::Connection {
   std::unique_ptr<Dialed> link;
   AlignedBuffer send_slots;
   verbs::Registration send_registration;
-  uint32_t slot_bytes = 0;
   std::unique_ptr<verbs::SlotTable> table;
   int subscription = 0;
 
@@ -87,15 +86,6 @@ void RdmaChannel::close() {
   for (auto& r : left) finish(std::move(r), unavailable("{}: channel closed", rail_.to_string()));
 }
 
-bool RdmaChannel::wait_ready(Millis timeout) const {
-  const auto deadline = Clock::now() + timeout;
-  while (!ready()) {
-    if (Clock::now() >= deadline || closed_) return false;
-    std::this_thread::sleep_for(Millis(5));
-  }
-  return true;
-}
-
 void RdmaChannel::finish(Record record, Status result) {
   if (record.done) record.done(std::move(result));
 }
@@ -108,10 +98,9 @@ Status RdmaChannel::connect_once() {
   DC_ASSIGN_OR_RETURN(c->link, dial(rail_, ConnectData{options_.token, options_.rail_index}, config_.slots_per_connection,
                                     config_.timeouts, connect_timeout));
   Dialed& link = *c->link;
-  c->slot_bytes = link.remote.slot_bytes;
   const uint32_t slots = std::min(link.remote.slot_count, config_.slots_per_connection);
   c->table = std::make_unique<verbs::SlotTable>(slots);
-  c->send_slots = AlignedBuffer(static_cast<size_t>(slots) * c->slot_bytes);
+  c->send_slots = AlignedBuffer(static_cast<size_t>(slots) * link.remote.slot_bytes);
   DC_ASSIGN_OR_RETURN(c->send_registration, verbs::register_host(link.pd, c->send_slots.data(), c->send_slots.size(),
                                                                  verbs::kLocalWrite));
   const std::string device = ibv_get_device_name(link.id->verbs->device);
@@ -124,9 +113,8 @@ Status RdmaChannel::connect_once() {
     wake();
   });
   port_down_ = false;
-  max_slice_bytes_ = c->slot_bytes - static_cast<uint32_t>(kSlotHeaderBytes);
   log().debug("rdma: {} connected on {} port {} (queue pair {}), {} slots of {} bytes", rail_.to_string(), device,
-              link.id->port_num, link.queues.qp->qp_num, slots, c->slot_bytes);
+              link.id->port_num, link.queues.qp->qp_num, slots, link.remote.slot_bytes);
   connection_ = std::move(c);
   connected_ = true;
   return Status();
@@ -149,6 +137,7 @@ void RdmaChannel::teardown(const Status& why) {
 
 void RdmaChannel::pump() {
   Connection& c = *connection_;
+  const uint32_t slot_bytes = c.link->remote.slot_bytes;  // the receiver's, header included
   for (;;) {
     if (c.table->full()) return;
     Record record;
@@ -158,7 +147,7 @@ void RdmaChannel::pump() {
       record = std::move(queue_.front());
       queue_.pop_front();
     }
-    const uint32_t capacity = c.slot_bytes - static_cast<uint32_t>(kSlotHeaderBytes);
+    const uint32_t capacity = slot_bytes - static_cast<uint32_t>(kSlotHeaderBytes);
     if (record.slice.length > capacity) {
       finish(std::move(record), invalid_argument("{}: a slice of {} bytes exceeds the receiver's RDMA slot of {}",
                                                  rail_.to_string(), record.slice.length, capacity));
@@ -168,14 +157,14 @@ void RdmaChannel::pump() {
     const uint64_t id = next_record_++;
     const uint32_t imm = *c.table->acquire(id);
     const uint32_t slot = verbs::SlotTable::slot_of(imm);
-    uint8_t* local = c.send_slots.data() + static_cast<size_t>(slot) * c.slot_bytes;
+    uint8_t* local = c.send_slots.data() + static_cast<size_t>(slot) * slot_bytes;
     encode_slot_header(record.slice, imm, local);
     std::memcpy(local + kSlotHeaderBytes, record.data, record.slice.length);
     const SliceRef slice = record.slice;
     inflight_.emplace(id, std::move(record));
     const Status posted = c.link->queues.queue_pair->write_with_imm(
         slot, {local, static_cast<uint32_t>(kSlotHeaderBytes + slice.length), c.send_registration.lkey()},
-        {c.link->remote.slots_address + static_cast<uint64_t>(slot) * c.slot_bytes, c.link->remote.rkey}, imm);
+        {c.link->remote.slots_address + static_cast<uint64_t>(slot) * slot_bytes, c.link->remote.rkey}, imm);
     if (!posted.ok()) {
       teardown(posted.with_context(rail_.to_string()));
       return;
@@ -186,12 +175,7 @@ void RdmaChannel::pump() {
 Status RdmaChannel::drain_completions() {
   Dialed& c = *connection_->link;
   verbs::SlotTable& table = *connection_->table;
-  ibv_cq* cq = nullptr;
-  void* context = nullptr;
-  if (ibv_get_cq_event(c.queues.completion_channel, &cq, &context) == 0) {
-    ibv_ack_cq_events(cq, 1);
-    ibv_req_notify_cq(cq, 0);
-  }
+  rearm_completions(c.queues.completion_channel);
   ibv_wc wc[16];
   for (;;) {
     DC_ASSIGN_OR_RETURN(int n, poll_completions(c.queues.cq, wc, 16));

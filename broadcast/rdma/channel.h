@@ -35,10 +35,6 @@ class RdmaChannel : public Channel {
   void close() override;
   const RailSpec& rail() const override { return rail_; }
 
-  bool wait_ready(Millis timeout) const;
-  // The receiver's slot payload once connected (0 before): the largest slice it takes.
-  uint32_t max_slice_bytes() const { return max_slice_bytes_; }
-
  private:
   struct Record {
     SliceRef slice;
@@ -67,7 +63,6 @@ class RdmaChannel : public Channel {
   std::atomic<bool> reset_requested_{false};
   std::atomic<bool> connected_{false};
   std::atomic<bool> port_down_{false};
-  std::atomic<uint32_t> max_slice_bytes_{0};
   // Owned by the connection thread.
   std::unique_ptr<Connection> connection_;
   uint64_t next_record_ = 1;

@@ -15,8 +15,6 @@ namespace deltacast::rdma {
 
 namespace {
 
-constexpr size_t kMaxDrops = 64;
-
 std::string peer_of(rdma_cm_id* id) {
   const sockaddr* addr = rdma_get_peer_addr(id);
   if (addr == nullptr || addr->sa_family != AF_INET) return "?";
@@ -99,16 +97,8 @@ void RdmaListener::close() {
   while (!connections_.empty()) drop(connections_.begin()->first, unavailable("listener closed"));
 }
 
-std::vector<std::string> RdmaListener::recent_drops() const {
-  std::lock_guard<std::mutex> lock(drops_mu_);
-  return {drops_.begin(), drops_.end()};
-}
-
 void RdmaListener::note_drop(const std::string& peer, const Status& why) {
   log().warn("dropping RDMA connection from {}: {}", peer, why.to_string());
-  std::lock_guard<std::mutex> lock(drops_mu_);
-  drops_.push_back(peer + ": " + why.to_string());
-  if (drops_.size() > kMaxDrops) drops_.pop_front();
 }
 
 void RdmaListener::run() {
@@ -119,7 +109,7 @@ void RdmaListener::run() {
     poll(fds.data(), fds.size(), busy ? 0 : 100);
     rdma_cm_event* event = nullptr;
     while (rdma_get_cm_event(events_, &event) == 0) on_cm_event(event);
-    for (auto& [context, d] : devices_) rearm(d);
+    for (auto& [context, d] : devices_) rearm_completions(d.completions);
     // A few completions per connection per turn: rails are served in turn, and connection
     // requests are answered between slots, not after a whole backlog.
     busy = false;
@@ -225,16 +215,6 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   by_id_[id] = c.get();
   Connection* raw = c.get();
   connections_[raw] = std::move(c);
-  live_ = connections_.size();
-}
-
-void RdmaListener::rearm(Device& device) {
-  ibv_cq* cq = nullptr;
-  void* context = nullptr;
-  while (ibv_get_cq_event(device.completions, &cq, &context) == 0) {
-    ibv_ack_cq_events(cq, 1);
-    ibv_req_notify_cq(cq, 0);  // every CQ is polled after this, so nothing arriving now is missed
-  }
 }
 
 bool RdmaListener::serve_some(Connection* c) {
@@ -281,7 +261,6 @@ void RdmaListener::drop(Connection* c, const Status& why) {
   std::unique_ptr<Connection> owned = std::move(it->second);
   connections_.erase(it);
   by_id_.erase(c->id);
-  live_ = connections_.size();
   if (!closed_) note_drop(c->peer, why);
   if (c->queues.queue_pair) c->queues.queue_pair->to_error();
   rdma_disconnect(c->id);

@@ -11,10 +11,8 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,9 +32,6 @@ class RdmaListener : public Listener {
   std::vector<Endpoint> endpoints() const override { return endpoints_; }
   void close() override;
 
-  std::vector<std::string> recent_drops() const;
-  size_t live_connections() const { return live_; }
-
  private:
   struct Device {
     ibv_comp_channel* completions = nullptr;  // shared by the CQs of the device's connections
@@ -48,7 +43,6 @@ class RdmaListener : public Listener {
   void on_cm_event(rdma_cm_event* event);
   void accept(rdma_cm_id* id, const void* private_data, size_t length);
   Result<Device*> device_for(ibv_context* context);
-  void rearm(Device& device);
   // Serves up to a few of the connection's completions; true when there were any.
   bool serve_some(Connection* c);
   Status serve_slot(Connection& c, uint32_t imm);
@@ -64,13 +58,10 @@ class RdmaListener : public Listener {
   std::vector<rdma_cm_id*> listen_ids_;
   int wake_fd_ = -1;
   std::atomic<bool> closed_{false};
-  std::atomic<size_t> live_{0};
   // Owned by the serving thread.
   std::map<ibv_context*, Device> devices_;
   std::map<Connection*, std::unique_ptr<Connection>> connections_;
   std::map<rdma_cm_id*, Connection*> by_id_;
-  mutable std::mutex drops_mu_;
-  std::deque<std::string> drops_;
   std::thread thread_;
 };
 

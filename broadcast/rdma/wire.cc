@@ -234,6 +234,15 @@ void QueueResources::destroy() {
   completion_channel = nullptr;
 }
 
+void rearm_completions(ibv_comp_channel* channel) {
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  while (ibv_get_cq_event(channel, &cq, &context) == 0) {
+    ibv_ack_cq_events(cq, 1);
+    ibv_req_notify_cq(cq, 0);
+  }
+}
+
 Result<int> poll_completions(ibv_cq* cq, ibv_wc* out, int max) {
   const int n = ibv_poll_cq(cq, max, out);
   if (n < 0) return io_error("ibv_poll_cq failed");

@@ -107,6 +107,11 @@ struct QueueResources {
   ~QueueResources() { destroy(); }
 };
 
+// Takes every completion event waiting on `channel` (non-blocking) and asks
+// each CQ to signal the next one; its owner polls the CQs after this, so
+// nothing arriving meanwhile is missed.
+void rearm_completions(ibv_comp_channel* channel);
+
 // Copies up to `max` completions to `out`; an error when the CQ is broken.
 Result<int> poll_completions(ibv_cq* cq, ibv_wc* out, int max);
 

@@ -37,15 +37,6 @@ bool TcpChannel::ready() const {
   return fd_ >= 0 && !closed_ && Clock::now() - last_heard_ < silence_limit_;
 }
 
-bool TcpChannel::wait_ready(Millis timeout) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(Millis(5));
-  }
-  return ready();
-}
-
 void TcpChannel::fail(const RecordPtr& record, const Status& why) {
   if (record->completed) return;
   record->completed = true;

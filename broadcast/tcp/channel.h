@@ -29,8 +29,6 @@ class TcpChannel : public Channel {
   void close() override;
   const RailSpec& rail() const override { return rail_; }
 
-  // Waits until the channel is connected.
-  bool wait_ready(Millis timeout);
   // Writes raw bytes outside the slice protocol for `duration` (the
   // plain-stream baseline of deltacast-bench wire); returns how many.
   Result<uint64_t> stream_for(Millis duration);

@@ -65,14 +65,4 @@ Result<std::vector<RdmaPort>> discover_rdma_ports() {
   return ports;
 }
 
-Result<RdmaPort> port_for_address(const std::string& ipv4) {
-  DC_ASSIGN_OR_RETURN(auto ports, discover_rdma_ports());
-  for (auto& p : ports) {
-    for (const auto& a : p.ipv4) {
-      if (a == ipv4 && p.active) return p;
-    }
-  }
-  return not_found("no active RDMA port carries {}", ipv4);
-}
-
 }  // namespace deltacast::verbs

@@ -27,7 +27,4 @@ struct RdmaPort {
 // machine has no RDMA device or the verbs library cannot reach the kernel.
 Result<std::vector<RdmaPort>> discover_rdma_ports();
 
-// The active port that carries `ipv4`, if any.
-Result<RdmaPort> port_for_address(const std::string& ipv4);
-
 }  // namespace deltacast::verbs
