@@ -30,6 +30,8 @@ struct KernelArgs {
   uint64_t elements = uint64_t{4} << 30;
   double density = 0.01;
   std::string value_codec = "ulp";
+  std::string layout = "transformer";
+  uint64_t chunk_bytes = CodecOptions{}.chunk_bytes;
   int reps = 5;
   uint64_t seed = 1;
   std::string layout_out;
@@ -112,7 +114,8 @@ int run_kernels(const KernelArgs& args) {
   auto codec = parse_value_codec(args.value_codec);
   if (!codec.ok()) return fail(codec.status());
   // Tensors are padded to 256-byte starts inside one allocation.
-  std::vector<TensorSpec> layout = transformer_layout(args.elements, DType::kBF16);
+  std::vector<TensorSpec> layout = args.layout == "moe" ? moe_layout(args.elements, DType::kBF16)
+                                                         : transformer_layout(args.elements, DType::kBF16);
   auto manifest = Manifest::create(layout);
   if (!manifest.ok()) return fail(manifest.status());
   const uint64_t bytes = manifest->total_bytes();
@@ -137,6 +140,7 @@ int run_kernels(const KernelArgs& args) {
 
   CodecOptions options;
   options.value_codec = *codec;
+  options.chunk_bytes = args.chunk_bytes;
   auto encoder = GpuDeltaEncoder::create(*manifest, options);
   if (!encoder.ok()) return fail(encoder.status());
   auto applier = GpuApplier::create(*manifest);
@@ -191,6 +195,8 @@ int run_kernels(const KernelArgs& args) {
       {"device", prop.name},
       {"elements", manifest->total_elements()},
       {"tensors", manifest->size()},
+      {"layout", args.layout},
+      {"chunk_bytes", args.chunk_bytes},
       {"dtype", "bf16"},
       {"value_codec", args.value_codec},
       {"density", version.stats.density()},
@@ -237,6 +243,12 @@ void add_kernels_command(CLI::App& app) {
   cmd->add_option("--value-codec", args->value_codec, "Value codec")->capture_default_str()->check(CLI::IsMember({"ulp", "raw"}));
   cmd->add_option("--reps", args->reps, "Timed repetitions (medians reported)")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->add_option("--seed", args->seed, "Model seed")->capture_default_str();
+  cmd->add_option("--layout", args->layout, "Tensor shapes: a dense transformer, or a fine-grained MoE (10^4 tensors)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"transformer", "moe"}));
+  cmd->add_option("--chunk-bytes", args->chunk_bytes, "Dense bytes per chunk (the unit of parallel work)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30));
   cmd->add_option("--layout-out", args->layout_out, "Write the model layout (JSON) for the PyTorch baseline");
   cmd->add_flag("--json", args->json, "One JSON object on stdout");
   cmd->callback([args] { throw CLI::RuntimeError(run_kernels(*args)); });

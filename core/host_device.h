@@ -10,3 +10,11 @@
 #define DC_HOST_DEVICE
 #define DC_DEVICE
 #endif
+
+// Unrolls the next loop under nvcc (constant indices keep small arrays in
+// registers); host compilers choose for themselves.
+#if defined(__CUDA_ARCH__)
+#define DC_UNROLL _Pragma("unroll")
+#else
+#define DC_UNROLL
+#endif

@@ -10,7 +10,8 @@ def main():
     t = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {"torch": None}
     rows = [
         ("device", k["device"]),
-        ("model", f"{k['elements']:,} bf16 elements, {k['tensors']} tensors, {100 * k['density']:.3f}% changed"),
+        ("model", f"{k['elements']:,} bf16 elements, {k['tensors']:,} tensors ({k.get('layout', 'transformer')}), "
+                  f"{100 * k['density']:.3f}% changed"),
         ("wire bytes", f"{k['wire_bytes']:,} ({k['ratio']:.1f}x smaller than dense)"),
         ("device copy", f"{k['copy_gbps']:.1f} GB/s (read + written)"),
         ("diff+encode kernels", f"{k['encode_kernel_ms']:.2f} ms, reads {k['encode_read_gbps']:.1f} GB/s "

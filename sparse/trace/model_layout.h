@@ -16,4 +16,12 @@ namespace deltacast {
 // takes the remainder. The hidden size grows with the model.
 std::vector<TensorSpec> transformer_layout(uint64_t total_elements, DType dtype);
 
+// A fine-grained mixture-of-experts model of the same total: half the hidden
+// size of transformer_layout; per layer attention, a router (experts x h) and `experts`
+// experts of three small matrices each (gate, up: i x h; down: h x i, with
+// i = h / 16), so that tensors number in the thousands to tens of thousands,
+// as in the MoE models whose per-tensor apply loops are slow. Small totals
+// fall back to transformer_layout.
+std::vector<TensorSpec> moe_layout(uint64_t total_elements, DType dtype, uint64_t experts = 128);
+
 }  // namespace deltacast

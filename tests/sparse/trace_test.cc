@@ -103,6 +103,22 @@ TEST(ModelLayout, AddsUpExactlyAndLooksLikeATransformer) {
   }
 }
 
+TEST(ModelLayout, MoeAddsUpExactlyWithTensorsInTheThousands) {
+  for (uint64_t total : {uint64_t{1000}, uint64_t{1} << 20, uint64_t{67108864}, uint64_t{268435456}}) {
+    auto layout = moe_layout(total, DType::kBF16);
+    uint64_t sum = 0;
+    size_t experts = 0;
+    for (const auto& t : layout) {
+      sum += t.numel();
+      experts += t.name.find(".experts.") != std::string::npos;
+    }
+    EXPECT_EQ(sum, total);
+    if (total >= (uint64_t{64} << 20)) {
+      EXPECT_GT(experts, 2000u) << total;
+    }
+  }
+}
+
 TEST(RlTrace, Step3ChangesAboutPointEightPercentOfBf16) {
   TraceOptions options;
   options.lr = 3e-7;
