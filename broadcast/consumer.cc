@@ -70,7 +70,8 @@ Consumer::Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerO
         r.channel.netns = options_.netns;
         r.spray = options_.spray;
         return r;
-      }()) {}
+      }()),
+      auto_commit_(options_.auto_commit) {}
 
 Consumer::~Consumer() { close(); }
 
@@ -480,7 +481,7 @@ void Consumer::worker_loop() {
           {"receive_seconds", std::chrono::duration<double>(verify_start - inc->started).count()},
           {"verify_seconds", seconds_since(verify_start)},
           {"rates", rates}});
-    if (options_.auto_commit) (void)commit_ready();
+    if (auto_commit_) (void)commit_ready();
   }
 }
 
@@ -514,6 +515,11 @@ Status Consumer::commit_ready() {
     send({{"type", msg::kCommitted}, {"version", st->version}, {"apply_seconds", apply_seconds}});
     if (on_commit_) on_commit_(st->version);
   }
+}
+
+Status Consumer::set_auto_commit(bool on) {
+  auto_commit_ = on;
+  return on ? commit_ready() : Status();
 }
 
 Result<uint64_t> Consumer::pull(Millis timeout) {

@@ -66,6 +66,9 @@ class Consumer {
   // Commits every version verified so far, newest last; first waits up to
   // `timeout` for one newer than the committed version. Returns the version held.
   Result<uint64_t> pull(Millis timeout);
+  // Switches between committing each version as soon as it is verified (on)
+  // and committing only in pull() (off); switching on commits what is ready.
+  Status set_auto_commit(bool on);
   // Waits until `version` (or newer) is committed.
   Status wait_version(uint64_t version, Millis timeout);
 
@@ -119,6 +122,7 @@ class Consumer {
   std::mutex commit_mu_;  // one commit at a time
   bool joined_once_ = false;
   std::atomic<bool> closing_{false};
+  std::atomic<bool> auto_commit_{true};
   std::thread connector_;
   std::thread worker_;
   std::thread progress_;

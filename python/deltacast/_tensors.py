@@ -1,0 +1,75 @@
+"""Named tensors in, DLPack capsules out: what the C++ engine reads and writes
+in place. Any object with ``__dlpack__`` works (torch tensors, numpy arrays,
+JAX/CuPy arrays on the host...). A value may also be ``(array, dtype)`` with
+a deltacast dtype name ("bf16", "f8e4m3", "f8e5m2"...) of the array's element
+width: bf16 or float8 weights held in numpy integer arrays."""
+from collections.abc import Mapping
+
+from .errors import InvalidArgumentError
+
+
+def named_items(named_tensors):
+    """Accepts a mapping name -> tensor (order kept) or an iterable of
+    (name, tensor) pairs, such as ``model.named_parameters()``."""
+    if isinstance(named_tensors, Mapping):
+        items = list(named_tensors.items())
+    else:
+        try:
+            items = [(name, tensor) for name, tensor in named_tensors]
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(
+                "named_tensors: give a dict {name: tensor} or (name, tensor) pairs") from None
+    seen = set()
+    for name, tensor in items:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"tensor names must be non-empty strings, got {name!r}")
+        if name in seen:
+            raise InvalidArgumentError(f"tensor name '{name}' appears twice")
+        seen.add(name)
+        if isinstance(tensor, tuple):
+            if len(tensor) != 2 or not isinstance(tensor[1], str):
+                raise InvalidArgumentError(f"tensor '{name}': give a tensor or a pair (array, dtype name)")
+            tensor = tensor[0]
+        if not hasattr(tensor, "__dlpack__"):
+            raise InvalidArgumentError(
+                f"tensor '{name}' ({type(tensor).__name__}) does not support DLPack (__dlpack__)")
+    return items
+
+
+def _plain(tensor):
+    # A torch parameter or a tensor that needs grad cannot be exported directly: its data can.
+    detach = getattr(tensor, "detach", None)
+    return detach() if callable(detach) else tensor
+
+
+def capsules(items):
+    """Returns (names, capsules, dtypes, keepalive): the capsules refer to the
+    tensors' memory; dtypes holds each override ("" for none); keepalive holds
+    the exported objects for as long as the engine lives."""
+    names, caps, dtypes, keep = [], [], [], []
+    for name, tensor in items:
+        dtype = ""
+        if isinstance(tensor, tuple):
+            tensor, dtype = tensor
+        plain = _plain(tensor)
+        names.append(name)
+        caps.append(plain.__dlpack__())
+        dtypes.append(dtype)
+        keep.append(plain)
+    return names, caps, dtypes, keep
+
+
+def parse_token(token):
+    """Tokens are integers (below 2**64) or strings (hashed to 64 bits, the same everywhere)."""
+    if token is None:
+        return 0
+    if isinstance(token, bool):
+        raise InvalidArgumentError("token: give an int or a str")
+    if isinstance(token, int):
+        if not 0 <= token < 2 ** 64:
+            raise InvalidArgumentError("an integer token must lie in [0, 2**64)")
+        return token
+    if isinstance(token, str):
+        import hashlib
+        return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+    raise InvalidArgumentError(f"token: give an int or a str, got {type(token).__name__}")

@@ -1,0 +1,203 @@
+"""The trainer's Producer and the inference worker's Consumer."""
+import json
+
+from . import _core
+from ._tensors import capsules, named_items, parse_token
+from .errors import ClosedError, InvalidArgumentError, TimeoutError
+
+_FOREVER = 365 * 24 * 3600.0
+
+
+def _default_name():
+    import os
+    import socket
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _timeout(timeout):
+    return _FOREVER if timeout is None else float(timeout)
+
+
+def _addresses(value, what):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        raise InvalidArgumentError(f"{what}: give an address string or a list of them") from None
+
+
+class _Engine:
+    """What Producer and Consumer share: closing (idempotent, also on garbage
+    collection and leaving a with-block) and refusing calls once closed."""
+
+    _role = "engine"
+    _engine = None
+
+    def close(self):
+        """Stops the engine's work and releases the tensors (a consumer's keep
+        the last committed version). Idempotent."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+        self._keep = None
+
+    def _live(self):
+        if self._engine is None:
+            raise ClosedError(f"this {self._role} is closed")
+        return self._engine
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Producer(_Engine):
+    """The trainer's end: publishes its tensors as versions.
+
+    ``named_tensors`` (a dict or ``model.named_parameters()``-style pairs) are
+    read in place at each ``publish()``; keep them contiguous and in host
+    memory. ``listen`` is the control address consumers connect to (port 0:
+    any free port; see ``address``). ``rails``: the local address of each NIC
+    to send over (None: one rail on any address). ``value_codec``: ``"ulp"``
+    (changed values as steps from the old value, smallest) or ``"raw"``.
+    """
+
+    _role = "producer"
+
+    def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
+                 threads=0):
+        items = named_items(named_tensors)
+        names, caps, dtypes, self._keep = capsules(items)
+        self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
+                                      rails=_addresses(rails, "rails"), value_codec=str(value_codec),
+                                      threads=int(threads))
+        self._address = self._engine.address
+
+    @property
+    def address(self):
+        """``host:port`` of the control port, for ``Consumer(connect=...)``."""
+        return self._address
+
+    def publish(self, full=False):
+        """Diffs the tensors against the last published version and encodes the
+        delta (the only step that reads them), queues it and returns its version
+        number; the broadcast goes on in the background. The first version, and
+        any with ``full=True``, is sent whole."""
+        return self._live().publish(bool(full))
+
+    def wait(self, version, timeout=None):
+        """Until every live consumer committed ``version`` (or newer). Raises
+        deltacast.TimeoutError after ``timeout`` seconds (None: no limit)."""
+        self._live().wait(int(version), _timeout(timeout))
+
+    def wait_for_consumers(self, count, timeout=None):
+        """Until at least ``count`` consumers joined."""
+        self._live().wait_members(int(count), _timeout(timeout))
+
+    def check(self, version, timeout=30.0):
+        """Asks every consumer for the hash of its tensors and compares it with
+        ``version``'s (the newest published); returns a dict with ``all_exact``."""
+        return json.loads(self._live().check(int(version), _timeout(timeout)))
+
+    def report(self, version):
+        """What version ``version`` took: density, wire bytes, seconds per stage,
+        consumers committed... (None for an unknown version)."""
+        return json.loads(self._live().report(int(version)))
+
+    def stats(self):
+        """Newest version, queued versions, full syncs, wire bytes, members and
+        the report of the newest version (``last``)."""
+        engine = self._live()
+        stats = json.loads(engine.stats())
+        stats["last"] = json.loads(engine.report(stats["version"])) if stats["version"] else None
+        return stats
+
+    def manifest(self):
+        """The tensors as consumers must match them: name, dtype, shape."""
+        return json.loads(self._live().manifest())
+
+
+    def __repr__(self):
+        state = "closed" if self._engine is None else f"listening on {self._address}"
+        return f"<deltacast.Producer {state}>"
+
+
+class Consumer(_Engine):
+    """An inference worker's end: receives versions into ``named_tensors`` in place.
+
+    Joins the producer at ``connect`` (an address or a list tried in turn)
+    before returning; a wrong token or tensors that do not match the
+    producer's raise at once. ``rails``: this worker's local address per NIC
+    (None: one rail on 127.0.0.1). Versions are staged and verified in the
+    background; they reach the tensors only in ``pull()`` or, after
+    ``start()``, as soon as each one is verified. Every commit writes all
+    tensors under one lock, so a version is never seen half-applied.
+    """
+
+    _role = "consumer"
+
+    def __init__(self, named_tensors, connect, token=None, rails=None, name=None, threads=0,
+                 join_timeout=30.0):
+        items = named_items(named_tensors)
+        addresses = _addresses(connect, "connect")
+        if not addresses:
+            raise InvalidArgumentError("connect: give the producer's address (Producer.address)")
+        names, caps, dtypes, self._keep = capsules(items)
+        self._engine = _core.Consumer(names, caps, dtypes, connect=addresses, token=parse_token(token),
+                                      rails=_addresses(rails, "rails"), name=name or _default_name(),
+                                      threads=int(threads), join_timeout=float(join_timeout))
+        self._background = False
+
+    @property
+    def version(self):
+        """The version the tensors hold (0: nothing yet)."""
+        return self._live().version
+
+    def pull(self, timeout=None):
+        """Commits the newest verified version into the tensors and returns it,
+        waiting up to ``timeout`` seconds (None: no limit) for one newer than
+        the version held. Raises deltacast.TimeoutError when none came."""
+        engine = self._live()
+        held = engine.version
+        version = engine.pull(_timeout(timeout))
+        if version <= held:
+            state = json.loads(engine.state())
+            why = f"; last error: {state['last_error']}" if state["last_error"] else ""
+            raise TimeoutError(f"no version newer than {held} within {timeout} s{why}")
+        return version
+
+    def start(self, on_commit=None):
+        """Background mode: each version is committed as soon as it is verified,
+        then ``on_commit(version)`` is called (on an engine thread). Readers keep
+        using the tensors meanwhile; a commit is atomic."""
+        if on_commit is not None and not callable(on_commit):
+            raise InvalidArgumentError("on_commit must be callable")
+        self._live().start(on_commit)
+        self._background = True
+        return self
+
+    def wait(self, version, timeout=None):
+        """Until ``version`` (or newer) is committed (background mode, or another thread pulling)."""
+        self._live().wait_version(int(version), _timeout(timeout))
+
+    def state(self):
+        """id, epoch, version, connected, refused, last_error."""
+        return json.loads(self._live().state())
+
+    def model_hash(self):
+        """The hash of the tensors as they are now (equal to the producer's for the same bits)."""
+        return self._live().model_hash()
+
+
+    def __repr__(self):
+        if self._engine is None:
+            return "<deltacast.Consumer closed>"
+        return f"<deltacast.Consumer version {self._engine.version}>"

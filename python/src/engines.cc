@@ -1,0 +1,237 @@
+#include "engines.h"
+
+#include <nlohmann/json.hpp>
+
+#include "broadcast/rail.h"
+#include "sparse/value_codec.h"
+#include "status_errors.h"
+
+namespace py = pybind11;
+using Json = nlohmann::json;
+
+namespace deltacast::python {
+
+namespace {
+
+// Runs f without the GIL: engine calls that block must let Python threads (and on_commit) run.
+template <typename F>
+auto without_gil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+Millis to_millis(double seconds) {
+  if (seconds < 0) raise("InvalidArgumentError", "a timeout cannot be negative");
+  return Millis(static_cast<int64_t>(seconds * 1000.0));
+}
+
+std::vector<Endpoint> endpoints(const std::vector<std::string>& texts, const char* what) {
+  std::vector<Endpoint> out;
+  for (const auto& t : texts) {
+    auto e = parse_endpoint(t);
+    if (!e.ok()) raise("InvalidArgumentError", std::string(what) + " '" + t + "': " + e.status().message());
+    out.push_back(*e);
+  }
+  return out;
+}
+
+Json version_json(const VersionReport& r) {
+  Json staged = Json::object();
+  for (const auto& [name, seconds] : r.staged_by) staged[name] = seconds;
+  return Json{{"version", r.version},
+              {"base", r.base},
+              {"full", r.full},
+              {"elements", r.stats.elements},
+              {"changed", r.stats.changed},
+              {"density", r.stats.density()},
+              {"dense_bytes", r.stats.dense_bytes},
+              {"wire_bytes", r.stats.wire_bytes},
+              {"encode_seconds", r.encode_seconds},
+              {"queue_seconds", r.queue_seconds},
+              {"wire_seconds", r.wire_seconds},
+              {"apply_seconds", r.apply_seconds},
+              {"seconds", r.seconds},
+              {"staged_seconds", staged},
+              {"slow", r.slow},
+              {"targets", r.targets},
+              {"committed", r.committed},
+              {"failed", r.failed},
+              {"lost", r.lost},
+              {"done", r.done}};
+}
+
+}  // namespace
+
+PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
+                       const std::vector<std::string>& dtypes, const ProducerArgs& args)
+    : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
+  ProducerOptions options;
+  options.listen = value_or_raise(parse_endpoint(args.listen));
+  options.token = args.token;
+  options.rails = endpoints(args.rails, "rail");
+  options.codec.value_codec = value_or_raise(parse_value_codec(args.value_codec));
+  if (args.threads > 0) options.codec.threads = args.threads;
+  py::gil_scoped_release release;
+  producer_ = value_or_raise(Producer::create(tensors_->manifest(), tensors_->views(), options));
+}
+
+PyProducer::~PyProducer() { close(); }
+
+Producer& PyProducer::engine() const {
+  if (!producer_) raise("ClosedError", "this producer is closed");
+  return *producer_;
+}
+
+std::string PyProducer::address() const { return engine().address().to_string(); }
+
+uint64_t PyProducer::publish(bool full) {
+  Producer& p = engine();
+  py::gil_scoped_release release;
+  return value_or_raise(p.publish(full));
+}
+
+void PyProducer::wait(uint64_t version, double timeout_seconds) {
+  Producer& p = engine();
+  const Millis timeout = to_millis(timeout_seconds);
+  raise_if_error(without_gil([&] { return p.wait(version, timeout); }));
+}
+
+void PyProducer::wait_members(size_t count, double timeout_seconds) {
+  Producer& p = engine();
+  const Millis timeout = to_millis(timeout_seconds);
+  raise_if_error(without_gil([&] { return p.wait_members(count, timeout); }));
+}
+
+std::string PyProducer::check(uint64_t version, double timeout_seconds) {
+  Producer& p = engine();
+  const Millis timeout = to_millis(timeout_seconds);
+  const CheckReport r = value_or_raise(without_gil([&] { return p.check(version, timeout); }));
+  Json members = Json::array();
+  for (const auto& m : r.members) {
+    members.push_back({{"id", m.id}, {"name", m.name}, {"answered", m.answered}, {"held", m.held},
+                       {"exact", m.exact}});
+  }
+  return Json{{"version", r.version}, {"all_exact", r.all_exact()}, {"members", members}}.dump();
+}
+
+std::string PyProducer::report(uint64_t version) const {
+  const auto r = engine().report(version);
+  return r ? version_json(*r).dump() : "null";
+}
+
+std::string PyProducer::stats() const {
+  const ProducerStats s = engine().stats();
+  Json members = Json::array();
+  for (const auto& m : s.members) {
+    members.push_back({{"id", m.id}, {"name", m.name}, {"alive", m.alive}, {"committed", m.committed},
+                       {"slow", m.slow}, {"rate_bytes_per_second", m.rate}});
+  }
+  return Json{{"epoch", s.epoch},       {"version", s.version},       {"queued", s.queued},
+              {"full_syncs", s.full_syncs}, {"wire_bytes", s.wire_bytes}, {"members", members}}
+      .dump();
+}
+
+std::string PyProducer::manifest() const {
+  Json tensors = Json::array();
+  for (const auto& t : tensors_->manifest().tensors()) {
+    tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+  }
+  return tensors.dump();
+}
+
+void PyProducer::close() {
+  if (!producer_) return;
+  {
+    py::gil_scoped_release release;
+    producer_->close();
+  }
+  producer_.reset();
+}
+
+PyConsumer::PyConsumer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
+                       const std::vector<std::string>& dtypes, const ConsumerArgs& args)
+    : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
+  ConsumerOptions options;
+  options.coordinators = endpoints(args.connect, "producer address");
+  if (options.coordinators.empty()) raise("InvalidArgumentError", "connect: give the producer's address");
+  options.token = args.token;
+  options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
+  options.name = args.name;
+  options.threads = args.threads;
+  options.auto_commit = false;  // pull() commits, until start() asks for background commits
+  const Millis join_timeout = to_millis(args.join_timeout);
+  consumer_ = value_or_raise(Consumer::create(tensors_->manifest(), tensors_->views(), options));
+  Status joined;
+  {
+    py::gil_scoped_release release;
+    joined = consumer_->start(join_timeout, [this](uint64_t version) {
+      py::gil_scoped_acquire gil;
+      if (!on_commit_ || on_commit_.is_none()) return;
+      try {
+        on_commit_(version);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("deltacast.Consumer on_commit callback");
+      }
+    });
+  }
+  if (!joined.ok()) {
+    close();
+    raise_if_error(joined);
+  }
+}
+
+PyConsumer::~PyConsumer() { close(); }
+
+Consumer& PyConsumer::engine() const {
+  if (!consumer_) raise("ClosedError", "this consumer is closed");
+  return *consumer_;
+}
+
+uint64_t PyConsumer::pull(double timeout_seconds) {
+  Consumer& c = engine();
+  const Millis timeout = to_millis(timeout_seconds);
+  return value_or_raise(without_gil([&] { return c.pull(timeout); }));
+}
+
+void PyConsumer::start(py::object on_commit) {
+  Consumer& c = engine();
+  on_commit_ = std::move(on_commit);
+  raise_if_error(without_gil([&] { return c.set_auto_commit(true); }));
+}
+
+void PyConsumer::wait_version(uint64_t version, double timeout_seconds) {
+  Consumer& c = engine();
+  const Millis timeout = to_millis(timeout_seconds);
+  raise_if_error(without_gil([&] { return c.wait_version(version, timeout); }));
+}
+
+uint64_t PyConsumer::version() const { return engine().version(); }
+
+std::string PyConsumer::state() const {
+  const ConsumerState s = engine().state();
+  return Json{{"id", s.id},
+              {"epoch", s.epoch},
+              {"version", s.version},
+              {"connected", s.connected},
+              {"refused", s.refused},
+              {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
+      .dump();
+}
+
+uint64_t PyConsumer::model_hash() {
+  Consumer& c = engine();
+  py::gil_scoped_release release;
+  return c.model_hash_now();
+}
+
+void PyConsumer::close() {
+  if (!consumer_) return;
+  {
+    py::gil_scoped_release release;  // the commit thread may be waiting for the GIL
+    consumer_->close();
+  }
+  consumer_.reset();
+  on_commit_ = py::none();
+}
+
+}  // namespace deltacast::python

@@ -1,0 +1,82 @@
+// The Producer and Consumer as the extension exposes them: tensors imported
+// through DLPack, options from plain Python values, results as JSON text
+// (the Python layer turns them into dicts), errors raised as
+// deltacast.errors exceptions. Blocking calls release the GIL.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broadcast/consumer.h"
+#include "broadcast/producer.h"
+#include "dlpack_tensors.h"
+
+namespace deltacast::python {
+
+struct ProducerArgs {
+  std::string listen = "127.0.0.1:0";
+  uint64_t token = 0;
+  std::vector<std::string> rails;
+  std::string value_codec = "ulp";
+  unsigned threads = 0;
+};
+
+class PyProducer {
+ public:
+  PyProducer(const std::vector<std::string>& names, const std::vector<pybind11::capsule>& capsules,
+             const std::vector<std::string>& dtypes, const ProducerArgs& args);
+  ~PyProducer();
+
+  std::string address() const;
+  uint64_t publish(bool full);
+  void wait(uint64_t version, double timeout_seconds);
+  void wait_members(size_t count, double timeout_seconds);
+  std::string check(uint64_t version, double timeout_seconds);
+  std::string report(uint64_t version) const;  // "null" when unknown
+  std::string stats() const;
+  std::string manifest() const;
+  void close();
+
+ private:
+  Producer& engine() const;
+
+  std::unique_ptr<ImportedTensors> tensors_;
+  std::unique_ptr<Producer> producer_;
+};
+
+struct ConsumerArgs {
+  std::vector<std::string> connect;
+  uint64_t token = 0;
+  std::vector<std::string> rails;
+  std::string name;
+  unsigned threads = 0;
+  double join_timeout = 30;
+};
+
+class PyConsumer {
+ public:
+  PyConsumer(const std::vector<std::string>& names, const std::vector<pybind11::capsule>& capsules,
+             const std::vector<std::string>& dtypes, const ConsumerArgs& args);
+  ~PyConsumer();
+
+  uint64_t pull(double timeout_seconds);
+  // Commits each version once verified and calls `on_commit(version)` (None: no call).
+  void start(pybind11::object on_commit);
+  void wait_version(uint64_t version, double timeout_seconds);
+  uint64_t version() const;
+  std::string state() const;
+  uint64_t model_hash();
+  void close();
+
+ private:
+  Consumer& engine() const;
+
+  std::unique_ptr<ImportedTensors> tensors_;
+  std::unique_ptr<Consumer> consumer_;
+  pybind11::object on_commit_;  // read on the commit thread with the GIL held
+};
+
+}  // namespace deltacast::python

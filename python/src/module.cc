@@ -1,0 +1,50 @@
+// deltacast._core: the C++ engine for the pure-Python package `deltacast`
+// (python/deltacast), which is the interface users see.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "engines.h"
+
+namespace py = pybind11;
+using namespace deltacast::python;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "deltacast's C++ engine; use the deltacast package, not this module";
+  m.attr("__version__") = DELTACAST_VERSION;
+
+  py::class_<PyProducer>(m, "Producer")
+      .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
+                       const std::vector<std::string>& dtypes, std::string listen, uint64_t token, std::vector<std::string> rails, std::string value_codec,
+                       unsigned threads) {
+             ProducerArgs args{std::move(listen), token, std::move(rails), std::move(value_codec), threads};
+             return std::make_unique<PyProducer>(names, capsules, dtypes, args);
+           }),
+           py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
+           py::arg("value_codec"), py::arg("threads"))
+      .def_property_readonly("address", &PyProducer::address)
+      .def("publish", &PyProducer::publish, py::arg("full"))
+      .def("wait", &PyProducer::wait, py::arg("version"), py::arg("timeout"))
+      .def("wait_members", &PyProducer::wait_members, py::arg("count"), py::arg("timeout"))
+      .def("check", &PyProducer::check, py::arg("version"), py::arg("timeout"))
+      .def("report", &PyProducer::report, py::arg("version"))
+      .def("stats", &PyProducer::stats)
+      .def("manifest", &PyProducer::manifest)
+      .def("close", &PyProducer::close);
+
+  py::class_<PyConsumer>(m, "Consumer")
+      .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
+                       const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token, std::vector<std::string> rails,
+                       std::string name, unsigned threads, double join_timeout) {
+             ConsumerArgs args{std::move(connect), token, std::move(rails), std::move(name), threads, join_timeout};
+             return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
+           }),
+           py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
+           py::arg("name"), py::arg("threads"), py::arg("join_timeout"))
+      .def("pull", &PyConsumer::pull, py::arg("timeout"))
+      .def("start", &PyConsumer::start, py::arg("on_commit"))
+      .def("wait_version", &PyConsumer::wait_version, py::arg("version"), py::arg("timeout"))
+      .def_property_readonly("version", &PyConsumer::version)
+      .def("state", &PyConsumer::state)
+      .def("model_hash", &PyConsumer::model_hash)
+      .def("close", &PyConsumer::close);
+}

@@ -1,0 +1,116 @@
+"""Every error a user can meet, raised as its deltacast exception with a
+message that says what is wrong (in one process: the engines still talk
+over real sockets)."""
+import numpy as np
+import pytest
+import torch
+
+import deltacast
+
+TOKEN = "errors-test"
+
+
+def weights():
+    torch.manual_seed(0)
+    return {"layer.weight": torch.randn(64, 32).to(torch.bfloat16), "layer.bias": torch.randn(64),
+            "steps": torch.zeros(4, dtype=torch.int64)}
+
+
+def test_version_is_reported():
+    assert deltacast.__version__ == "0.1.0"
+
+
+def test_a_non_contiguous_tensor_is_refused_by_name():
+    w = weights()
+    w["layer.weight"] = w["layer.weight"].t()
+    with pytest.raises(deltacast.NotContiguousError, match="'layer.weight' is not contiguous"):
+        deltacast.Producer(w, token=TOKEN)
+
+
+def test_an_unsupported_dtype_is_refused_by_name():
+    with pytest.raises(deltacast.DTypeError, match="'z'"):
+        deltacast.Producer({"z": np.zeros(8, dtype=np.complex64)}, token=TOKEN)
+    with pytest.raises(deltacast.DTypeError, match="needs 16-bit elements"):
+        deltacast.Producer({"w": (np.zeros(8, dtype=np.uint8), "bf16")}, token=TOKEN)
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(deltacast.InvalidArgumentError):
+        deltacast.Producer({"a": np.zeros(4)}, listen="not-an-address", token=TOKEN)
+    with pytest.raises(deltacast.InvalidArgumentError, match="value codec|codec"):
+        deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, value_codec="gzip")
+    with pytest.raises(deltacast.InvalidArgumentError, match="DLPack"):
+        deltacast.Producer({"a": [1, 2, 3]}, token=TOKEN)
+    with pytest.raises(deltacast.InvalidArgumentError, match="twice"):
+        deltacast.Producer([("a", np.zeros(4)), ("a", np.zeros(4))], token=TOKEN)
+
+
+def test_a_wrong_token_is_refused():
+    with deltacast.Producer(weights(), token=TOKEN) as p:
+        with pytest.raises(deltacast.TokenError, match="wrong token"):
+            deltacast.Consumer(weights(), connect=p.address, token="another", join_timeout=10)
+
+
+def test_a_manifest_mismatch_names_the_first_differing_tensor():
+    with deltacast.Producer(weights(), token=TOKEN) as p:
+        w = weights()
+        w["layer.bias"] = torch.zeros(65)
+        with pytest.raises(deltacast.ManifestMismatchError, match="layer.bias"):
+            deltacast.Consumer(w, connect=p.address, token=TOKEN, join_timeout=10)
+
+
+def test_a_dtype_mismatch_is_a_manifest_mismatch_naming_the_dtypes():
+    with deltacast.Producer(weights(), token=TOKEN) as p:
+        w = weights()
+        w["steps"] = torch.zeros(4, dtype=torch.int32)
+        with pytest.raises(deltacast.ManifestMismatchError, match=r"steps.*i32|steps.*i64") as e:
+            deltacast.Consumer(w, connect=p.address, token=TOKEN, join_timeout=10)
+        assert "i32" in str(e.value) and "i64" in str(e.value)
+
+
+def test_timeouts_raise_timeout_errors():
+    with deltacast.Producer(weights(), token=TOKEN) as p:
+        with deltacast.Consumer(weights(), connect=p.address, token=TOKEN) as c:
+            with pytest.raises(deltacast.TimeoutError, match="no version newer than 0"):
+                c.pull(timeout=0.3)
+            v = p.publish()
+            # The consumer only commits in pull(): the producer's wait cannot end.
+            with pytest.raises(TimeoutError, match=f"version {v}|{v}"):
+                p.wait(v, timeout=0.5)
+            assert c.pull(timeout=10) == v
+            p.wait(v, timeout=10)
+        with pytest.raises(deltacast.ConnectionError):
+            deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, join_timeout=0.5)
+
+
+def test_closed_engines_raise_closed_errors():
+    p = deltacast.Producer(weights(), token=TOKEN)
+    c = deltacast.Consumer(weights(), connect=p.address, token=TOKEN)
+    c.close()
+    with pytest.raises(deltacast.ClosedError, match="consumer is closed"):
+        c.pull(timeout=1)
+    p.close()
+    p.close()  # idempotent
+    with pytest.raises(deltacast.ClosedError, match="producer is closed"):
+        p.publish()
+
+
+def test_numpy_arrays_sync_in_place_including_bf16_bits():
+    rng = np.random.default_rng(1)
+    src = {"f32": rng.standard_normal(1000).astype(np.float32),
+           "bf16": (rng.integers(0, 2 ** 16, 5000, dtype=np.uint16), "bf16"),
+           "i8": rng.integers(-128, 128, 77, dtype=np.int8)}
+    src["f32"][:3] = [np.nan, -0.0, np.float32(1e-45)]  # NaN, negative zero, a denormal
+    dst = {"f32": np.zeros(1000, np.float32), "bf16": (np.zeros(5000, np.uint16), "bf16"), "i8": np.zeros(77, np.int8)}
+    with deltacast.Producer(src, token=TOKEN) as p, deltacast.Consumer(dst, connect=p.address, token=TOKEN) as c:
+        for step in range(3):
+            v = p.publish()
+            assert c.pull(timeout=10) == v
+            for name in src:
+                a = src[name][0] if isinstance(src[name], tuple) else src[name]
+                b = dst[name][0] if isinstance(dst[name], tuple) else dst[name]
+                assert a.tobytes() == b.tobytes(), (step, name)
+            src["f32"][rng.integers(0, 1000, 10)] += 1
+            src["bf16"][0][rng.integers(0, 5000, 50)] ^= 1
+        report = p.report(v)
+        assert not report["full"] and 0 < report["changed"] <= 60 and report["wire_bytes"] < report["dense_bytes"]
