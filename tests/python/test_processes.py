@@ -16,7 +16,9 @@ class Trainer:
         torch.manual_seed(seed)
         self.model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
         self.model.to(torch.bfloat16)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        # A small learning rate, as in RL fine-tuning: a bf16 step then changes a few percent of the weights
+        # (at 1e-3 recent torch versions change every element, which would test nothing sparse).
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
 
     def step(self):
         x = torch.randn(32, 64, dtype=torch.bfloat16)
