@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_commands.h"
-#include "broadcast/rail.h"
+#include "broadcast/transport/rail.h"
 #if DELTACAST_HAVE_RDMA
-#include "broadcast/verbs/devices.h"
+#include "broadcast/transport/rdma/verbs/devices.h"
 #endif
 
 namespace deltacast::bench {

@@ -74,7 +74,8 @@ int run_sync_both(const SyncArgs& args) {
     for (const std::string& a : {self, std::string("sync"), std::string("--role"), std::string("consumer"),
                                  std::string("--connect"), producer.address().to_string(), std::string("--elements"),
                                  std::to_string(args.elements), std::string("--token"), std::to_string(args.token),
-                                 std::string("--name"), host_name(i), std::string("--die-with-parent")}) {
+                                 std::string("--name"), host_name(i), std::string("--transport"),
+                                 std::string(producer.transport()), std::string("--die-with-parent")}) {
       argv.push_back(a);
     }
     for (int r = 0; r < args.rails; ++r) {
@@ -134,6 +135,11 @@ void add_sync_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd->add_option("--rails", args->rails, "Rails per process")->capture_default_str()->check(CLI::Range(1, 8));
+  cmd->add_option("--transport", args->transport,
+                  "Data transport: tcp, rdma, or auto (RDMA where a device is; without one, RDMA falls back to TCP "
+                  "and says so)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tcp", "rdma", "auto"}));
   cmd->add_option("--elements", args->elements, "bf16 elements of the model (every role must agree)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 36));

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "broadcast/consumer.h"
+#include "broadcast/engine/consumer.h"
 #include "core/aligned_buffer.h"
 #include "gloo_baseline.h"
 #include "sparse/trace/model_layout.h"
@@ -94,6 +94,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   options.listen = std::move(listen);
   options.token = args.token;
   options.rails = std::move(rails);
+  options.transport = args.transport;
   options.netns = std::move(netns);
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
   options.codec.zstd_level = args.zstd;
@@ -249,6 +250,7 @@ int run_consumer_role(const SyncArgs& args) {
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("consumer-{}", getpid()) : args.name;
   options.threads = args.threads;
+  options.transport = args.transport;
   auto consumer = Consumer::create(*manifest, views, options);
   if (!consumer.ok()) return fail(consumer.status());
   Consumer& c = **consumer;
@@ -265,7 +267,11 @@ int run_consumer_role(const SyncArgs& args) {
     if (state.connected != connected) {
       connected = state.connected;
       if (connected) {
-        emit({{"event", "joined"}, {"id", state.id}, {"epoch", state.epoch}, {"version", state.version}});
+        emit({{"event", "joined"},
+              {"id", state.id},
+              {"epoch", state.epoch},
+              {"version", state.version},
+              {"transport", std::string(c.transport())}});
       } else {
         emit({{"event", "producer_lost"},
               {"version", state.version},
@@ -342,8 +348,15 @@ bool run_command(SyncProducer& sync, const std::string& line) {
     const ProducerStats stats = p.stats();
     Json members = Json::array();
     for (const auto& m : stats.members) {
-      members.push_back({{"id", m.id}, {"name", m.name}, {"base", m.base}, {"committed", m.committed},
-                         {"rate", m.rate}, {"arrived", m.arrived}});
+      const auto rates = stats.rates.find(m.id);
+      const MemberRates r = rates == stats.rates.end() ? MemberRates{} : rates->second;
+      members.push_back({{"id", m.id},
+                         {"name", m.name},
+                         {"base", m.base},
+                         {"committed", m.committed},
+                         {"slow", r.slow},
+                         {"rate", std::max(r.capacity, r.lower)},
+                         {"arrived", m.arrived}});
     }
     emit({{"event", "stats"}, {"version", stats.version}, {"queued", stats.queued}, {"full_syncs", stats.full_syncs},
           {"wire_bytes", stats.wire_bytes}, {"members", members}});
@@ -369,6 +382,7 @@ int run_producer_role(const SyncArgs& args) {
   if (!sync.ok()) return fail(sync.status());
   Producer& p = (*sync)->producer();
   emit({{"event", "listening"}, {"address", p.address().to_string()}, {"epoch", p.epoch()},
+        {"transport", std::string(p.transport())},
         {"tensors", (*sync)->trace().manifest().size()}, {"bytes", (*sync)->trace().manifest().total_bytes()}});
   if (args.commands) {
     std::string line;

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
-#include "broadcast/producer.h"
+#include "broadcast/engine/producer.h"
 #include "sparse/trace/rl_trace.h"
 
 namespace deltacast::bench {
@@ -26,6 +26,7 @@ struct SyncArgs {
   std::string role = "both";
   int consumers = 4;
   int rails = 2;
+  std::string transport = "tcp";            // tcp, rdma or auto
   uint64_t elements = 1ull << 26;
   int versions = 5;
   double lr = 3e-7;

@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "broadcast/rail_health.h"
-#include "broadcast/sprayer.h"
+#include "broadcast/transport/rail_health.h"
+#include "broadcast/transport/sprayer.h"
 
 namespace deltacast::bench {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "broadcast/producer.h"
+#include "broadcast/engine/producer.h"
 
 using namespace deltacast;
 

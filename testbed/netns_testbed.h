@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "broadcast/rail.h"
+#include "broadcast/transport/rail.h"
 #include "core/status.h"
 
 namespace deltacast {

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broadcast/rail.h"
+#include "broadcast/transport/rail.h"
 #include "sparse/value_codec.h"
 #include "status_errors.h"
 
@@ -123,11 +123,18 @@ std::string PyProducer::stats() const {
   const ProducerStats s = engine().stats();
   Json members = Json::array();
   for (const auto& m : s.members) {
-    members.push_back({{"id", m.id}, {"name", m.name}, {"alive", m.alive}, {"committed", m.committed},
-                       {"slow", m.slow}, {"rate_bytes_per_second", m.rate}});
+    const auto rates = s.rates.find(m.id);
+    const MemberRates r = rates == s.rates.end() ? MemberRates{} : rates->second;
+    members.push_back({{"id", m.id},
+                       {"name", m.name},
+                       {"alive", m.alive},
+                       {"committed", m.committed},
+                       {"slow", r.slow},
+                       {"rate_bytes_per_second", std::max(r.capacity, r.lower)}});
   }
-  return Json{{"epoch", s.epoch},       {"version", s.version},       {"queued", s.queued},
-              {"full_syncs", s.full_syncs}, {"wire_bytes", s.wire_bytes}, {"members", members}}
+  return Json{{"epoch", s.epoch},           {"version", s.version},       {"queued", s.queued},
+              {"full_syncs", s.full_syncs}, {"wire_bytes", s.wire_bytes}, {"transport", s.transport},
+              {"members", members}}
       .dump();
 }
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "broadcast/consumer.h"
-#include "broadcast/producer.h"
+#include "broadcast/engine/consumer.h"
+#include "broadcast/engine/producer.h"
 #include "dlpack_tensors.h"
 
 namespace deltacast::python {

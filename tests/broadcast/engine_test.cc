@@ -8,8 +8,8 @@
 
 #include <thread>
 
-#include "broadcast/consumer.h"
-#include "broadcast/producer.h"
+#include "broadcast/engine/consumer.h"
+#include "broadcast/engine/producer.h"
 #include "sparse/trace/model_layout.h"
 #include "sparse/trace/rl_trace.h"
 #include "support/test_tensors.h"
@@ -28,7 +28,11 @@ struct Trainer {
   std::unique_ptr<RlTrace> trace;
   std::unique_ptr<Producer> producer;
 
-  explicit Trainer(uint64_t elements, double lr = 3e-7, ProducerOptions options = {}) {
+  explicit Trainer(uint64_t elements) : Trainer(elements, 3e-7, std::make_unique<ProducerOptions>()) {}
+  Trainer(uint64_t elements, double lr, const ProducerOptions& options)
+      : Trainer(elements, lr, std::make_unique<ProducerOptions>(options)) {}
+  Trainer(uint64_t elements, double lr, std::unique_ptr<ProducerOptions> given) {
+    ProducerOptions& options = *given;
     TraceOptions t;
     t.lr = lr;
     t.threads = 2;

@@ -1,4 +1,4 @@
-#include "broadcast/rail_health.h"
+#include "broadcast/transport/rail_health.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "broadcast/rail.h"
+#include "broadcast/transport/rail.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "broadcast/rdma/wire.h"
+#include "broadcast/transport/rdma/wire.h"
 
 namespace deltacast::rdma {
 namespace {

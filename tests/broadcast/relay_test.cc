@@ -1,14 +1,14 @@
-// The relay over loopback: slices go to the child the plan names for their
-// stripe, and to that child's endpoints even when its id was handed out
+// The relay over the fake backend: slices go to the child the plan names for
+// their stripe, and to that child's endpoints even when its id was handed out
 // before to another peer (a new producer numbers its consumers afresh).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 
-#include "broadcast/relay.h"
-#include "broadcast/staging.h"
-#include "broadcast/tcp/listener.h"
+#include "broadcast/engine/relay.h"
+#include "broadcast/testing/fake/transport.h"
+#include "broadcast/transport/staging.h"
 #include "core/hash.h"
 
 namespace deltacast {
@@ -18,20 +18,22 @@ using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x7e1a;
 constexpr uint32_t kSliceBytes = 4096;
 
+fake::FakeNetwork network;
+const auto transport = std::make_shared<fake::FakeTransport>(&network);
+
 struct Child {
   StagingArea staging;
-  std::unique_ptr<tcp::TcpListener> listener;
+  std::unique_ptr<Listener> listener;
 
   explicit Child(int host) {
-    ListenOptions options;
-    options.token = kToken;
-    listener = tcp::TcpListener::create({{"127.0.0." + std::to_string(host), 0}}, &staging, options).value();
+    listener = transport->listen({{"10.0.0." + std::to_string(host), 7000}}, &staging, {}).value();
   }
 };
 
 Relay make_relay() {
   RelayOptions options;
-  options.local_rails = {{"127.0.0.1", 0}};
+  options.transport = transport;
+  options.local_rails = {{"10.0.0.1", 0}};
   options.channel.token = kToken;
   options.spray.stall_timeout = milliseconds(2000);
   return Relay(options);
@@ -51,7 +53,7 @@ uint64_t slice_checksum(const std::vector<uint8_t>& data, uint32_t slice) {
 
 // Forwards a whole transfer, one stripe, to the child with id `id` at `to`.
 void forward_all(Relay& relay, uint64_t transfer, const std::vector<uint8_t>& data, uint32_t id, const Child& to) {
-  relay.begin(transfer, data.data(), data.size(), kSliceBytes, 1, false);
+  relay.begin(TransferShape{transfer, data.size(), kSliceBytes}, data.data(), 1, false);
   ASSERT_TRUE(relay.set_children({id}, {{id, to.listener->endpoints()}}, {}).ok());
   const uint32_t slices = static_cast<uint32_t>((data.size() + kSliceBytes - 1) / kSliceBytes);
   for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i, slice_checksum(data, i));
@@ -70,7 +72,7 @@ TEST(Relay, ForwardsEverySliceToTheChildOfItsStripe) {
   const auto data = pattern(10 * kSliceBytes + 17, 1);
   ASSERT_TRUE(a.staging.expect(1, data.size(), kSliceBytes).ok());
   ASSERT_TRUE(b.staging.expect(1, data.size(), kSliceBytes).ok());
-  relay.begin(1, data.data(), data.size(), kSliceBytes, 2, false);
+  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, false);
   ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
   for (uint32_t i = 0; i < 11; ++i) relay.on_slice(1, i, slice_checksum(data, i));
   // Stripe 0 (even slices) goes to a, stripe 1 to b; nobody gets the other's.

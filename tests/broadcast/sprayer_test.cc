@@ -2,7 +2,7 @@
 // on errors and stalls, duplicate suppression, backoff and recovery, and a
 // clear error when every rail is gone. Real sockets are tested in
 // tests/netns/.
-#include "broadcast/sprayer.h"
+#include "broadcast/transport/sprayer.h"
 
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 #include <random>
 #include <thread>
 
-#include "broadcast/fake/transport.h"
-#include "broadcast/faulty_channel.h"
-#include "broadcast/staging.h"
+#include "broadcast/testing/fake/transport.h"
+#include "broadcast/testing/faulty_channel.h"
+#include "broadcast/transport/staging.h"
 
 namespace deltacast {
 namespace {

@@ -1,6 +1,6 @@
 // The receiver's staging: exactly-once arrival, validation of untrusted slice
 // headers, duplicates and checksum failures.
-#include "broadcast/staging.h"
+#include "broadcast/transport/staging.h"
 
 #include <gtest/gtest.h>
 

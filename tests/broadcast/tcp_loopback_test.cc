@@ -13,11 +13,11 @@
 #include <random>
 #include <thread>
 
-#include "broadcast/sprayer.h"
-#include "broadcast/staging.h"
-#include "broadcast/tcp/channel.h"
-#include "broadcast/tcp/listener.h"
-#include "broadcast/tcp/transport.h"
+#include "broadcast/transport/sprayer.h"
+#include "broadcast/transport/staging.h"
+#include "broadcast/transport/tcp/channel.h"
+#include "broadcast/transport/tcp/listener.h"
+#include "broadcast/transport/tcp/transport.h"
 #include "core/byte_io.h"
 
 namespace deltacast {
@@ -149,7 +149,7 @@ struct RawClient {
   std::vector<uint8_t> slice_frame(const SliceRef& s) {
     std::vector<uint8_t> f(tcp::kFrameHeaderBytes + 40);
     tcp::write_frame_header(f.data(), tcp::kSlice);
-    tcp::encode_slice_body(s, f.data() + tcp::kFrameHeaderBytes);
+    encode_slice_header(s, f.data() + tcp::kFrameHeaderBytes);
     return f;
   }
   // True when the receiver closed the connection within `wait`.

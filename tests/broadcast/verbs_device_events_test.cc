@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "broadcast/verbs/device_events.h"
+#include "broadcast/transport/rdma/verbs/device_events.h"
 
 namespace deltacast::verbs {
 namespace {

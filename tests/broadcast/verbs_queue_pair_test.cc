@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "broadcast/verbs/queue_pair.h"
+#include "broadcast/transport/rdma/verbs/queue_pair.h"
 
 namespace deltacast::verbs {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "broadcast/verbs/slot_table.h"
+#include "broadcast/transport/rdma/verbs/slot_table.h"
 
 namespace deltacast::verbs {
 namespace {

@@ -1,6 +1,6 @@
 // A version's buckets packed into one blob and back, serial and parallel,
 // and forged blobs refused without reading past their end.
-#include "broadcast/version_blob.h"
+#include "broadcast/engine/version_blob.h"
 
 #include <gtest/gtest.h>
 

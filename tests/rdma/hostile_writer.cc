@@ -20,8 +20,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "broadcast/rdma/wire.h"
-#include "broadcast/verbs/slot_table.h"
+#include "broadcast/transport/rdma/wire.h"
+#include "broadcast/transport/rdma/verbs/slot_table.h"
 #include "core/byte_io.h"
 
 using namespace deltacast;

@@ -1,0 +1,495 @@
+#include "broadcast/engine/consumer.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "broadcast/engine/planner.h"
+#include "broadcast/engine/version_blob.h"
+#include "broadcast/transport/socket.h"
+#include "broadcast/transport/transport_select.h"
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace deltacast {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+// The version being received.
+struct Consumer::Incoming {
+  control::Announce announce;
+  TransferShape shape;
+  std::shared_ptr<AlignedBuffer> memory;
+  Clock::time_point started;
+  bool processed = false;  // verified (or failed); staging may still be serving children
+};
+
+// A verified version waiting to be committed.
+struct Consumer::Staged {
+  uint64_t version = 0;
+  std::shared_ptr<AlignedBuffer> memory;  // the chunks point into it
+  VersionChunks chunks;
+};
+
+Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vector<TensorView> tensors,
+                                                   ConsumerOptions options) {
+  DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  if (options.rails.empty()) return invalid_argument("a consumer needs at least one data rail address");
+  if (options.coordinators.empty()) return invalid_argument("a consumer needs the producer's address");
+  std::shared_ptr<Transport> transport = options.transport_backend;
+  if (!transport) {
+    DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(options.transport));
+    transport = std::move(choice.transport);
+  }
+  std::unique_ptr<Consumer> c(
+      new Consumer(std::move(manifest), std::move(tensors), std::move(options), std::move(transport)));
+  ListenOptions listen;
+  listen.token = c->options_.token;
+  listen.netns = c->options_.netns;
+  DC_ASSIGN_OR_RETURN(c->listener_, c->transport_->listen(c->options_.rails, &c->staging_, listen));
+  c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum); });
+  return c;
+}
+
+Consumer::Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerOptions options,
+                   std::shared_ptr<Transport> transport)
+    : manifest_(std::move(manifest)),
+      tensors_(std::move(tensors)),
+      options_(std::move(options)),
+      transport_(std::move(transport)),
+      applier_(manifest_, options_.threads),
+      hash_pool_(std::make_unique<ThreadPool>(options_.threads)),
+      staging_([] {
+        StagingOptions staging;
+        staging.announce_wait = Millis(3000);  // slices may overtake their version's announcement
+        return staging;
+      }()),
+      relay_([&] {
+        RelayOptions r;
+        r.transport = transport_;
+        r.local_rails = options_.rails;
+        r.channel.token = options_.token;
+        r.channel.netns = options_.netns;
+        r.spray = options_.spray;
+        return r;
+      }()),
+      auto_commit_(options_.auto_commit) {}
+
+Consumer::~Consumer() { close(); }
+
+void Consumer::close() {
+  if (closing_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (link_) link_->close();
+    cv_.notify_all();
+  }
+  if (connector_.joinable()) connector_.join();
+  if (worker_.joinable()) worker_.join();
+  if (progress_.joinable()) progress_.join();
+  std::unique_ptr<ControlLink> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link = std::move(link_);
+  }
+  link.reset();
+  relay_.end();
+  if (listener_) listener_->close();
+}
+
+Status Consumer::start(Millis timeout, OnCommit on_commit) {
+  on_commit_ = std::move(on_commit);
+  connector_ = std::thread([this] { connect_loop(); });
+  worker_ = std::thread([this] { worker_loop(); });
+  progress_ = std::thread([this] { progress_loop(); });
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return state_.connected || state_.refused || closing_; });
+  if (state_.refused) return state_.last_error;
+  if (!state_.connected) {
+    return unavailable("not joined within {} ms{}", timeout.count(),
+                       state_.last_error.ok() ? "" : " (" + state_.last_error.message() + ")");
+  }
+  return Status();
+}
+
+ConsumerState Consumer::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+uint64_t Consumer::version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.version;
+}
+
+void Consumer::send(const control::Message& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (link_ && link_->open()) (void)link_->send(message);
+}
+
+Status Consumer::join(int fd) {
+  control::Join hello;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hello.token = options_.token;
+    hello.name = options_.name;
+    hello.transport = std::string(transport_->name());
+    hello.manifest_hash = manifest_.hash();
+    hello.manifest = manifest_.tensors();
+    hello.version = state_.version;
+    hello.epoch = state_.epoch;
+    hello.rails = listener_->endpoints();
+  }
+  const auto deadline = Clock::now() + Millis(5000);
+  DC_RETURN_IF_ERROR(write_control_frame(fd, control::encode_text(hello), deadline, &closing_));
+  DC_ASSIGN_OR_RETURN(std::string text, read_control_frame(fd, deadline, Millis(5000), &closing_));
+  DC_ASSIGN_OR_RETURN(control::Message answer, control::decode_text(text));
+  if (const auto* reject = std::get_if<control::Reject>(&answer)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.refused = true;
+    state_.last_error = Status(reject->code, "the producer refused this consumer: " + reject->reason);
+    cv_.notify_all();
+    return state_.last_error;
+  }
+  const auto* welcome = std::get_if<control::Welcome>(&answer);
+  if (welcome == nullptr) return corrupt("expected a welcome, got '{}'", control::type_name(answer));
+  const uint32_t id = welcome->id;
+  const uint64_t epoch = welcome->epoch;
+  auto link = std::make_unique<ControlLink>(
+      fd, options_.control, [this](const control::Message& m) { on_message(m); },
+      [this](const Status& why) {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_.connected = false;
+        if (!closing_) {
+          state_.last_error = unavailable("lost the producer: {}", why.message());
+          log().warn("consumer {}: {}; keeping version {}", options_.name, state_.last_error.message(), state_.version);
+        }
+        cv_.notify_all();
+      });
+  std::lock_guard<std::mutex> lock(mu_);
+  state_.id = id;
+  if (state_.epoch != epoch && state_.version != 0) {
+    log().info("consumer {}: a new producer (epoch {:x}); version {} will be replaced by a full sync", options_.name,
+               epoch, state_.version);
+  }
+  state_.epoch = epoch;
+  state_.connected = true;
+  state_.last_error = Status();
+  link_ = std::move(link);
+  joined_once_ = true;
+  cv_.notify_all();
+  return Status();
+}
+
+void Consumer::connect_loop() {
+  Millis backoff = options_.reconnect_min;
+  size_t attempt = 0;
+  for (;;) {
+    std::unique_ptr<ControlLink> dead;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return closing_ || state_.refused || !link_ || !link_->open(); });
+      if (closing_ || state_.refused) return;
+      dead = std::move(link_);  // destroyed outside the lock and outside its own thread
+    }
+    if (dead) {
+      dead.reset();
+      abandon_incoming();
+    }
+    auto fd = net::open_socket(options_.netns);
+    Status s = fd.status();
+    if (fd.ok()) {
+      const Endpoint& coordinator = options_.coordinators[attempt++ % options_.coordinators.size()];
+      s = net::connect_socket(*fd, Endpoint{"0.0.0.0", 0}, coordinator, Millis(1000));
+      if (s.ok()) s = join(*fd);
+      if (!s.ok()) ::close(*fd);
+    }
+    if (s.ok()) {
+      backoff = options_.reconnect_min;
+      continue;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (state_.refused) return;
+      state_.last_error = s;
+      cv_.notify_all();
+      cv_.wait_for(lock, backoff, [&] { return closing_.load(); });
+    }
+    backoff = std::min(backoff * 2, options_.reconnect_max);
+  }
+}
+
+void Consumer::abandon_incoming() {
+  std::shared_ptr<Incoming> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone = std::move(incoming_);
+  }
+  if (!gone) return;
+  relay_.end();
+  staging_.forget(gone->shape.id);
+}
+
+void Consumer::on_message(const control::Message& m) {
+  std::visit(control::Overloaded{[&](const control::Announce& announce) { on_version(announce); },
+                                 [&](const control::Replan& replan) { on_replan(replan); },
+                                 [&](const control::Done& done) { on_done(done); },
+                                 [&](const control::Check& check) { on_check(check); },
+                                 [&](const auto&) {
+                                   // The coordinator never sends this: the connection is not to be
+                                   // trusted, and is redialled.
+                                   log().error("consumer {}: the producer sent '{}', which it never sends; reconnecting",
+                                               options_.name, control::type_name(m));
+                                   std::lock_guard<std::mutex> lock(mu_);
+                                   if (link_) link_->close();
+                                 }},
+             m);
+}
+
+void Consumer::on_version(const control::Announce& m) {
+  auto inc = std::make_shared<Incoming>();
+  inc->announce = m;
+  inc->shape = TransferShape{m.transfer, m.bytes, m.slice_bytes};
+  inc->started = Clock::now();
+  // A version can never be much larger than the dense model (a full sync plus headers).
+  const uint64_t limit = 2 * manifest_.total_bytes() + (64u << 20);
+  Status s;
+  if (m.bytes > limit || m.slice_bytes < 1024 || m.slice_bytes > (64u << 20) ||
+      m.plan.plan.stripes() > std::max<uint32_t>(1, inc->shape.slices())) {
+    s = corrupt("version {}: {} bytes in {}-byte slices over {} stripes is out of bounds", m.version, m.bytes,
+                m.slice_bytes, m.plan.plan.stripes());
+  }
+  if (!s.ok()) {
+    log().error("consumer {}: bad version message: {}", options_.name, s.to_string());
+    send(control::Failed{m.version, s.message()});
+    return;
+  }
+  abandon_incoming();
+  inc->memory = staging_pool_.acquire(m.bytes);
+  uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = state_.id;
+  }
+  // Forwarding is set up before staging accepts the first slice, so that no
+  // slice arrives unseen by the relay.
+  relay_.begin(inc->shape, inc->memory->data(), m.plan.plan.stripes(), false);
+  if (Status r = relay_.set_children(m.plan.plan.children(id), m.plan.directory, {}); !r.ok()) {
+    log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
+  }
+  s = staging_.expect(m.transfer, m.bytes, m.slice_bytes, inc->memory->data(), inc->memory);
+  if (!s.ok()) {
+    relay_.end();
+    send(control::Failed{m.version, s.message()});
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_ = inc;
+  cv_.notify_all();
+}
+
+void Consumer::on_replan(const control::Replan& m) {
+  std::shared_ptr<Incoming> inc;
+  uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inc = incoming_;
+    id = state_.id;
+  }
+  if (!inc || m.transfer != inc->shape.id) return;  // a plan for something else
+  if (m.plan.plan.stripes() != inc->announce.plan.plan.stripes()) {
+    log().error("consumer {}: a re-plan with {} stripes for a version of {}", options_.name, m.plan.plan.stripes(),
+                inc->announce.plan.plan.stripes());
+    return;
+  }
+  // What each new child already holds, so that only the rest is forwarded.
+  std::map<uint32_t, std::vector<bool>> have;
+  for (const auto& [child, hex] : m.have) {
+    auto bits = control::decode_bitmap(hex, inc->shape.slices());
+    if (bits.ok()) have[child] = *bits;
+  }
+  if (Status r = relay_.set_children(m.plan.plan.children(id), m.plan.directory, have); !r.ok()) {
+    log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
+  }
+}
+
+void Consumer::on_done(const control::Done& m) {
+  std::shared_ptr<Incoming> inc;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!incoming_ || incoming_->announce.version != m.version || !incoming_->processed) return;
+    inc = std::move(incoming_);
+  }
+  // Every consumer has the version: nothing more to forward, the staging can go.
+  relay_.end();
+  staging_.forget(inc->shape.id);
+}
+
+void Consumer::on_check(const control::Check& m) {
+  // Hashing a large model takes a while: off the control link's reader thread.
+  std::lock_guard<std::mutex> lock(mu_);
+  check_requests_.push_back(m.version);
+  cv_.notify_all();
+}
+
+void Consumer::answer_checks() {
+  std::vector<uint64_t> requests;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests.swap(check_requests_);
+  }
+  for (uint64_t version : requests) {
+    uint64_t held = 0, hash = 0;
+    {
+      std::shared_lock<std::shared_mutex> shared(tensors_mu_);
+      held = this->version();
+      hash = model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
+    }
+    send(control::Checked{version, held, hash});
+  }
+}
+
+uint64_t Consumer::model_hash_now() {
+  std::shared_lock<std::shared_mutex> shared(tensors_mu_);
+  return model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
+}
+
+void Consumer::worker_loop() {
+  for (;;) {
+    std::shared_ptr<Incoming> inc;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, Millis(50),
+                   [&] { return closing_ || !check_requests_.empty() || (incoming_ && !incoming_->processed); });
+      if (closing_) return;
+      inc = incoming_ && !incoming_->processed ? incoming_ : nullptr;
+    }
+    answer_checks();
+    if (!inc) continue;
+    if (!staging_.wait(inc->shape.id, Millis(50)).ok()) continue;
+    const auto verify_start = Clock::now();
+    const auto blob = staging_.bytes(inc->shape.id);
+    Status s;
+    if (content_hash(blob.data(), blob.size(), *hash_pool_) != inc->announce.blob_hash) {
+      // Whether bytes changed after they arrived, or arrived as the sender sent them: which
+      // side to look at when this happens.
+      const auto changed = staging_.changed_slices(inc->shape.id);
+      s = corrupt("version {}: the received bytes do not match their hash ({})", inc->announce.version,
+                  changed.empty() ? std::string("every slice matches the checksum it was sent with")
+                                  : fmt::format("{} slice(s) changed after arrival, first {}", changed.size(), changed[0]));
+    }
+    auto staged = std::make_shared<Staged>();
+    staged->version = inc->announce.version;
+    staged->memory = inc->memory;
+    if (s.ok()) {
+      auto buckets = unpack_blob(blob);
+      if (!buckets.ok()) {
+        s = buckets.status();
+      } else {
+        std::optional<uint64_t> held;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          const uint64_t base = ready_.empty() ? state_.version : ready_.back()->version;
+          if (base != 0) held = base;
+        }
+        auto chunks = applier_.verify(*buckets, held);
+        if (chunks.ok()) {
+          staged->chunks = std::move(chunks).value();
+        } else {
+          s = chunks.status();
+        }
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      inc->processed = true;
+      if (s.ok()) ready_.push_back(staged);
+      cv_.notify_all();
+    }
+    if (!s.ok()) {
+      log().error("consumer {}: {}", options_.name, s.to_string());
+      send(control::Failed{inc->announce.version, s.message()});
+      continue;
+    }
+    send(control::Staged{inc->announce.version, std::chrono::duration<double>(verify_start - inc->started).count(),
+                         seconds_since(verify_start), relay_.child_links()});
+    if (auto_commit_) (void)commit_ready();
+  }
+}
+
+Status Consumer::commit_ready() {
+  std::lock_guard<std::mutex> one_at_a_time(commit_mu_);
+  for (;;) {
+    std::shared_ptr<Staged> st;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ready_.empty()) return Status();
+      st = ready_.front();
+    }
+    const auto start = Clock::now();
+    Status s;
+    {
+      std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
+      s = applier_.apply(st->chunks, tensors_);
+    }
+    const double apply_seconds = seconds_since(start);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_.pop_front();
+      if (s.ok()) state_.version = st->version;
+      if (!s.ok()) state_.last_error = s;
+      cv_.notify_all();
+    }
+    if (!s.ok()) {
+      send(control::Failed{st->version, s.message()});
+      return s;
+    }
+    send(control::Committed{st->version, apply_seconds});
+    if (on_commit_) on_commit_(st->version);
+  }
+}
+
+Status Consumer::set_auto_commit(bool on) {
+  auto_commit_ = on;
+  return on ? commit_ready() : Status();
+}
+
+Result<uint64_t> Consumer::pull(Millis timeout) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return closing_ || !ready_.empty(); });
+  }
+  DC_RETURN_IF_ERROR(commit_ready());
+  return version();
+}
+
+Status Consumer::wait_version(uint64_t version, Millis timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (cv_.wait_for(lock, timeout, [&] { return closing_ || state_.version >= version || state_.refused; }) &&
+      state_.version >= version) {
+    return Status();
+  }
+  return deadline_exceeded("version {} not committed within {} ms (holding {}{})", version, timeout.count(),
+                           state_.version, state_.last_error.ok() ? "" : "; " + state_.last_error.message());
+}
+
+void Consumer::progress_loop() {
+  for (;;) {
+    std::shared_ptr<Incoming> inc;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, Millis(100), [&] { return closing_.load(); });
+      if (closing_) return;
+      inc = incoming_;
+    }
+    if (!inc || inc->processed) continue;
+    const auto present = staging_.present(inc->shape.id);
+    uint32_t arrived = 0;
+    for (uint8_t p : present) arrived += p;
+    send(control::Progress{inc->shape.id, arrived, seconds_since(inc->started), control::encode_bitmap(present)});
+  }
+}
+
+}  // namespace deltacast

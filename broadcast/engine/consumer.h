@@ -1,0 +1,137 @@
+// A rollout process's end of deltacast: joins the coordinator (token and
+// manifest checked there), receives each version's slices into staging while
+// forwarding them to its children (cut-through), verifies the whole version,
+// and only then commits it: applies every bucket into the live tensors in one
+// pass under an exclusive lock, so a reader never sees a mix of versions.
+// When the producer goes away the tensors keep the last committed version,
+// the error is reported, and the consumer rejoins when a producer returns.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "broadcast/engine/control_link.h"
+#include "broadcast/engine/relay.h"
+#include "broadcast/transport/staging.h"
+#include "broadcast/transport/transport.h"
+#include "core/buffer_pool.h"
+#include "core/manifest.h"
+#include "sparse/delta_applier.h"
+
+namespace deltacast {
+
+struct ConsumerOptions {
+  std::vector<Endpoint> coordinators;  // the producer's control address(es), tried in turn
+  uint64_t token = 0;
+  std::vector<Endpoint> rails;      // this consumer's data address per rail (port 0: any free port)
+  // The data transport: "tcp", "rdma" or "auto", as the producer's (ProducerOptions::transport).
+  std::string transport = "tcp";
+  std::shared_ptr<Transport> transport_backend;  // given: used instead of `transport` (tests: the fake backend)
+  std::string name;
+  unsigned threads = 0;             // verify/apply threads (0: all cores)
+  bool auto_commit = true;          // commit as soon as a version is verified; false: only in pull()
+  Millis reconnect_min{100};
+  Millis reconnect_max{2000};
+  ControlLinkOptions control;
+  SprayOptions spray;
+  std::string netns;                // open every socket in this network namespace (tests)
+};
+
+struct ConsumerState {
+  uint32_t id = 0;
+  uint64_t epoch = 0;
+  uint64_t version = 0;   // committed; 0: nothing yet
+  bool connected = false;
+  bool refused = false;   // the coordinator refused this consumer for good
+  Status last_error;
+};
+
+class Consumer {
+ public:
+  using OnCommit = std::function<void(uint64_t version)>;
+
+  // `tensors` are host tensors matching `manifest`; they are written only by commits.
+  static Result<std::unique_ptr<Consumer>> create(Manifest manifest, std::vector<TensorView> tensors,
+                                                  ConsumerOptions options);
+  ~Consumer();
+
+  // Starts the background work and waits until joined, refused (wrong token,
+  // manifest mismatch: returned as errors) or `timeout` passed (it keeps trying).
+  Status start(Millis timeout, OnCommit on_commit = nullptr);
+  // Commits every version verified so far, newest last; first waits up to
+  // `timeout` for one newer than the committed version. Returns the version held.
+  Result<uint64_t> pull(Millis timeout);
+  // Switches between committing each version as soon as it is verified (on)
+  // and committing only in pull() (off); switching on commits what is ready.
+  Status set_auto_commit(bool on);
+  // Waits until `version` (or newer) is committed.
+  Status wait_version(uint64_t version, Millis timeout);
+
+  ConsumerState state() const;
+  // Hash of the tensors as they are now (model_hash, core/hash.h).
+  uint64_t model_hash_now();
+  uint64_t version() const;
+  // Readers of the tensors hold this shared; commits hold it exclusively.
+  std::shared_mutex& tensors_mutex() { return tensors_mu_; }
+  std::vector<Endpoint> data_endpoints() const { return listener_->endpoints(); }
+  std::string_view transport() const { return transport_->name(); }
+  void close();
+
+ private:
+  struct Incoming;
+  struct Staged;
+
+  Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerOptions options,
+           std::shared_ptr<Transport> transport);
+  void connect_loop();
+  Status join(int fd);
+  void on_message(const control::Message& message);
+  void on_version(const control::Announce& message);
+  void on_replan(const control::Replan& message);
+  void on_done(const control::Done& message);
+  void on_check(const control::Check& message);
+  void worker_loop();
+  void answer_checks();
+  void progress_loop();
+  Status commit_ready();
+  void abandon_incoming();
+  void send(const control::Message& message);
+
+  Manifest manifest_;
+  std::vector<TensorView> tensors_;
+  ConsumerOptions options_;
+  std::shared_ptr<Transport> transport_;
+  DeltaApplier applier_;
+  std::unique_ptr<ThreadPool> hash_pool_;
+  BufferPool staging_pool_{2};  // staging memory, reused across versions
+  StagingArea staging_;
+  std::unique_ptr<Listener> listener_;
+  Relay relay_;
+  std::shared_mutex tensors_mu_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  ConsumerState state_;
+  OnCommit on_commit_;
+  std::unique_ptr<ControlLink> link_;
+  std::shared_ptr<Incoming> incoming_;
+  std::deque<std::shared_ptr<Staged>> ready_;
+  std::vector<uint64_t> check_requests_;
+  std::mutex commit_mu_;  // one commit at a time
+  bool joined_once_ = false;
+  std::atomic<bool> closing_{false};
+  std::atomic<bool> auto_commit_{true};
+  std::thread connector_;
+  std::thread worker_;
+  std::thread progress_;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,193 @@
+// Every message of the control plane, one struct each, with its JSON form
+// (nlohmann to_json/from_json) and the checks a message from an untrusted
+// peer must pass. docs/control-protocol.md describes the exchange; frames
+// are in control_frame.h.
+//
+// A message is a JSON object with a "type" and exactly the fields of its
+// struct: a missing field, a field of the wrong type or out of bounds, and a
+// field the struct does not have are all refused with a reason that names
+// the message and the field (the peer is then dropped; nobody else notices).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broadcast/engine/planner.h"
+#include "broadcast/transport/rail.h"
+#include "broadcast/transport/slice_table.h"
+#include "core/manifest.h"
+#include "core/status.h"
+
+namespace deltacast {
+
+using Json = nlohmann::json;
+
+namespace control {
+
+// Bumped whenever a message changes; a join with another protocol is refused.
+inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr size_t kMaxRails = 16;        // data endpoints per member
+inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
+inline constexpr uint32_t kMaxStripes = 64;
+inline constexpr size_t kMaxTextBytes = 4096;  // names, reasons, transport names
+
+// A message that breaks these rules; decode() turns it into a kCorrupt Status.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Who forwards which stripe to whom, and where every member of the plan takes data.
+struct PlanWire {
+  Plan plan;                                     // chains per stripe (the slow list stays with the coordinator)
+  std::map<uint32_t, PeerEndpoints> directory;  // every member of the chains
+};
+
+// consumer -> coordinator, the first message on a control connection.
+struct Join {
+  uint32_t protocol = kProtocolVersion;
+  uint64_t token = 0;
+  std::string name;
+  std::string transport;  // the data transport it receives with ("tcp", "rdma", ...)
+  uint64_t manifest_hash = 0;
+  std::vector<TensorSpec> manifest;  // to name the first difference when the hashes differ
+  uint64_t version = 0;              // newest version it holds (0: none)
+  uint64_t epoch = 0;                // the producer instance that version came from
+  PeerEndpoints rails;               // where it takes data, one endpoint per rail
+};
+// coordinator -> consumer: admitted, with its id for this producer instance.
+struct Welcome {
+  uint32_t id = 0;
+  uint64_t epoch = 0;
+  uint64_t version = 0;  // the version the coordinator counts it as holding
+};
+// coordinator -> consumer, then the connection closes.
+struct Reject {
+  StatusCode code = StatusCode::kFailedPrecondition;
+  std::string reason;
+};
+// both ways, while nothing else is said.
+struct Heartbeat {};
+// coordinator -> consumer: a version to stage, and the plan it travels by.
+struct Announce {
+  uint64_t version = 0;
+  uint64_t base = 0;  // 0 with full
+  bool full = false;
+  uint64_t transfer = 0;
+  uint64_t bytes = 0;
+  uint32_t slice_bytes = 0;
+  uint64_t blob_hash = 0;
+  PlanWire plan;  // one chain per stripe
+};
+// coordinator -> consumer: a new plan mid-version (a member died or failed), and what each
+// member holds already, so that a new parent sends only the rest.
+struct Replan {
+  uint64_t transfer = 0;
+  PlanWire plan;
+  std::map<uint32_t, std::string> have;  // slice bitmaps (encode_bitmap)
+};
+// consumer -> coordinator: slices held of the transfer in flight.
+struct Progress {
+  uint64_t transfer = 0;
+  uint32_t arrived = 0;
+  double seconds = 0;
+  std::string have;
+};
+// consumer -> coordinator: every slice in place and the whole version verified; how the
+// links to its children did (samples for the rate book).
+struct Staged {
+  uint64_t version = 0;
+  double receive_seconds = 0;
+  double verify_seconds = 0;
+  std::map<uint32_t, LinkSample> links;
+};
+// consumer -> coordinator: applied.
+struct Committed {
+  uint64_t version = 0;
+  double apply_seconds = 0;
+};
+// consumer -> coordinator: could not stage or apply this version.
+struct Failed {
+  uint64_t version = 0;
+  std::string reason;
+};
+// coordinator -> consumer: the version finished everywhere; its staging can go.
+struct Done {
+  uint64_t version = 0;
+};
+// coordinator -> consumer: hash your tensors.
+struct Check {
+  uint64_t version = 0;
+};
+// consumer -> coordinator: the version it holds and the hash of its tensors.
+struct Checked {
+  uint64_t version = 0;
+  uint64_t held = 0;
+  uint64_t model_hash = 0;
+};
+
+using Message = std::variant<Join, Welcome, Reject, Heartbeat, Announce, Replan, Progress, Staged, Committed, Failed,
+                             Done, Check, Checked>;
+
+// For std::visit over a Message with one lambda per type handled and a generic one for the rest.
+template <typename... Handlers>
+struct Overloaded : Handlers... {
+  using Handlers::operator()...;
+};
+template <typename... Handlers>
+Overloaded(Handlers...) -> Overloaded<Handlers...>;
+
+// The "type" each message travels under.
+std::string_view type_name(const Message& message);
+
+// The JSON object for a message, with its type.
+Json encode(const Message& message);
+std::string encode_text(const Message& message);
+// An untrusted JSON object (or text) back into a message; every rule above is checked.
+Result<Message> decode(const Json& json);
+Result<Message> decode_text(std::string_view text);
+
+// Slice-presence bitmaps as hex text (bit i of byte i / 8).
+std::string encode_bitmap(const std::vector<uint8_t>& present);
+Result<std::vector<bool>> decode_bitmap(const std::string& hex, size_t bits);
+
+// The JSON form of each struct (the "type" is added by encode()). from_json throws
+// ProtocolError naming the field.
+void to_json(Json& j, const PlanWire& m);
+void from_json(const Json& j, PlanWire& m);
+void to_json(Json& j, const Join& m);
+void from_json(const Json& j, Join& m);
+void to_json(Json& j, const Welcome& m);
+void from_json(const Json& j, Welcome& m);
+void to_json(Json& j, const Reject& m);
+void from_json(const Json& j, Reject& m);
+void to_json(Json& j, const Heartbeat& m);
+void from_json(const Json& j, Heartbeat& m);
+void to_json(Json& j, const Announce& m);
+void from_json(const Json& j, Announce& m);
+void to_json(Json& j, const Replan& m);
+void from_json(const Json& j, Replan& m);
+void to_json(Json& j, const Progress& m);
+void from_json(const Json& j, Progress& m);
+void to_json(Json& j, const Staged& m);
+void from_json(const Json& j, Staged& m);
+void to_json(Json& j, const Committed& m);
+void from_json(const Json& j, Committed& m);
+void to_json(Json& j, const Failed& m);
+void from_json(const Json& j, Failed& m);
+void to_json(Json& j, const Done& m);
+void from_json(const Json& j, Done& m);
+void to_json(Json& j, const Check& m);
+void from_json(const Json& j, Check& m);
+void to_json(Json& j, const Checked& m);
+void from_json(const Json& j, Checked& m);
+
+}  // namespace control
+}  // namespace deltacast

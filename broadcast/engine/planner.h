@@ -1,0 +1,49 @@
+// The broadcast plan: who forwards which slices to whom. A version's slices
+// are dealt round-robin into stripes; each stripe travels down its own chain
+// of consumers (the producer feeds the head, every consumer forwards to the
+// next as soon as a slice arrives), so the tree is pipelined and the
+// producer's uplink carries every byte once. Chains are rotations of one
+// order, so every consumer is first in some stripe and no uplink carries
+// everything. Slow members (the rate book says which, rate_book.h) sit at the
+// tails of every chain, where they delay nobody, the slowest last.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace deltacast {
+
+struct Plan {
+  // chains[s]: consumer ids in forwarding order for stripe s.
+  std::vector<std::vector<uint32_t>> chains;
+  // Members placed at the tails, slowest last.
+  std::vector<uint32_t> slow;
+
+  uint32_t stripes() const { return static_cast<uint32_t>(chains.size()); }
+  static uint32_t stripe_of(uint32_t slice, uint32_t stripes) { return slice % stripes; }
+  // The consumer `id` forwards stripe s to (0: nobody).
+  uint32_t child(uint32_t id, uint32_t stripe) const;
+  // Who `id` forwards each stripe to (0: nobody), one entry per stripe.
+  std::vector<uint32_t> children(uint32_t id) const;
+  // The consumer the producer feeds for stripe s (0: none).
+  uint32_t head(uint32_t stripe) const { return chains[stripe].empty() ? 0 : chains[stripe].front(); }
+  // The consumer fed first in each stripe.
+  std::vector<uint32_t> heads() const;
+};
+
+// Chains over `members` (any order; the plan orders them by id) for `stripes` stripes, with the
+// members of `slow` (slowest last) at every tail.
+Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow = {});
+
+// Stripes for n consumers: enough that no uplink carries everything, few
+// enough that each chain's slices stay large.
+uint32_t default_stripes(size_t consumers);
+
+// Slice size from the alpha-beta model of a pipelined chain of `hops` links:
+// k* = sqrt((hops - 1) * bytes / (alpha * beta)) pieces minimise
+// fill time plus per-piece overhead; the slice is bytes / k*, clamped.
+uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,
+                                uint32_t min_bytes = 64 << 10, uint32_t max_bytes = 4 << 20);
+
+}  // namespace deltacast

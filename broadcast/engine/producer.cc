@@ -1,0 +1,426 @@
+#include "broadcast/engine/producer.h"
+
+#include <algorithm>
+#include <random>
+
+#include "broadcast/engine/version_blob.h"
+#include "broadcast/transport/transport_select.h"
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace deltacast {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+constexpr size_t kReportsKept = 4096;
+constexpr size_t kHashesKept = 8;
+}  // namespace
+
+// A version's buckets packed as one blob (version_blob.h), with its content hash.
+struct Producer::Blob {
+  uint64_t version = 0;
+  std::shared_ptr<AlignedBuffer> memory;  // from the pool: may be larger than `bytes`
+  uint64_t bytes = 0;
+  uint64_t hash = 0;
+};
+
+// A published version waiting for (or in) its round.
+struct Producer::Pending {
+  uint64_t version = 0;
+  uint64_t base = 0;
+  bool full = false;
+  Blob blob;
+  Clock::time_point published;
+  Clock::time_point encoded;
+};
+
+Producer::Blob Producer::make_blob(const EncodedVersion& encoded) {
+  Blob blob;
+  blob.version = encoded.target_version;
+  blob.bytes = blob_bytes(encoded.buckets);
+  blob.memory = blob_pool_.acquire(blob.bytes);
+  pack_blob_into(encoded.buckets, blob.memory->data(), hash_pool_.get());
+  blob.hash = content_hash(blob.memory->data(), blob.bytes, *hash_pool_);
+  return blob;
+}
+
+bool CheckReport::all_exact() const {
+  return std::all_of(members.begin(), members.end(), [](const Member& m) { return m.exact; });
+}
+
+Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vector<TensorView> tensors,
+                                                   ProducerOptions options) {
+  DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  for (const auto& t : tensors) {
+    if (!t.device.is_cpu()) return invalid_argument("the producer reads host tensors");
+  }
+  if (options.epoch == 0) {
+    std::random_device random;
+    options.epoch = (static_cast<uint64_t>(random()) << 32 | random()) | 1;
+  }
+  if (options.rails.empty()) options.rails.push_back(Endpoint{"0.0.0.0", 0});
+  DC_ASSIGN_OR_RETURN(DeltaEncoder encoder, DeltaEncoder::create(manifest, options.codec));
+  std::shared_ptr<Transport> transport = options.transport_backend;
+  if (!transport) {
+    DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(options.transport));
+    transport = std::move(choice.transport);
+  }
+  std::unique_ptr<Producer> p(new Producer(std::move(manifest), std::move(tensors), std::move(options), std::move(encoder)));
+  p->transport_ = std::move(transport);
+  MembershipOptions m;
+  m.listen = p->options_.listen;
+  m.token = p->options_.token;
+  m.epoch = p->options_.epoch;
+  m.transport = std::string(p->transport_->name());
+  m.netns = p->options_.netns;
+  m.control = p->options_.control;
+  m.rates = &p->rates_;
+  DC_ASSIGN_OR_RETURN(p->membership_, Membership::create(p->manifest_, m));
+  RelayOptions r;
+  r.transport = p->transport_;
+  r.local_rails = p->options_.rails;
+  r.channel.token = p->options_.token;
+  r.channel.netns = p->options_.netns;
+  r.spray = p->options_.spray;
+  p->relay_ = std::make_unique<Relay>(r);
+  p->driver_ = std::make_unique<RoundDriver>(*p->membership_, *p->relay_, p->rates_, p->options_.round);
+  p->rounds_ = std::thread([raw = p.get()] { raw->round_loop(); });
+  log().info("producer: {} tensors, {} bytes; control port {}; data over {}; epoch {:x}", p->manifest_.size(),
+             p->manifest_.total_bytes(), p->address().to_string(), p->transport(), p->epoch());
+  return p;
+}
+
+Producer::Producer(Manifest manifest, std::vector<TensorView> tensors, ProducerOptions options, DeltaEncoder encoder)
+    : manifest_(std::move(manifest)),
+      tensors_(std::move(tensors)),
+      options_(std::move(options)),
+      encoder_(std::move(encoder)),
+      hash_pool_(std::make_unique<ThreadPool>(options_.codec.threads)) {}
+
+Producer::~Producer() { close(); }
+
+void Producer::close() {
+  if (closing_.exchange(true)) return;
+  membership_->notify();
+  if (rounds_.joinable()) rounds_.join();
+  relay_->end();
+  membership_->close();
+  relay_.reset();
+}
+
+uint64_t Producer::next_transfer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return (options_.epoch & 0xffffffff00000000ull) | ++transfers_;
+}
+
+Result<uint64_t> Producer::publish(bool full) {
+  if (closing_) return failed_precondition("the producer is closed");
+  std::lock_guard<std::mutex> one_at_a_time(publish_mu_);
+  auto pending = std::make_shared<Pending>();
+  pending->published = Clock::now();
+  EncodedVersion encoded;
+  {
+    std::unique_lock<std::shared_mutex> exclusive(shadow_mu_);
+    const uint64_t version = (shadow_ ? shadow_->version() : 0) + 1;
+    if (!shadow_) {
+      DC_ASSIGN_OR_RETURN(Shadow shadow, Shadow::copy_of(manifest_, tensors_, version));
+      shadow_.emplace(std::move(shadow));
+      full = true;
+    } else if (full) {
+      DC_RETURN_IF_ERROR(shadow_->assign(tensors_, version));
+    }
+    if (full) {
+      DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_full(shadow_->views(), version));
+    } else {
+      DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, *shadow_, version));
+    }
+    full_cache_.reset();
+  }
+  pending->version = encoded.target_version;
+  pending->base = full ? 0 : encoded.base_version;
+  pending->full = full;
+  pending->blob = make_blob(encoded);
+  encoded.buckets.clear();
+  pending->encoded = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    VersionReport& report = reports_[pending->version];
+    report.version = pending->version;
+    report.base = pending->base;
+    report.full = full;
+    report.stats = encoded.stats;
+    report.stats.wire_bytes = pending->blob.bytes;
+    report.encode_seconds = seconds_between(pending->published, pending->encoded);
+    while (reports_.size() > kReportsKept) reports_.erase(reports_.begin());
+    newest_ = pending->version;
+    queue_.push_back(pending);
+    ++queued_;
+  }
+  membership_->notify();
+  log().debug("producer: version {} encoded: {} changed of {} ({:.3f}%), {} wire bytes, {:.3f} s", pending->version,
+              encoded.stats.changed, encoded.stats.elements, 100 * encoded.stats.density(), pending->blob.bytes,
+              seconds_between(pending->published, pending->encoded));
+  return pending->version;
+}
+
+std::vector<uint64_t> Producer::queued_bases() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> bases;
+  for (const auto& p : queue_) bases.push_back(p->full ? 0 : p->base);
+  return bases;
+}
+
+bool Producer::needs_full_sync(const MemberRecord& m, const std::vector<uint64_t>& bases, uint64_t newest) const {
+  if (newest == 0 || m.base == newest) return false;
+  // A queued full version reaches everyone; a queued delta extends its own base.
+  for (uint64_t b : bases) {
+    if (b == 0 || (m.base != 0 && b == m.base)) return false;
+  }
+  return true;
+}
+
+void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
+  RoundSpec spec;
+  spec.transfer = next_transfer();
+  spec.version = pending->version;
+  spec.base = pending->base;
+  spec.full = pending->full;
+  spec.data = pending->blob.memory->data();
+  spec.bytes = pending->blob.bytes;
+  spec.blob_hash = pending->blob.hash;
+  for (const MemberRecord& m : membership_->snapshot()) {
+    if (pending->full || m.base == pending->base) spec.targets.push_back(m.id);
+  }
+  const auto start = Clock::now();
+  RoundResult result;
+  if (!spec.targets.empty()) result = driver_->run(spec, [this] { return closing_.load(); });
+  // Whoever did not finish holds no usable base: a full sync follows.
+  membership_->update([&](std::map<uint32_t, MemberRecord>& all) {
+    for (uint32_t id : result.failed) {
+      if (auto it = all.find(id); it != all.end() && it->second.committed < spec.version) it->second.base = 0;
+    }
+  });
+  const auto end = Clock::now();
+  std::map<std::string, double> staged_by;
+  std::vector<std::string> slow;
+  const auto& tails = result.first_plan.slow;
+  for (const MemberRecord& m : membership_->snapshot()) {
+    if (auto it = result.staged_at.find(m.id); it != result.staged_at.end()) staged_by[m.name] = it->second;
+    if (std::find(tails.begin(), tails.end(), m.id) != tails.end()) slow.push_back(m.name);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    VersionReport& report = reports_[pending->version];
+    report.staged_by = std::move(staged_by);
+    report.slow = std::move(slow);
+    report.queue_seconds = seconds_between(pending->encoded, start);
+    report.wire_seconds = result.staged_seconds;
+    report.apply_seconds = result.max_apply_seconds;
+    report.seconds = seconds_between(pending->published, end);
+    report.targets = static_cast<uint32_t>(spec.targets.size());
+    report.committed = static_cast<uint32_t>(result.committed.size());
+    report.failed = static_cast<uint32_t>(result.failed.size());
+    report.lost = static_cast<uint32_t>(result.lost.size());
+    report.slice_bytes = result.slice_bytes;
+    report.stripes = result.stripes;
+    report.replans = result.replans;
+    report.done = true;
+    if (!spec.targets.empty()) wire_bytes_ += spec.bytes;
+    queue_.pop_front();
+    --queued_;
+    log().info("producer: version {} ({}, {} bytes) committed by {}/{} consumers in {:.3f} s "
+               "(encode {:.3f}, wire {:.3f}, apply {:.3f}){}",
+               report.version, report.full ? "full" : "delta", spec.bytes, report.committed, report.targets,
+               report.seconds, report.encode_seconds, report.wire_seconds, report.apply_seconds,
+               report.lost + report.failed > 0 ? fmt::format("; {} lost, {} failed", report.lost, report.failed) : "");
+  }
+  membership_->notify();
+}
+
+std::shared_ptr<Producer::Blob> Producer::full_blob() {
+  std::shared_lock<std::shared_mutex> shared(shadow_mu_);
+  if (!shadow_) return nullptr;
+  if (full_cache_ && full_cache_->version == shadow_->version()) return full_cache_;
+  auto encoded = encoder_.encode_full(shadow_->views(), shadow_->version());
+  if (!encoded.ok()) {
+    log().error("producer: full sync of version {}: {}", shadow_->version(), encoded.status().to_string());
+    return nullptr;
+  }
+  full_cache_ = std::make_shared<Blob>(make_blob(*encoded));
+  return full_cache_;
+}
+
+void Producer::run_catch_up() {
+  const uint64_t newest = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return newest_;
+  }();
+  const auto bases = queued_bases();
+  std::vector<uint32_t> behind;
+  for (const MemberRecord& m : membership_->snapshot()) {
+    if (needs_full_sync(m, bases, newest)) behind.push_back(m.id);
+  }
+  if (behind.empty()) return;
+  auto full = full_blob();
+  if (!full) return;
+  RoundSpec spec;
+  spec.transfer = next_transfer();
+  spec.version = full->version;
+  spec.full = true;
+  spec.data = full->memory->data();
+  spec.bytes = full->bytes;
+  spec.blob_hash = full->hash;
+  spec.targets = behind;
+  log().info("producer: full sync of version {} ({} bytes) to {} consumer(s) that are behind", spec.version, spec.bytes,
+             behind.size());
+  RoundResult result = driver_->run(spec, [this] { return closing_.load(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++full_syncs_;
+    wire_bytes_ += spec.bytes;
+  }
+  if (!result.failed.empty()) {
+    // Whatever made them fail (a dead data path, a full disk) is given a moment before the next try.
+    log().warn("producer: full sync of version {} failed for {} consumer(s); retrying", spec.version, result.failed.size());
+    std::this_thread::sleep_for(Millis(200));
+  }
+  membership_->notify();
+}
+
+void Producer::round_loop() {
+  while (!closing_) {
+    std::shared_ptr<Pending> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!queue_.empty()) pending = queue_.front();
+    }
+    if (pending) run_pending(pending);
+    if (closing_) return;
+    run_catch_up();
+    if (queued_ > 0) continue;
+    const uint64_t newest = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return newest_;
+    }();
+    membership_->wait(Millis(200), [&](const std::map<uint32_t, MemberRecord>& all) {
+      if (closing_ || queued_ > 0) return true;
+      return std::any_of(all.begin(), all.end(),
+                         [&](const auto& m) { return needs_full_sync(m.second, {}, newest); });
+    });
+  }
+}
+
+Status Producer::wait(uint64_t version, Millis timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (version == 0 || version > newest_) return invalid_argument("version {} was not published (newest {})", version, newest_);
+  }
+  const auto round_done = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reports_.find(version);
+    return it == reports_.end() || it->second.done;
+  };
+  std::vector<std::string> missing;
+  const bool ok = membership_->wait(timeout, [&](const std::map<uint32_t, MemberRecord>& all) {
+    missing.clear();
+    for (const auto& [id, m] : all) {
+      if (m.committed < version) missing.push_back(fmt::format("{} '{}' (holds {})", id, m.name, m.committed));
+    }
+    return missing.empty() && round_done();
+  });
+  if (ok) return Status();
+  if (closing_) return cancelled("the producer closed");
+  return deadline_exceeded("version {} not committed everywhere within {} ms; waiting for: {}", version, timeout.count(),
+                           missing.empty() ? std::string("the round to end") : fmt::format("{}", fmt::join(missing, ", ")));
+}
+
+Status Producer::wait_members(size_t count, Millis timeout) {
+  size_t have = 0;
+  if (membership_->wait(timeout, [&](const std::map<uint32_t, MemberRecord>& all) {
+        have = all.size();
+        return have >= count;
+      })) {
+    return Status();
+  }
+  return deadline_exceeded("{} of {} consumers joined within {} ms", have, count, timeout.count());
+}
+
+Result<CheckReport> Producer::check(uint64_t version, Millis timeout) {
+  CheckReport report;
+  report.version = version;
+  {
+    std::shared_lock<std::shared_mutex> shared(shadow_mu_);
+    if (!shadow_ || shadow_->version() != version) {
+      return failed_precondition("version {} is not the newest published ({}): only the newest can be checked", version,
+                                 shadow_ ? shadow_->version() : 0);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = model_hashes_.find(version);
+    if (it != model_hashes_.end()) {
+      report.expected_hash = it->second;
+    } else {
+      report.expected_hash = model_hash(shadow_->views().data(), shadow_->views().size(), *hash_pool_);
+      model_hashes_[version] = report.expected_hash;
+      while (model_hashes_.size() > kHashesKept) model_hashes_.erase(model_hashes_.begin());
+    }
+  }
+  membership_->update([&](std::map<uint32_t, MemberRecord>& all) {
+    for (auto& [id, m] : all) m.checks.erase(version);
+  });
+  const control::Message ask = control::Check{version};
+  for (const MemberRecord& m : membership_->snapshot()) membership_->send(m.id, ask);
+  membership_->wait(timeout, [&](const std::map<uint32_t, MemberRecord>& all) {
+    return std::all_of(all.begin(), all.end(), [&](const auto& m) { return m.second.checks.count(version) != 0; });
+  });
+  for (const MemberRecord& m : membership_->snapshot()) {
+    CheckReport::Member out;
+    out.id = m.id;
+    out.name = m.name;
+    auto it = m.checks.find(version);
+    if (it != m.checks.end()) {
+      out.answered = true;
+      out.held = it->second.first;
+      out.hash = it->second.second;
+      out.exact = out.held == version && out.hash == report.expected_hash;
+    }
+    report.members.push_back(out);
+  }
+  // A member that holds the version with other bits has a damaged base: a full sync repairs it.
+  membership_->update([&](std::map<uint32_t, MemberRecord>& all) {
+    for (const auto& m : report.members) {
+      auto it = all.find(m.id);
+      if (m.answered && m.held == version && !m.exact && it != all.end()) {
+        log().error("producer: consumer {} '{}' holds version {} with hash {:x}, expected {:x}; re-syncing it",
+                    m.id, m.name, version, m.hash, report.expected_hash);
+        it->second.base = 0;
+      }
+    }
+  });
+  return report;
+}
+
+std::optional<VersionReport> Producer::report(uint64_t version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = reports_.find(version);
+  if (it == reports_.end()) return std::nullopt;
+  return it->second;
+}
+
+ProducerStats Producer::stats() const {
+  ProducerStats s;
+  s.members = membership_->snapshot();
+  s.transport = std::string(transport_->name());
+  for (const auto& m : s.members) {
+    if (auto r = rates_.rates(m.id)) s.rates[m.id] = *r;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  s.epoch = options_.epoch;
+  s.version = newest_;
+  s.queued = queued_;
+  s.full_syncs = full_syncs_;
+  s.wire_bytes = wire_bytes_;
+  return s;
+}
+
+}  // namespace deltacast

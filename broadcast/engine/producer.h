@@ -1,0 +1,172 @@
+// The trainer's end of deltacast, with the coordinator inside it. publish()
+// diffs the trainer's tensors against the shadow (the last published
+// version), encodes the delta into buckets and queues it; a round thread
+// broadcasts queued versions one after another, in order (publishing while a
+// version is in flight queues: nothing is coalesced, so every consumer at
+// version v-1 receives exactly the delta v). Consumers that hold nothing, an
+// older version, another producer's version, or failed a version are caught
+// up between rounds with a full (dense) sync of the newest version. Deltas
+// with `ulp` values only go to consumers whose base is exactly the delta's
+// base; everyone else gets the full sync.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "broadcast/engine/membership.h"
+#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/relay.h"
+#include "broadcast/engine/round.h"
+#include "core/buffer_pool.h"
+#include "sparse/delta_encoder.h"
+
+namespace deltacast {
+
+struct ProducerOptions {
+  Endpoint listen{"127.0.0.1", 0};  // control port
+  uint64_t token = 0;
+  std::vector<Endpoint> rails;      // local address of each rail (ports ignored); empty: one rail, any address
+  // The data transport: "tcp", "rdma" or "auto" (RDMA where a device is, TCP otherwise; a
+  // request for RDMA where there is none falls back to TCP and says why). Every consumer of the
+  // group must receive over the same one, or it is refused at join.
+  std::string transport = "tcp";
+  std::shared_ptr<Transport> transport_backend;  // given: used instead of `transport` (tests: the fake backend)
+  CodecOptions codec;
+  RoundOptions round;
+  ControlLinkOptions control;
+  SprayOptions spray;
+  std::string netns;                // open every socket in this network namespace (tests)
+  uint64_t epoch = 0;               // 0: random
+};
+
+// One version's journey, filled in as it goes.
+struct VersionReport {
+  uint64_t version = 0;
+  uint64_t base = 0;
+  bool full = false;
+  VersionStats stats;
+  double encode_seconds = 0;  // diff + encode + bucket + blob
+  double queue_seconds = 0;   // waiting for earlier versions' rounds
+  double wire_seconds = 0;    // round start until every target staged (received and verified) it
+  double apply_seconds = 0;   // the slowest target's commit (apply)
+  double seconds = 0;         // publish() called until every target committed
+  std::map<std::string, double> staged_by;  // per target (by name): round start until it staged the version
+  std::vector<std::string> slow;            // targets measured slow, placed at the chains' tails (planner.h)
+  uint32_t targets = 0;
+  uint32_t committed = 0;
+  uint32_t failed = 0;
+  uint32_t lost = 0;
+  uint32_t slice_bytes = 0;
+  uint32_t stripes = 0;
+  uint32_t replans = 0;
+  bool done = false;
+};
+
+struct CheckReport {
+  struct Member {
+    uint32_t id = 0;
+    std::string name;
+    bool answered = false;
+    uint64_t held = 0;
+    uint64_t hash = 0;
+    bool exact = false;
+  };
+  uint64_t version = 0;
+  uint64_t expected_hash = 0;
+  std::vector<Member> members;
+  bool all_exact() const;
+};
+
+struct ProducerStats {
+  uint64_t epoch = 0;
+  uint64_t version = 0;        // newest published
+  uint64_t queued = 0;         // published, round not finished
+  uint64_t full_syncs = 0;     // catch-up rounds run
+  uint64_t wire_bytes = 0;     // bytes of every round's blob (once per round: relays carry the rest)
+  std::string transport;       // the data transport in use
+  std::vector<MemberRecord> members;
+  std::map<uint32_t, MemberRates> rates;  // what the rate book knows of each member
+};
+
+class Producer {
+ public:
+  // `tensors`: the trainer's host tensors; read by publish() only.
+  static Result<std::unique_ptr<Producer>> create(Manifest manifest, std::vector<TensorView> tensors,
+                                                  ProducerOptions options);
+  ~Producer();
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  Endpoint address() const { return membership_->address(); }
+  uint64_t epoch() const { return membership_->epoch(); }
+  std::string_view transport() const { return transport_->name(); }
+
+  // Makes the next version from the tensors as they are now and queues it.
+  // The first version, and any with `full`, is a full (dense) sync to every member.
+  Result<uint64_t> publish(bool full = false);
+  // Until every live member committed `version` (or newer) and its round ended.
+  Status wait(uint64_t version, Millis timeout);
+  // Until at least `count` members joined.
+  Status wait_members(size_t count, Millis timeout);
+  // Asks every member to hash its tensors and compares with the producer's
+  // hash of `version`, which must be the newest published one. A member that
+  // holds `version` with other bits is given a full sync.
+  Result<CheckReport> check(uint64_t version, Millis timeout);
+
+  std::optional<VersionReport> report(uint64_t version) const;
+  ProducerStats stats() const;
+  void close();
+
+ private:
+  struct Blob;
+  struct Pending;
+
+  Producer(Manifest manifest, std::vector<TensorView> tensors, ProducerOptions options, DeltaEncoder encoder);
+  void round_loop();
+  bool needs_full_sync(const MemberRecord& m, const std::vector<uint64_t>& bases, uint64_t newest) const;
+  std::shared_ptr<Blob> full_blob();
+  Blob make_blob(const EncodedVersion& encoded);
+  void run_pending(const std::shared_ptr<Pending>& pending);
+  void run_catch_up();
+  uint64_t next_transfer();
+  std::vector<uint64_t> queued_bases() const;
+
+  Manifest manifest_;
+  std::vector<TensorView> tensors_;
+  ProducerOptions options_;
+  DeltaEncoder encoder_;
+  std::unique_ptr<ThreadPool> hash_pool_;
+  std::shared_ptr<Transport> transport_;
+  RateBook rates_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<Relay> relay_;
+  std::unique_ptr<RoundDriver> driver_;
+
+  std::mutex publish_mu_;               // one publish at a time
+  mutable std::shared_mutex shadow_mu_;  // publish writes the shadow; full syncs and checks read it
+  std::optional<Shadow> shadow_;
+  std::shared_ptr<Blob> full_cache_;
+  BufferPool blob_pool_{3};
+  std::map<uint64_t, uint64_t> model_hashes_;  // of the shadow, per version (computed on demand)
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Pending>> queue_;
+  std::atomic<size_t> queued_{0};
+  std::map<uint64_t, VersionReport> reports_;
+  uint64_t newest_ = 0;
+  uint64_t full_syncs_ = 0;
+  uint64_t wire_bytes_ = 0;
+  uint64_t transfers_ = 0;
+  std::atomic<bool> closing_{false};
+  std::thread rounds_;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,149 @@
+#include "broadcast/engine/rate_book.h"
+
+#include <algorithm>
+
+namespace deltacast {
+
+namespace {
+
+// The upper median: one outlier on busy cores moves it little.
+double upper_median(std::vector<double> rates) {
+  if (rates.empty()) return 0;
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  return rates[rates.size() / 2];
+}
+
+// What a member is known to take: a bottleneck reading can only be lower than what another
+// link into it carried, and then that link's sender or path was the limit, not the member.
+double known_rate(const MemberRates& r) { return std::max(r.capacity, r.lower); }
+
+}  // namespace
+
+bool RateBook::usable(const LinkSample& sample) {
+  return sample.slices >= kMinSamplesSlices && sample.busy_seconds >= kMinSampleSeconds && sample.rail_rate > 0;
+}
+
+void RateBook::record(uint32_t sender, uint32_t child, const LinkSample& sample) {
+  if (child == kProducerSender || sender == child) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  round_[child].push_back({sender, sample});
+}
+
+void RateBook::close_round() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A sender whose several links all had slices waiting was limited by its own uplink: those
+  // waits say nothing of its receivers.
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> by_sender;  // usable reports, backlogged ones
+  for (const auto& [child, reports] : round_) {
+    for (const Report& r : reports) {
+      if (!usable(r.sample)) continue;
+      auto& [links, waiting] = by_sender[r.sender];
+      ++links;
+      if (r.sample.backlogged_share() >= kBottleneckShare) ++waiting;
+    }
+  }
+  const auto shared_uplink = [&](uint32_t sender) {
+    const auto& [links, waiting] = by_sender[sender];
+    return links >= 2 && waiting == links;
+  };
+  for (const auto& [child, reports] : round_) {
+    double lower = 0, capacity = 0;
+    uint32_t capacity_from = 0;
+    bool measured = false;
+    for (const Report& r : reports) {
+      if (!usable(r.sample)) continue;
+      measured = true;
+      lower = std::max(lower, r.sample.rail_rate);
+      const bool bottleneck = r.sample.backlogged_share() >= kBottleneckShare && !shared_uplink(r.sender);
+      if (bottleneck && r.sample.rail_rate > capacity) {
+        capacity = r.sample.rail_rate;
+        capacity_from = r.sender;
+      }
+    }
+    if (!measured) continue;
+    MemberRates& m = members_[child];
+    ++m.rounds;
+    m.lower = lower;
+    if (capacity > 0) {
+      m.capacity = capacity;
+      m.capacity_from = capacity_from;
+      m.kept_up_rounds = 0;
+    } else if (!m.slow || ++m.kept_up_rounds >= kKeptUpRounds) {
+      // It kept up: whatever made it slow is gone (a slow member only after a few such rounds:
+      // at a tail it is fed at the pace of whoever feeds it, which may hide a slow port).
+      m.capacity = 0;
+      m.capacity_from = 0;
+    }
+  }
+  round_.clear();
+}
+
+void RateBook::forget(uint32_t member) {
+  std::lock_guard<std::mutex> lock(mu_);
+  members_.erase(member);
+  round_.erase(member);
+}
+
+SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto rates_of = [&](uint32_t id) -> const MemberRates* {
+    auto it = members_.find(id);
+    return it == members_.end() ? nullptr : &it->second;
+  };
+  SlowVerdict verdict;
+  std::vector<std::pair<double, uint32_t>> slow;  // (rate, id)
+  std::vector<double> all_healthy;
+  for (uint32_t o : members) {
+    const MemberRates* r = rates_of(o);
+    if (r != nullptr && !r->slow && known_rate(*r) > 0) all_healthy.push_back(known_rate(*r));
+  }
+  verdict.healthy = upper_median(all_healthy);
+  for (uint32_t id : members) {
+    const MemberRates* r = rates_of(id);
+    if (r == nullptr || r->capacity <= 0) continue;  // never a bottleneck, or kept up long enough
+    const double rate = known_rate(*r);
+    // A sender about as slow as this member explains it (a port slow both ways).
+    const MemberRates* sender = rates_of(r->capacity_from);
+    if (r->capacity_from != kProducerSender && sender != nullptr && sender->capacity > 0 &&
+        rate >= kSlowFraction * known_rate(*sender)) {
+      continue;
+    }
+    std::vector<double> others;
+    for (uint32_t o : members) {
+      const MemberRates* other = rates_of(o);
+      if (o != id && other != nullptr && !other->slow && known_rate(*other) > 0) others.push_back(known_rate(*other));
+    }
+    const double healthy = upper_median(std::move(others));
+    const bool is_slow = healthy > 0 ? rate < (r->slow ? kRecoverFraction : kSlowFraction) * healthy
+                                     : r->slow;  // nothing to compare with: it stays where it is
+    if (is_slow) slow.emplace_back(rate, id);
+  }
+  std::sort(slow.begin(), slow.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;  // the slowest is the very last
+  });
+  for (const auto& [rate, id] : slow) verdict.slow.push_back(id);
+  return verdict;
+}
+
+void RateBook::adopt(const std::vector<uint32_t>& members, const SlowVerdict& verdict) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t id : members) {
+    const bool slow = std::find(verdict.slow.begin(), verdict.slow.end(), id) != verdict.slow.end();
+    auto it = members_.find(id);
+    if (it == members_.end()) {
+      if (slow) members_[id].slow = true;
+      continue;
+    }
+    if (it->second.slow != slow) it->second.kept_up_rounds = 0;
+    it->second.slow = slow;
+  }
+}
+
+std::optional<MemberRates> RateBook::rates(uint32_t member) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = members_.find(member);
+  if (it == members_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace deltacast

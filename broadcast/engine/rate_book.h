@@ -1,0 +1,91 @@
+// The one place that decides which members are slow. Every sender (the
+// producer, and every consumer that relays) reports, per round, how its link
+// into each child did (LinkSample); the book folds a round's reports into what
+// it knows of each member, and judges who goes to the chains' tails.
+//
+// What a report proves:
+//  - Any link's rail_rate is a lower bound of what its receiver can take: the
+//    receiver took that much, whoever else was the limit.
+//  - A link that had slices waiting for room most of its busy time was the
+//    bottleneck of its chain; its rail_rate is the receiver's capacity, unless
+//    the sender explains it: a sender whose several links all waited had its
+//    own uplink as the limit (the producer feeding every chain's head), and a
+//    sender itself measured about as slow has a port slow both ways.
+//
+// A member measured as a bottleneck at under kSlowFraction of the healthy rate
+// (the upper median of what the others are known to take) is slow. At the tails
+// it stays until measured at kRecoverFraction of the healthy rate, or until it
+// kept up (was never a bottleneck) for kKeptUpRounds measured rounds. The
+// healthy rate comes from lower bounds too, so it is there even when every
+// healthy link kept up: a machine with cores to spare, where no healthy link is
+// ever a bottleneck, finds a slow member as surely as one whose cores are busy.
+//
+// Thread-safe: reports come from control-link threads, verdicts from the round loop.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "broadcast/transport/slice_table.h"
+
+namespace deltacast {
+
+// The sender id of the producer in reports (consumers are numbered from 1).
+inline constexpr uint32_t kProducerSender = 0;
+
+inline constexpr double kSlowFraction = 0.6;
+inline constexpr double kRecoverFraction = 0.8;
+inline constexpr uint32_t kKeptUpRounds = 3;
+// A link's share of busy time with slices waiting that makes it a bottleneck.
+inline constexpr double kBottleneckShare = 0.5;
+// Reports on fewer slices or less busy time say nothing (a small sparse version).
+inline constexpr uint32_t kMinSamplesSlices = 16;
+inline constexpr double kMinSampleSeconds = 0.005;
+
+// What the book knows of one member.
+struct MemberRates {
+  double lower = 0;          // bytes/s it is known to take (0: never measured)
+  double capacity = 0;       // bytes/s where a link into it was its bottleneck (0: it kept up)
+  uint32_t capacity_from = 0;  // the sender of that link
+  bool slow = false;         // at the tails since the last adopted verdict
+  uint32_t kept_up_rounds = 0;  // measured rounds in a row in which it was no bottleneck
+  uint64_t rounds = 0;       // rounds that measured it
+};
+
+struct SlowVerdict {
+  std::vector<uint32_t> slow;  // slowest last
+  double healthy = 0;          // the healthy rate judged against (0: none known)
+};
+
+class RateBook {
+ public:
+  // A sender's report on its link into `child` in the current round.
+  void record(uint32_t sender, uint32_t child, const LinkSample& sample);
+  // Folds the current round's reports into every member's rates; the next reports start a new round.
+  void close_round();
+  // The member left: its rates and the reports on it go.
+  void forget(uint32_t member);
+
+  // Which of `members` are slow, slowest last. Changes nothing: a re-plan mid-round asks again.
+  SlowVerdict judge(const std::vector<uint32_t>& members) const;
+  // A plan was made with `verdict`: its slow members are at the tails from now on.
+  void adopt(const std::vector<uint32_t>& members, const SlowVerdict& verdict);
+
+  std::optional<MemberRates> rates(uint32_t member) const;
+
+ private:
+  struct Report {
+    uint32_t sender;
+    LinkSample sample;
+  };
+  static bool usable(const LinkSample& sample);
+
+  mutable std::mutex mu_;
+  std::map<uint32_t, MemberRates> members_;
+  std::map<uint32_t, std::vector<Report>> round_;  // reports of the current round, by receiver
+};
+
+}  // namespace deltacast

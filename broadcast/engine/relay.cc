@@ -1,0 +1,167 @@
+#include "broadcast/engine/relay.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace deltacast {
+
+Relay::~Relay() {
+  end();
+  std::lock_guard<std::mutex> lock(mu_);
+  senders_.clear();
+}
+
+Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
+  auto it = senders_.find(id);
+  if (it != senders_.end() && it->second.endpoints == endpoints) return it->second.sprayer.get();
+  // A new peer, or the id now names another peer: the old sprayer (if any) is replaced.
+  if (it != senders_.end()) {
+    retired_.push_back(std::move(it->second.sprayer));
+    senders_.erase(it);
+  }
+  std::vector<std::unique_ptr<Channel>> channels;
+  Status last_error;
+  const size_t rails = std::min(options_.local_rails.size(), endpoints.size());
+  for (size_t r = 0; r < rails; ++r) {
+    ChannelOptions options = options_.channel;
+    options.rail_index = static_cast<uint32_t>(r);
+    RailSpec rail{Endpoint{options_.local_rails[r].host, 0}, endpoints[r], fmt::format("to{}.rail{}", id, r)};
+    auto channel = options_.transport->connect(rail, options);
+    if (channel.ok()) {
+      channels.push_back(std::move(channel).value());
+    } else {
+      last_error = channel.status();  // the other rails carry its share
+      log().warn("relay: rail {} to consumer {}: {}", rail.to_string(), id, last_error.message());
+    }
+  }
+  if (channels.empty()) {
+    return unavailable("no rail to consumer {} could be opened over {}{}", id, options_.transport->name(),
+                       last_error.ok() ? "" : ": " + last_error.message());
+  }
+  auto sprayer = std::make_unique<Sprayer>(std::move(channels), options_.spray);
+  Sprayer* raw = sprayer.get();
+  senders_[id] = Sender{endpoints, std::move(sprayer)};
+  return raw;
+}
+
+void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes, bool all_present) {
+  end();
+  std::lock_guard<std::mutex> lock(mu_);
+  shape_ = shape;
+  active_ = true;
+  data_ = data;
+  stripes_ = std::max<uint32_t>(1, stripes);
+  present_.assign(shape.slices(), all_present ? 1 : 0);
+  checksums_.assign(all_present ? 0 : shape.slices(), 0);  // all present: the sprayer checksums the data itself
+  children_.assign(stripes_, 0);
+}
+
+void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have) {
+  (void)sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes);
+  for (uint32_t i = 0; i < shape_.slices(); ++i) {
+    const bool mine = children_[i % stripes_] == id;
+    const bool child_has = have != nullptr && i < have->size() && (*have)[i];
+    if (!mine || child_has) {
+      sender.skip(i);  // another path delivers it, or the child holds it already
+    } else if (present_[i]) {
+      offer(sender, i);
+    }
+  }
+}
+
+Status Relay::set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
+                           const std::map<uint32_t, std::vector<bool>>& have) {
+  std::vector<std::unique_ptr<Sprayer>> retired;  // destroyed after the lock below is released
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return failed_precondition("no transfer to forward");
+  std::vector<uint32_t> before = children_;
+  children_ = children;
+  children_.resize(stripes_, 0);
+  std::vector<uint32_t> ids;
+  for (uint32_t id : children_) {
+    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  Status status;
+  for (uint32_t id : ids) {
+    auto dir = directory.find(id);
+    if (dir == directory.end()) {
+      status = invalid_argument("no data endpoints for consumer {}", id);
+      continue;
+    }
+    auto sender = sender_for(id, dir->second);
+    if (!sender.ok()) {
+      status = sender.status();  // the plan goes on without this child; the round re-plans if it fails
+      continue;
+    }
+    auto h = have.find(id);
+    open_child(**sender, id, h == have.end() ? nullptr : &h->second);
+  }
+  // Children that no longer get anything from here: abandon their transfer.
+  for (uint32_t id : before) {
+    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      auto it = senders_.find(id);
+      if (it != senders_.end()) it->second.sprayer->close();
+    }
+  }
+  retired.swap(retired_);
+  return status;
+}
+
+void Relay::offer(Sprayer& sender, uint32_t slice) {
+  if (checksums_.empty()) {
+    sender.offer(slice);
+  } else {
+    sender.offer(slice, checksums_[slice]);
+  }
+}
+
+void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_ || transfer != shape_.id || slice >= shape_.slices() || present_[slice]) return;
+  present_[slice] = 1;
+  if (!checksums_.empty()) checksums_[slice] = checksum;
+  const uint32_t child = children_[slice % stripes_];
+  if (child == 0) return;
+  auto it = senders_.find(child);
+  if (it != senders_.end()) offer(*it->second.sprayer, slice);
+}
+
+void Relay::end() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return;
+  for (auto& [id, sender] : senders_) sender.sprayer->close();
+  active_ = false;
+  data_ = nullptr;
+}
+
+void Relay::forget_peer(uint32_t id) {
+  std::unique_ptr<Sprayer> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = senders_.find(id);
+    if (it == senders_.end()) return;
+    gone = std::move(it->second.sprayer);
+    senders_.erase(it);
+  }
+  // Destroyed outside the lock: closing drains its copies.
+}
+
+std::vector<RailTelemetry> Relay::telemetry(uint32_t child) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = senders_.find(child);
+  return it == senders_.end() ? std::vector<RailTelemetry>{} : it->second.sprayer->telemetry();
+}
+
+std::map<uint32_t, LinkSample> Relay::child_links() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint32_t, LinkSample> links;
+  for (uint32_t id : children_) {
+    auto it = senders_.find(id);
+    if (id == 0 || it == senders_.end() || links.count(id)) continue;
+    links[id] = it->second.sprayer->link_sample();
+  }
+  return links;
+}
+
+}  // namespace deltacast

@@ -1,0 +1,75 @@
+// Forwarding of one node's share of a broadcast: for the transfer in
+// progress, every slice that is in place here (received, or all of them at
+// the producer) goes to this node's child for that slice's stripe, as soon as
+// it is here (cut-through). Children change when the plan does (a node died,
+// a new one joined); a new child is sent what this node holds minus what the
+// child reported holding. One sprayer per child, kept across transfers so
+// that its connections and rate estimates stay warm. A sprayer belongs to the
+// child's data endpoints, not only its id: ids come from the producer, and a
+// new producer hands them out afresh. Channels come from the Transport the
+// relay is given, whatever backend it is.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "broadcast/transport/sprayer.h"
+#include "broadcast/transport/transfer.h"
+#include "broadcast/transport/transport.h"
+
+namespace deltacast {
+
+struct RelayOptions {
+  std::shared_ptr<Transport> transport;  // opens the channels to children
+  std::vector<Endpoint> local_rails;     // this node's address per rail (the local end of each rail)
+  ChannelOptions channel;
+  SprayOptions spray;
+};
+
+class Relay {
+ public:
+  explicit Relay(RelayOptions options) : options_(std::move(options)) {}
+  ~Relay();
+
+  // Starts forwarding `shape` (its bytes at `data`); `all_present`: every slice is here already.
+  void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes, bool all_present);
+  // children[s]: who gets stripe s from this node (0: nobody); `have[id]`: slices that child holds.
+  Status set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
+                      const std::map<uint32_t, std::vector<bool>>& have);
+  // A slice of the current transfer is in place here, with the checksum it arrived with.
+  void on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum);
+  // Stops forwarding the current transfer (its data may go away after this returns).
+  void end();
+  // Drops the sprayer (and connections) to a peer that left.
+  void forget_peer(uint32_t id);
+
+  std::vector<RailTelemetry> telemetry(uint32_t child) const;
+  // How the link to each current child did in this transfer (see LinkSample).
+  std::map<uint32_t, LinkSample> child_links() const;
+
+ private:
+  Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints);
+  void open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have);
+  void offer(Sprayer& sender, uint32_t slice);
+
+  RelayOptions options_;
+  mutable std::mutex mu_;
+  struct Sender {
+    PeerEndpoints endpoints;
+    std::unique_ptr<Sprayer> sprayer;
+  };
+  std::map<uint32_t, Sender> senders_;
+  std::vector<std::unique_ptr<Sprayer>> retired_;  // replaced in set_children, destroyed once the lock is released
+  bool active_ = false;
+  TransferShape shape_;
+  const uint8_t* data_ = nullptr;
+  uint32_t stripes_ = 1;
+  std::vector<uint8_t> present_;
+  std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
+  std::vector<uint32_t> children_;  // per stripe
+};
+
+}  // namespace deltacast

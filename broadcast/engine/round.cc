@@ -1,0 +1,199 @@
+#include "broadcast/engine/round.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/log.h"
+
+#include <fmt/ranges.h>
+
+namespace deltacast {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Where the round stands, read from the member table.
+struct RoundLook {
+  std::set<uint32_t> committed, failed, gone, staged;
+  std::map<uint32_t, std::string> have;
+  uint64_t progress = 0;  // grows with every slice, staging and commit anywhere
+
+  bool finished(size_t targets) const { return committed.size() + failed.size() + gone.size() >= targets; }
+};
+
+RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector<uint32_t>& targets, uint64_t version,
+                  uint64_t transfer) {
+  RoundLook look;
+  for (uint32_t id : targets) {
+    auto it = all.find(id);
+    if (it == all.end()) {
+      look.gone.insert(id);
+      continue;
+    }
+    const MemberRecord& r = it->second;
+    if (r.transfer == transfer) {
+      look.progress += r.arrived;
+      look.have[id] = r.have;
+    }
+    if (r.committed >= version) {
+      look.committed.insert(id);
+      look.staged.insert(id);
+      look.progress += 2;
+    } else if (r.failed_version == version) {
+      look.failed.insert(id);
+    } else if (r.base >= version) {
+      look.staged.insert(id);
+      look.progress += 1;
+    }
+  }
+  return look;
+}
+
+}  // namespace
+
+RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>& stop) {
+  RoundResult result;
+  const auto start = Clock::now();
+
+  // Members still here and their data endpoints.
+  std::vector<uint32_t> in_plan;
+  std::map<uint32_t, PeerEndpoints> directory;
+  for (const MemberRecord& m : membership_.snapshot()) {
+    if (std::find(spec.targets.begin(), spec.targets.end(), m.id) == spec.targets.end()) continue;
+    in_plan.push_back(m.id);
+    directory[m.id] = m.rails;
+  }
+  const std::vector<uint32_t> targets = in_plan;
+  for (uint32_t id : spec.targets) {
+    if (std::find(targets.begin(), targets.end(), id) == targets.end()) result.lost.push_back(id);
+  }
+  if (targets.empty()) return result;
+
+  const SlowVerdict verdict = rates_.judge(targets);
+  const double rate = verdict.healthy > 0 ? verdict.healthy : options_.default_rate;
+  uint32_t stripes = options_.stripes != 0 ? options_.stripes : default_stripes(targets.size());
+  const uint32_t slice_bytes =
+      options_.slice_bytes != 0
+          ? options_.slice_bytes
+          : alpha_beta_slice_bytes(spec.bytes / stripes, static_cast<uint32_t>(targets.size()), options_.alpha_seconds,
+                                   rate);
+  const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
+  stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
+  Plan plan = plan_chains(in_plan, stripes, verdict.slow);
+  rates_.adopt(targets, verdict);
+  result.first_plan = plan;
+  log().debug("version {}: {} stripes of {}-byte slices; chains {}; healthy {:.0f} MB/s; slow {}", spec.version,
+              stripes, slice_bytes, fmt::format("{}", plan.chains), verdict.healthy / 1e6, fmt::format("{}", plan.slow));
+  result.slice_bytes = slice_bytes;
+  result.stripes = stripes;
+
+  membership_.update([&](std::map<uint32_t, MemberRecord>& all) {
+    for (uint32_t id : targets) {
+      auto it = all.find(id);
+      if (it == all.end()) continue;
+      it->second.transfer = spec.transfer;
+      it->second.arrived = 0;
+      it->second.have.clear();
+      it->second.failed_version = 0;
+    }
+  });
+  const control::Announce announce{spec.version, spec.base,      spec.full, spec.transfer,
+                                   spec.bytes,   slice_bytes,    spec.blob_hash, {plan, directory}};
+  for (uint32_t id : targets) membership_.send(id, announce);
+  relay_.begin(shape, spec.data, stripes, true);
+  if (Status s = relay_.set_children(plan.heads(), directory, {}); !s.ok()) {
+    log().error("round for version {}: {}", spec.version, s.to_string());
+  }
+
+  const Millis timeout = options_.timeout.count() != 0
+                             ? options_.timeout
+                             : Millis(30000 + static_cast<int64_t>(spec.bytes / 10000));  // 10 MB/s
+  auto last_progress_at = Clock::now();
+  uint64_t last_progress = 0;
+  bool all_staged = false;
+  RoundLook look;
+  for (;;) {
+    membership_.wait(Millis(100), [&](const std::map<uint32_t, MemberRecord>& all) {
+      look = look_at(all, targets, spec.version, spec.transfer);
+      const bool broken = std::any_of(in_plan.begin(), in_plan.end(), [&](uint32_t id) {
+        return look.gone.count(id) != 0 || look.failed.count(id) != 0;
+      });
+      return look.finished(targets.size()) || broken || look.progress != last_progress;
+    });
+    const double elapsed = since(start);
+    for (uint32_t id : look.staged) result.staged_at.try_emplace(id, elapsed);
+    if (!all_staged && look.staged.size() + look.failed.size() + look.gone.size() >= targets.size()) {
+      all_staged = true;
+      result.staged_seconds = elapsed;
+    }
+    if (look.progress != last_progress) {
+      last_progress = look.progress;
+      last_progress_at = Clock::now();
+    }
+    if (look.finished(targets.size())) break;
+    const bool stalled = Clock::now() - last_progress_at > options_.stall_timeout;
+    if (stop() || stalled || Clock::now() - start > timeout) {
+      log().error("version {}: round {} with {} of {} members done", spec.version,
+                  stop() ? "stopped" : stalled ? "stalled" : "timed out",
+                  look.committed.size(), targets.size());
+      for (uint32_t id : targets) {
+        if (!look.committed.count(id) && !look.gone.count(id)) look.failed.insert(id);
+      }
+      break;
+    }
+    // A member of the chains died or failed: re-parent its children.
+    std::vector<uint32_t> dropped;
+    for (uint32_t id : in_plan) {
+      if (look.gone.count(id) || look.failed.count(id)) dropped.push_back(id);
+    }
+    if (dropped.empty()) continue;
+    std::erase_if(in_plan, [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); });
+    for (uint32_t id : dropped) {
+      directory.erase(id);
+      relay_.forget_peer(id);
+    }
+    if (in_plan.empty()) continue;
+    plan = plan_chains(in_plan, stripes, rates_.judge(in_plan).slow);
+    ++result.replans;
+    std::map<uint32_t, std::vector<bool>> have;
+    control::Replan replan{spec.transfer, {plan, directory}, {}};
+    for (const auto& [id, hex] : look.have) {
+      if (!directory.count(id) || hex.empty()) continue;
+      auto bits = control::decode_bitmap(hex, shape.slices());
+      if (!bits.ok()) continue;
+      have[id] = *bits;
+      replan.have[id] = hex;
+    }
+    log().warn("version {}: consumers {} dropped out; re-planned {} stripes over {} consumers", spec.version,
+               fmt::join(dropped, ","), stripes, in_plan.size());
+    for (uint32_t id : in_plan) membership_.send(id, replan);
+    if (Status s = relay_.set_children(plan.heads(), directory, have); !s.ok()) {
+      log().error("round for version {}: {}", spec.version, s.to_string());
+    }
+  }
+
+  // The producer's own links into the chains' heads go to the rate book with everyone else's.
+  for (const auto& [child, sample] : relay_.child_links()) rates_.record(kProducerSender, child, sample);
+  rates_.close_round();
+  relay_.end();
+  const control::Done done{spec.version};
+  for (uint32_t id : targets) {
+    if (!look.gone.count(id)) membership_.send(id, done);
+  }
+  result.seconds = since(start);
+  if (!all_staged) result.staged_seconds = result.seconds;
+  membership_.update([&](std::map<uint32_t, MemberRecord>& all) {
+    for (uint32_t id : look.committed) {
+      auto it = all.find(id);
+      if (it != all.end()) result.max_apply_seconds = std::max(result.max_apply_seconds, it->second.apply_seconds);
+    }
+  });
+  result.committed.assign(look.committed.begin(), look.committed.end());
+  result.failed.assign(look.failed.begin(), look.failed.end());
+  for (uint32_t id : look.gone) result.lost.push_back(id);
+  return result;
+}
+
+}  // namespace deltacast

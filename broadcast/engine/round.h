@@ -1,0 +1,74 @@
+// One round: a version's blob broadcast to a set of members, from the
+// announcement until each target committed it, failed it or died. The
+// producer feeds the head of every stripe's chain; consumers forward down the
+// chains. When a member dies (or fails) mid-round the chains are recomputed
+// without it, and every member's new parent is told what its new child
+// already holds, so only missing slices move again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "broadcast/engine/membership.h"
+#include "broadcast/engine/planner.h"
+#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/relay.h"
+
+namespace deltacast {
+
+struct RoundOptions {
+  uint32_t stripes = 0;            // 0: default_stripes(targets)
+  uint32_t slice_bytes = 0;        // 0: from the alpha-beta model
+  double alpha_seconds = 100e-6;   // per-slice cost in that model
+  double default_rate = 125e6;     // bytes/s assumed for slice sizing before anyone is measured
+  Millis stall_timeout{10000};     // no progress anywhere for this long ends the round
+  Millis timeout{0};               // 0: 30 s + bytes at 10 MB/s
+};
+
+struct RoundSpec {
+  uint64_t transfer = 0;
+  uint64_t version = 0;
+  uint64_t base = 0;
+  bool full = false;
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+  uint64_t blob_hash = 0;
+  std::vector<uint32_t> targets;
+};
+
+struct RoundResult {
+  std::vector<uint32_t> committed;
+  std::vector<uint32_t> failed;  // failed the version, or did not finish in time
+  std::vector<uint32_t> lost;    // died mid-round
+  double staged_seconds = 0;     // start until every surviving target staged (verified) it
+  double seconds = 0;            // start until every surviving target committed it
+  double max_apply_seconds = 0;
+  std::map<uint32_t, double> staged_at;  // per target: seconds from the start until it staged the version
+  uint32_t slice_bytes = 0;
+  uint32_t stripes = 0;
+  uint32_t replans = 0;
+  Plan first_plan;
+};
+
+// Runs rounds for one producer; `relay` is the producer's own (it holds every slice). Plans put
+// the members the rate book finds slow at the tails; at the end of every round the producer's
+// own links are reported to the book and the round's reports are folded in.
+class RoundDriver {
+ public:
+  RoundDriver(Membership& membership, Relay& relay, RateBook& rates, RoundOptions options)
+      : membership_(membership), relay_(relay), rates_(rates), options_(options) {}
+
+  // Blocks until the round ends; `stop` is polled.
+  RoundResult run(const RoundSpec& spec, const std::function<bool()>& stop);
+
+ private:
+  Membership& membership_;
+  Relay& relay_;
+  RateBook& rates_;
+  RoundOptions options_;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,69 @@
+// The fake backend's medium: an in-process registry of listening addresses,
+// a model of each link (latency, bandwidth, whether it is up) and of each
+// port (an address: a NIC's rate, shared by everything that sends from or to
+// it, and whether it is up). Bytes move by memcpy, through the same
+// SliceSink calls and checksum checks as on a real network, so the sprayer,
+// rail health and the whole engine run unchanged under unit tests with no NIC.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "broadcast/transport/transport.h"
+
+namespace deltacast::fake {
+
+struct LinkModel {
+  std::chrono::microseconds latency{50};
+  double bytes_per_second = 0;  // 0: as fast as memcpy
+  bool up = true;               // a down link stalls silently, like a cable pulled out
+};
+
+// A NIC, by address: slices sent from it and to it take turns at its rate (first come, first
+// served), so a receiver fed by several senders, or a sender feeding several receivers, shares
+// its port the way a switched network's port is shared.
+struct PortModel {
+  double bytes_per_second = 0;  // 0: no limit
+  bool up = true;               // a down port stalls everything through it silently
+};
+
+class FakeNetwork {
+ public:
+  // Listening address -> the sink behind it.
+  void bind(const std::string& address, SliceSink* sink);
+  void unbind(const std::string& address);
+  SliceSink* lookup(const std::string& address) const;
+
+  // Link models by rail name (the RailSpec's name); unknown rails get the default.
+  void set_link(const std::string& rail, LinkModel model);
+  LinkModel link(const std::string& rail) const;
+
+  // Port models by host address; unknown ports have no limit.
+  void set_port(const std::string& host, PortModel model);
+  // Whether a slice can cross `rail` now (its link and both ports are up).
+  bool passable(const RailSpec& rail) const;
+  // Reserves both ports of `rail` for `bytes` from `now` on (after what they carry already) and
+  // returns when the last byte arrives, latency included.
+  std::chrono::steady_clock::time_point transmit(const RailSpec& rail, uint32_t bytes,
+                                                 std::chrono::steady_clock::time_point now);
+
+ private:
+  struct Port {
+    PortModel model;
+    std::chrono::steady_clock::time_point free{};  // when it finishes what it carries
+  };
+
+  mutable std::mutex mu_;
+  std::map<std::string, SliceSink*> listeners_;
+  std::map<std::string, LinkModel> links_;
+  std::map<std::string, Port> ports_;
+};
+
+// Lands one slice in `sink` the way every receiving backend must: begin(),
+// copy, checksum check, complete(). Returns whether the sink accepted it.
+Result<bool> deliver(SliceSink& sink, const SliceRef& slice, const uint8_t* payload);
+
+}  // namespace deltacast::fake

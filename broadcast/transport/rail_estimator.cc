@@ -1,0 +1,52 @@
+#include "broadcast/transport/rail_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace deltacast {
+
+namespace {
+double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+void RailEstimator::on_post(uint32_t bytes, TimePoint now) {
+  if (inflight_ == 0) busy_start_ = now;  // busy again
+  inflight_ += bytes;
+}
+
+void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoint now) {
+  inflight_ -= std::min<uint64_t>(inflight_, bytes);
+  if (inflight_ == 0) {  // the rail goes idle: bank its busy time
+    busy_seconds_ += seconds(now - busy_start_);
+    busy_start_ = now;
+  }
+  if (!ok) return;
+  const double late = std::max(0.0, seconds(now - expected));
+  late_dev_ = 0.75 * late_dev_ + 0.25 * std::abs(late - late_mean_);
+  late_mean_ = 0.875 * late_mean_ + 0.125 * late;
+  sample_bytes_ += bytes;
+  const double busy = busy_seconds_ + (inflight_ > 0 ? seconds(now - busy_start_) : 0.0);
+  if (busy >= std::chrono::duration<double>(kSampleWindow).count()) {
+    const double sample = static_cast<double>(sample_bytes_) / busy;
+    bandwidth_ = bandwidth_ == 0 ? sample : 0.7 * bandwidth_ + 0.3 * sample;
+    busy_seconds_ = 0;
+    busy_start_ = now;
+    sample_bytes_ = 0;
+  }
+}
+
+std::chrono::milliseconds RailEstimator::deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
+                                                  std::chrono::milliseconds first) const {
+  if (bandwidth_ == 0) return first;
+  const double margin = std::max(std::chrono::duration<double>(min_margin).count(), late_mean_ + 4 * late_dev_);
+  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (factor * predicted + margin)));
+}
+
+bool RailEstimator::has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::milliseconds queue_target) const {
+  const double window = bandwidth_ == 0 ? 2.0 * slice_bytes
+                                        : std::max(2.0 * slice_bytes,
+                                                   bandwidth_ * std::chrono::duration<double>(queue_target).count());
+  return inflight_ == 0 || static_cast<double>(inflight_ + bytes) <= window;
+}
+
+}  // namespace deltacast

@@ -1,0 +1,58 @@
+// What the sprayer believes about one rail's speed: its delivery rate,
+// measured over the time the rail had something in flight (waiting for the
+// sprayer does not dilute the rate of the link itself), the bytes it has in
+// flight, and how much later than predicted its acknowledgements come
+// (smoothed like TCP's RTT, so that a deadline grows on a jittery rail
+// instead of firing falsely). Time is passed in: tests drive it with a clock
+// of their own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "broadcast/transport/rail_health.h"
+
+namespace deltacast {
+
+class RailEstimator {
+ public:
+  // Before a rail's rate is measured it is assumed to be 1 Gbit/s: enough to fill it, and the
+  // first samples replace the guess within a few tens of milliseconds.
+  static constexpr double kAssumedBandwidth = 125e6;
+  // A rate sample spans at least this much busy time.
+  static constexpr std::chrono::milliseconds kSampleWindow{20};
+
+  // Bytes per second, 0 until measured.
+  double bandwidth() const { return bandwidth_; }
+  // The measured rate, or the assumed one before the first sample.
+  double rate() const { return bandwidth_ > 0 ? bandwidth_ : kAssumedBandwidth; }
+  uint64_t inflight() const { return inflight_; }
+
+  // A copy of `bytes` goes out now.
+  void on_post(uint32_t bytes, TimePoint now);
+  // A copy finished: delivered (`ok`) or failed. `expected`: its predicted completion.
+  void on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoint now);
+
+  // Seconds until `bytes` more would be delivered behind what is in flight.
+  double predicted_seconds(uint32_t bytes) const { return static_cast<double>(inflight_ + bytes) / rate(); }
+  // How long a copy predicted to take `predicted` seconds is given: `factor` times the
+  // prediction plus a margin of at least `min_margin` (more on a jittery rail), or `first`
+  // before the rail's rate is measured.
+  std::chrono::milliseconds deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
+                                     std::chrono::milliseconds first) const;
+  // Whether `bytes` more may go in flight: up to `queue_target` worth of the rail's rate, at
+  // least two slices; two slices at a time before the rate is measured (slow start, so that an
+  // unknown slow rail cannot swallow a large share before its first acks tell its speed).
+  bool has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::milliseconds queue_target) const;
+
+ private:
+  double bandwidth_ = 0;
+  uint64_t inflight_ = 0;
+  TimePoint busy_start_{};
+  double busy_seconds_ = 0;  // banked busy time of the current sample
+  uint64_t sample_bytes_ = 0;
+  double late_mean_ = 0;     // seconds
+  double late_dev_ = 0;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,74 @@
+// The RDMA backend's sender end of a rail: one reliable connection from the
+// rail's local address, kept up by one thread that connects (reconnecting
+// with backoff), copies each slice into a registered send slot (the caller's
+// memory is not registered: pinning each caller buffer would cost more than
+// the copy, and its lifetime is the caller's), writes it
+// into the receiver's matching slot, and completes it when the receiver's
+// acknowledgement comes back. A failed work completion (a retry timeout after
+// a silent loss, a flushed queue), a disconnect, the port going down, or
+// silence (slices out, nothing back for silence_limit) fails everything the
+// connection held at once, so the sprayer re-sends it on another rail.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "broadcast/transport/rdma/transport.h"
+#include "broadcast/transport/rdma/verbs/memory.h"
+#include "broadcast/transport/rdma/verbs/slot_table.h"
+#include "core/aligned_buffer.h"
+
+namespace deltacast::rdma {
+
+class RdmaChannel : public Channel {
+ public:
+  RdmaChannel(RailSpec rail, ChannelOptions options, RdmaConfig config);
+  ~RdmaChannel() override;
+
+  void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
+  bool ready() const override { return connected_ && !port_down_; }
+  void reset() override;
+  void close() override;
+  const RailSpec& rail() const override { return rail_; }
+
+ private:
+  struct Record {
+    SliceRef slice;
+    const uint8_t* data = nullptr;
+    SliceDone done;
+  };
+  struct Connection;
+
+  void run();
+  Status connect_once();
+  void teardown(const Status& why);
+  void pump();
+  Status drain_completions();
+  void finish(Record record, Status result);
+  void wake();
+
+  RailSpec rail_;
+  ChannelOptions options_;
+  RdmaConfig config_;
+  const Millis silence_limit_;  // slices out and no completion at all for this long: the connection is dead
+  int wake_fd_ = -1;
+  std::mutex mu_;
+  std::deque<Record> queue_;
+  bool finished_ = false;  // under mu_: close() has drained the queue for the last time
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> reset_requested_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> port_down_{false};
+  // Owned by the connection thread.
+  std::unique_ptr<Connection> connection_;
+  uint64_t next_record_ = 1;
+  Clock::time_point last_heard_{};
+  std::map<uint64_t, Record> inflight_;
+  std::thread thread_;  // last: it starts in the constructor and touches every member above
+};
+
+}  // namespace deltacast::rdma

@@ -1,0 +1,272 @@
+#include "broadcast/transport/rdma/listener.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace deltacast::rdma {
+
+namespace {
+
+std::string peer_of(rdma_cm_id* id) {
+  const sockaddr* addr = rdma_get_peer_addr(id);
+  if (addr == nullptr || addr->sa_family != AF_INET) return "?";
+  const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+  return fmt::format("{}:{}", text, ntohs(in->sin_port));
+}
+
+}  // namespace
+
+struct RdmaListener::Connection {
+  rdma_cm_id* id = nullptr;
+  std::string peer;
+  // A protection domain of its own: a memory key is valid on every queue pair of its domain, so
+  // in a shared one a peer that guessed another connection's key could write into its slots.
+  ibv_pd* pd = nullptr;
+  QueueResources queues;
+  AlignedBuffer slots;
+  verbs::Registration slot_registration;  // once, for the connection's life
+  AlignedBuffer acks;
+  verbs::Registration ack_registration;
+  uint32_t slot_count = 0;
+  uint32_t slot_bytes = 0;
+
+  ~Connection() {
+    queues.destroy();
+    slot_registration = verbs::Registration();
+    ack_registration = verbs::Registration();
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+  }
+};
+
+RdmaListener::RdmaListener(SliceSink* sink, ListenOptions options, RdmaConfig config)
+    : sink_(sink), options_(std::move(options)), config_(config) {}
+
+Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const std::vector<Endpoint>& endpoints, SliceSink* sink,
+                                                           const ListenOptions& options, const RdmaConfig& config) {
+  if (!options.netns.empty()) return unimplemented("the RDMA backend does not open connections inside network namespaces");
+  std::unique_ptr<RdmaListener> l(new RdmaListener(sink, options, config));
+  l->events_ = rdma_create_event_channel();
+  if (l->events_ == nullptr) return unavailable("rdma_create_event_channel: {}", std::strerror(errno));
+  fcntl(l->events_->fd, F_SETFL, fcntl(l->events_->fd, F_GETFL) | O_NONBLOCK);
+  for (const Endpoint& e : endpoints) {
+    sockaddr_in addr{};
+    DC_RETURN_IF_ERROR(to_sockaddr(e, &addr));
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(l->events_, &id, nullptr, RDMA_PS_TCP) != 0) return io_error("rdma_create_id: {}", std::strerror(errno));
+    l->listen_ids_.push_back(id);
+    if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0) {
+      return unavailable("cannot listen for RDMA on {}: {} (no RDMA device on that address?)", e.to_string(),
+                         std::strerror(errno));
+    }
+    if (id->verbs == nullptr) return unavailable("{} is not on an RDMA device", e.to_string());
+    if (rdma_listen(id, 64) != 0) return io_error("rdma_listen on {}: {}", e.to_string(), std::strerror(errno));
+    l->endpoints_.push_back(Endpoint{e.host, ntohs(rdma_get_src_port(id))});
+  }
+  l->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  l->thread_ = std::thread([raw = l.get()] { raw->run(); });
+  return l;
+}
+
+RdmaListener::~RdmaListener() {
+  close();
+  for (rdma_cm_id* id : listen_ids_) rdma_destroy_id(id);
+  for (auto& [context, d] : devices_) {
+    if (d.completions != nullptr) ibv_destroy_comp_channel(d.completions);
+  }
+  if (events_ != nullptr) rdma_destroy_event_channel(events_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void RdmaListener::close() {
+  if (closed_.exchange(true)) return;
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  if (thread_.joinable()) thread_.join();
+  while (!connections_.empty()) drop(connections_.begin()->first, unavailable("listener closed"));
+}
+
+void RdmaListener::note_drop(const std::string& peer, const Status& why) {
+  log().warn("dropping RDMA connection from {}: {}", peer, why.to_string());
+}
+
+void RdmaListener::run() {
+  bool busy = false;
+  while (!closed_) {
+    std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {events_->fd, POLLIN, 0}};
+    for (auto& [context, d] : devices_) fds.push_back({d.completions->fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), busy ? 0 : 100);
+    rdma_cm_event* event = nullptr;
+    while (rdma_get_cm_event(events_, &event) == 0) on_cm_event(event);
+    for (auto& [context, d] : devices_) rearm_completions(d.completions);
+    // A few completions per connection per turn: rails are served in turn, and connection
+    // requests are answered between slots, not after a whole backlog.
+    busy = false;
+    std::vector<Connection*> turn;
+    for (auto& [raw, owned] : connections_) turn.push_back(raw);
+    for (Connection* c : turn) busy = serve_some(c) || busy;
+    uint64_t drained = 0;
+    (void)!read(wake_fd_, &drained, sizeof(drained));
+  }
+}
+
+void RdmaListener::on_cm_event(rdma_cm_event* event) {
+  rdma_cm_id* id = event->id;
+  const rdma_cm_event_type type = event->event;
+  if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    // Copy what the request carried before the event is acked (it owns the bytes).
+    std::vector<uint8_t> data(static_cast<const uint8_t*>(event->param.conn.private_data),
+                              static_cast<const uint8_t*>(event->param.conn.private_data) +
+                                  (event->param.conn.private_data ? event->param.conn.private_data_len : 0));
+    rdma_ack_cm_event(event);
+    accept(id, data.data(), data.size());
+    return;
+  }
+  rdma_ack_cm_event(event);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  if (type == RDMA_CM_EVENT_ESTABLISHED) {
+    log().debug("rdma: connection from {} established", it->second->peer);
+  } else if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+             type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE ||
+             type == RDMA_CM_EVENT_REJECTED) {  // the sender gave up before our accept reached it
+    drop(it->second, unavailable("{}", rdma_event_str(type)));
+  }
+}
+
+void RdmaListener::refuse(rdma_cm_id* id, const std::string& peer, const Status& why) {
+  const std::string reason = why.to_string().substr(0, 120);
+  rdma_reject(id, reason.c_str(), static_cast<uint8_t>(reason.size() + 1));
+  note_drop(peer, why);
+  rdma_destroy_id(id);
+}
+
+Result<RdmaListener::Device*> RdmaListener::device_for(ibv_context* context) {
+  Device& d = devices_[context];
+  if (d.completions == nullptr) {
+    d.completions = ibv_create_comp_channel(context);
+    if (d.completions == nullptr) return io_error("ibv_create_comp_channel: {}", std::strerror(errno));
+    fcntl(d.completions->fd, F_SETFL, fcntl(d.completions->fd, F_GETFL) | O_NONBLOCK);
+  }
+  return &d;
+}
+
+void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t length) {
+  const std::string peer = peer_of(id);
+  auto hello = decode_connect(static_cast<const uint8_t*>(private_data), length);
+  if (!hello.ok()) return refuse(id, peer, hello.status());
+  if (hello->token != options_.token) return refuse(id, peer, permission_denied("wrong token"));
+  if (connections_.size() >= config_.max_connections) {
+    return refuse(id, peer, resource_exhausted("already {} connections", connections_.size()));
+  }
+  auto device = device_for(id->verbs);
+  if (!device.ok()) return refuse(id, peer, device.status());
+  auto c = std::make_unique<Connection>();
+  c->id = id;
+  c->peer = peer;
+  c->slot_count = config_.slots_per_connection;
+  c->slot_bytes = config_.slot_payload_bytes + static_cast<uint32_t>(kSlotHeaderBytes);
+  const auto set_up = [&]() -> Status {
+    Device& d = **device;
+    c->pd = ibv_alloc_pd(id->verbs);
+    if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
+    c->slots = AlignedBuffer(static_cast<size_t>(c->slot_count) * c->slot_bytes);
+    DC_ASSIGN_OR_RETURN(c->slot_registration, verbs::register_host(c->pd, c->slots.data(), c->slots.size(),
+                                                                   verbs::kLocalWrite | verbs::kRemoteWrite));
+    c->acks = AlignedBuffer(c->slot_count * kAckBytes);
+    DC_ASSIGN_OR_RETURN(c->ack_registration,
+                        verbs::register_host(c->pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
+    DC_RETURN_IF_ERROR(c->queues.create(id, c->pd, c->slot_count, config_.timeouts, d.completions, c.get()));
+    verbs::QueuePair& qp = *c->queues.queue_pair;
+    DC_RETURN_IF_ERROR(qp.to_init());
+    // One empty receive per slot: a write with immediate consumes one and names its slot.
+    for (uint32_t i = 0; i < c->slot_count; ++i) DC_RETURN_IF_ERROR(qp.post_recv(i, {}));
+    DC_RETURN_IF_ERROR(qp.to_ready_to_receive());
+    DC_RETURN_IF_ERROR(qp.to_ready_to_send());
+    uint8_t reply[kAcceptBytes];
+    encode_accept(AcceptData{reinterpret_cast<uint64_t>(c->slots.data()), c->slot_registration.rkey(), c->slot_count,
+                             c->slot_bytes},
+                  reply);
+    rdma_conn_param param{};
+    param.private_data = reply;
+    param.private_data_len = sizeof(reply);
+    param.qp_num = c->queues.qp->qp_num;
+    param.rnr_retry_count = config_.timeouts.rnr_retry;
+    if (rdma_accept(id, &param) != 0) return unavailable("rdma_accept: {}", std::strerror(errno));
+    return Status();
+  };
+  if (Status s = set_up(); !s.ok()) {
+    c.reset();  // its verbs objects go before the id they were made for
+    return refuse(id, peer, s);
+  }
+  log().debug("rdma: accepted {} (queue pair {}), {} slots of {} bytes", peer, c->queues.qp->qp_num, c->slot_count,
+              c->slot_bytes);
+  by_id_[id] = c.get();
+  Connection* raw = c.get();
+  connections_[raw] = std::move(c);
+}
+
+bool RdmaListener::serve_some(Connection* c) {
+  if (connections_.find(c) == connections_.end()) return false;  // dropped earlier in this turn
+  ibv_wc wc[4];
+  auto n = poll_completions(c->queues.cq, wc, 4);
+  if (!n.ok()) {
+    drop(c, n.status());
+    return false;
+  }
+  Status failed;
+  for (int i = 0; i < *n && failed.ok(); ++i) {
+    if (wc[i].status != IBV_WC_SUCCESS) {
+      failed = unavailable("work completion failed: {}", ibv_wc_status_str(wc[i].status));
+    } else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      failed = serve_slot(*c, ntohl(wc[i].imm_data));
+      if (failed.ok()) failed = c->queues.queue_pair->post_recv(wc[i].wr_id, {});
+    } else if (wc[i].opcode == IBV_WC_RECV) {
+      failed = corrupt("a send where only writes with immediate belong");
+    }
+  }
+  if (!failed.ok()) drop(c, failed);
+  return *n > 0;
+}
+
+Status RdmaListener::serve_slot(Connection& c, uint32_t imm) {
+  const uint32_t slot = imm & 0xffffu;
+  if (slot >= c.slot_count) return corrupt("write names slot {}, the connection has {}", slot, c.slot_count);
+  const uint8_t* bytes = c.slots.data() + static_cast<size_t>(slot) * c.slot_bytes;
+  DC_ASSIGN_OR_RETURN(SliceRef slice, decode_slot_header(bytes, imm, c.slot_bytes));
+  // The copy out of the slot is synchronous, so there is nothing in flight to cancel.
+  DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice, [] {}));
+  if (landing.bytes != nullptr) std::memcpy(landing.bytes, bytes + kSlotHeaderBytes, slice.length);
+  const bool verified = landing.bytes != nullptr && checksum_matches(slice, landing.bytes);
+  const bool accepted = sink_->complete(slice, landing, verified);
+  uint8_t* ack = c.acks.data() + static_cast<size_t>(slot) * kAckBytes;
+  encode_ack(imm, accepted, ack);
+  return c.queues.queue_pair->send(slot, {ack, static_cast<uint32_t>(kAckBytes), c.ack_registration.lkey()});
+}
+
+void RdmaListener::drop(Connection* c, const Status& why) {
+  auto it = connections_.find(c);
+  if (it == connections_.end()) return;
+  std::unique_ptr<Connection> owned = std::move(it->second);
+  connections_.erase(it);
+  by_id_.erase(c->id);
+  if (!closed_) note_drop(c->peer, why);
+  if (c->queues.queue_pair) c->queues.queue_pair->to_error();
+  rdma_disconnect(c->id);
+  rdma_cm_id* id = c->id;
+  owned.reset();  // queue pair, registrations and protection domain first, then the id
+  rdma_destroy_id(id);
+}
+
+}  // namespace deltacast::rdma

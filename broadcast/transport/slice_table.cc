@@ -1,0 +1,135 @@
+#include "broadcast/transport/slice_table.h"
+
+namespace deltacast {
+
+namespace {
+double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+void SliceTable::open(const TransferShape& shape, TimePoint now) {
+  *this = SliceTable();
+  open_ = true;
+  shape_ = shape;
+  const uint32_t n = shape.slices();
+  offered_.assign(n, 0);
+  done_.assign(n, 0);
+  skipped_.assign(n, 0);
+  live_.assign(n, 0);
+  queued_.assign(n, 0);
+  checksum_.assign(n, 0);
+  checksummed_.assign(n, 0);
+  opened_ = now;
+}
+
+void SliceTable::close(TimePoint now) {
+  open_ = false;
+  queue_.clear();
+  track_busy(now);  // the record ends here: link_sample() stays as it was
+  track_backlog(now);
+}
+
+void SliceTable::track_busy(TimePoint now) {
+  const bool busy = open_ && offered_count_ > done_count_;
+  if (busy && !busy_) busy_from_ = now;
+  if (!busy && busy_) busy_seconds_ += seconds(now - busy_from_);
+  busy_ = busy;
+}
+
+void SliceTable::track_backlog(TimePoint now) {
+  const bool backlogged = open_ && !finished() && !queue_.empty();
+  if (backlogged && !backlogged_) backlog_from_ = now;
+  if (!backlogged && backlogged_) backlog_seconds_ += seconds(now - backlog_from_);
+  backlogged_ = backlogged;
+}
+
+bool SliceTable::offer(uint32_t slice, TimePoint now) {
+  if (!open_ || slice >= shape_.slices() || offered_[slice]) return false;
+  offered_[slice] = 1;
+  ++offered_count_;
+  if (!done_[slice]) {
+    queued_[slice] = 1;
+    queue_.push_back(slice);
+  }
+  track_busy(now);
+  return true;
+}
+
+void SliceTable::offer_all(TimePoint now) {
+  for (uint32_t i = 0; i < shape_.slices(); ++i) (void)offer(i, now);
+}
+
+bool SliceTable::skip(uint32_t slice, TimePoint now) {
+  if (!open_ || slice >= shape_.slices() || done_[slice]) return false;
+  if (!offered_[slice]) {
+    offered_[slice] = 1;
+    ++offered_count_;
+  }
+  done_[slice] = 1;
+  skipped_[slice] = 1;
+  ++done_count_;
+  if (finished()) finished_ = now;
+  track_busy(now);
+  return true;
+}
+
+std::optional<uint32_t> SliceTable::next_queued() {
+  while (!queue_.empty()) {
+    const uint32_t slice = queue_.front();
+    if (!done_[slice]) return slice;
+    queue_.pop_front();
+    queued_[slice] = 0;
+  }
+  return std::nullopt;
+}
+
+void SliceTable::take(uint32_t slice) {
+  if (!queue_.empty() && queue_.front() == slice) queue_.pop_front();
+  queued_[slice] = 0;
+}
+
+bool SliceTable::requeue(uint32_t slice) {
+  if (!open_ || done_[slice] || live_[slice] > 0 || queued_[slice]) return false;
+  queued_[slice] = 1;
+  queue_.push_front(slice);
+  ++resent_;
+  return true;
+}
+
+bool SliceTable::deliver(uint32_t slice, TimePoint now) {
+  if (!open_ || done_[slice]) return false;
+  done_[slice] = 1;
+  ++done_count_;
+  delivered_bytes_ += shape_.length(slice);
+  ++delivered_slices_;
+  if (finished()) {
+    finished_ = now;
+    track_backlog(now);
+  }
+  track_busy(now);
+  return true;
+}
+
+std::optional<uint32_t> SliceTable::delivered_for_probe() {
+  if (done_count_ == 0) return std::nullopt;
+  for (uint32_t k = 0; k < shape_.slices(); ++k) {
+    const uint32_t slice = next_probe_++ % shape_.slices();
+    if (done_[slice] && !skipped_[slice]) return slice;
+  }
+  return std::nullopt;
+}
+
+void SliceTable::set_checksum(uint32_t slice, uint64_t value) {
+  checksum_[slice] = value;
+  checksummed_[slice] = 1;
+}
+
+LinkSample SliceTable::link_sample(TimePoint now) const {
+  LinkSample sample;
+  sample.bytes = delivered_bytes_;
+  sample.slices = delivered_slices_;
+  sample.busy_seconds = busy_seconds_ + (busy_ ? seconds(now - busy_from_) : 0.0);
+  sample.backlogged_seconds = backlog_seconds_ + (backlogged_ ? seconds(now - backlog_from_) : 0.0);
+  return sample;
+}
+
+}  // namespace deltacast

@@ -1,0 +1,114 @@
+// The sending side's record of one open transfer, slice by slice: offered
+// (its bytes are in place here), queued for a rail, copies in flight,
+// delivered, or skipped (the receiver gets it elsewhere); the checksum each
+// slice goes out with; and how the link to the receiver kept up (LinkSample).
+// Not thread-safe: the sprayer calls it under its lock, passing the time in.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "broadcast/transport/rail_health.h"
+#include "broadcast/transport/transfer.h"
+
+namespace deltacast {
+
+// How the link to one receiver did in one transfer. A link that had offered slices waiting for
+// room on its rails most of the time it had work was the bottleneck of its chain; one that kept
+// up moved whatever it was given as it came. Either way `rail_rate` tells its speed: the sum of
+// its rails' rates, each measured over the time that rail had something in flight, so neither
+// waiting for a relay's own parent to deliver the next slice nor a rail left idle while one
+// slice at a time trickles through dilutes it.
+struct LinkSample {
+  uint64_t bytes = 0;              // first deliveries of this transfer's slices
+  uint32_t slices = 0;
+  double busy_seconds = 0;         // time with offered slices not yet delivered
+  double backlogged_seconds = 0;   // of which, time with offered slices waiting for room
+  double rail_rate = 0;            // bytes/s: the usable rails' measured rates, summed (sprayer)
+
+  bool measured() const { return slices > 0 && busy_seconds > 0; }
+  double rate() const { return busy_seconds > 0 ? static_cast<double>(bytes) / busy_seconds : 0; }
+  double backlogged_share() const { return busy_seconds > 0 ? std::min(1.0, backlogged_seconds / busy_seconds) : 0; }
+};
+
+class SliceTable {
+ public:
+  void open(const TransferShape& shape, TimePoint now);
+  // Abandons what is left; the link's record stays readable.
+  void close(TimePoint now);
+  bool is_open() const { return open_; }
+  const TransferShape& shape() const { return shape_; }
+
+  // Its bytes are in place here: queue it (false when out of range or offered before).
+  bool offer(uint32_t slice, TimePoint now);
+  void offer_all(TimePoint now);
+  // The receiver gets it elsewhere: done without sending (false when out of range or done).
+  bool skip(uint32_t slice, TimePoint now);
+
+  // The first queued slice still undelivered (delivered ones are dropped from the queue), and
+  // taking it off the queue to send.
+  std::optional<uint32_t> next_queued();
+  void take(uint32_t slice);
+  bool has_queued() const { return !queue_.empty(); }
+
+  // Copies in flight per slice.
+  void add_copy(uint32_t slice) { ++live_[slice]; }
+  void drop_copy(uint32_t slice) { --live_[slice]; }
+  // A slice that lost its last live copy goes back to the front of the queue (true if it did).
+  bool requeue(uint32_t slice);
+  // A copy was acknowledged: true for the slice's first delivery.
+  bool deliver(uint32_t slice, TimePoint now);
+
+  // A delivered (not skipped) slice to send again only to test a rail, in turn.
+  std::optional<uint32_t> delivered_for_probe();
+
+  bool has_checksum(uint32_t slice) const { return checksummed_[slice] != 0; }
+  uint64_t checksum(uint32_t slice) const { return checksum_[slice]; }
+  void set_checksum(uint32_t slice, uint64_t value);
+  bool offered(uint32_t slice) const { return offered_[slice] != 0; }
+  bool done(uint32_t slice) const { return done_[slice] != 0; }
+
+  uint32_t offered_count() const { return offered_count_; }
+  uint32_t done_count() const { return done_count_; }
+  bool finished() const { return done_count_ == shape_.slices(); }
+  TimePoint opened_at() const { return opened_; }
+  TimePoint finished_at() const { return finished_; }
+  uint64_t resent() const { return resent_; }
+
+  // Records whether offered slices are waiting for room, after each scheduling pass.
+  void track_backlog(TimePoint now);
+  LinkSample link_sample(TimePoint now) const;
+
+ private:
+  void track_busy(TimePoint now);
+
+  bool open_ = false;
+  TransferShape shape_;
+  std::vector<uint8_t> offered_;
+  std::vector<uint8_t> done_;
+  std::vector<uint8_t> skipped_;  // done because the receiver gets them elsewhere: their bytes may not be here
+  std::vector<uint16_t> live_;
+  std::vector<uint8_t> queued_;
+  std::vector<uint64_t> checksum_;
+  std::vector<uint8_t> checksummed_;
+  std::deque<uint32_t> queue_;
+  uint32_t offered_count_ = 0;
+  uint32_t done_count_ = 0;
+  uint32_t next_probe_ = 0;
+  uint64_t resent_ = 0;
+  TimePoint opened_{};
+  TimePoint finished_{};
+  // The link's record (LinkSample).
+  uint64_t delivered_bytes_ = 0;
+  uint32_t delivered_slices_ = 0;
+  bool busy_ = false;
+  TimePoint busy_from_{};
+  double busy_seconds_ = 0;
+  bool backlogged_ = false;
+  TimePoint backlog_from_{};
+  double backlog_seconds_ = 0;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,447 @@
+#include "broadcast/transport/sprayer.h"
+
+#include <algorithm>
+#include <bit>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "broadcast/transport/rail_estimator.h"
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace deltacast {
+
+std::string_view spray_mode_name(SprayMode mode) { return mode == SprayMode::kSpray ? "spray" : "roundrobin"; }
+
+Result<SprayMode> parse_spray_mode(std::string_view name) {
+  if (name == "spray") return SprayMode::kSpray;
+  if (name == "roundrobin") return SprayMode::kRoundRobin;
+  return invalid_argument("unknown mode '{}' (expected spray or roundrobin)", name);
+}
+
+namespace {
+
+struct Rail {
+  std::unique_ptr<Channel> channel;
+  RailHealth health;
+  RailEstimator estimate;
+  bool probe_inflight = false;
+  RailTelemetry telemetry;
+};
+
+// One copy of a slice on one rail.
+struct Copy {
+  uint64_t transfer;
+  uint32_t slice;
+  uint32_t rail;
+  uint32_t bytes;
+  TimePoint expected;  // predicted completion
+  TimePoint deadline;
+  bool probe;
+  bool expired = false;
+};
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+// The scheduler: channels, copies in flight, the open transfer's table, and the thread that
+// places its queued slices on rails.
+struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
+  SprayOptions options;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Rail> rails;
+  std::map<uint64_t, Copy> copies;  // outstanding sends by id
+  uint64_t next_copy = 1;
+  std::mt19937_64 rng;
+  std::function<void(const SprayEvent&)> observer;
+
+  SliceTable table;               // the open transfer
+  const uint8_t* data = nullptr;  // its bytes
+  Status failure;                 // set when the transfer stalled for good
+  TimePoint last_progress{};
+  std::thread scheduler;
+  bool stop = false;
+
+  bool active() const { return table.is_open(); }
+  uint64_t transfer() const { return table.shape().id; }
+
+  void emit(SprayEvent::Kind kind, const Copy& c, TimePoint now) {
+    if (observer) observer(SprayEvent{kind, c.rail, c.slice, c.bytes, c.probe, now});
+  }
+
+  void requeue(uint32_t slice, Rail& rail) {
+    if (table.requeue(slice)) ++rail.telemetry.resent_slices;
+  }
+
+  void on_done(uint64_t id, const Status& status) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = copies.find(id);
+    if (it == copies.end()) return;
+    const Copy c = it->second;
+    copies.erase(it);
+    Rail& rail = rails[c.rail];
+    const TimePoint now = SteadyClock::now();
+    if (c.probe) rail.probe_inflight = false;
+    const bool current = active() && c.transfer == transfer();
+    if (current && !c.expired) table.drop_copy(c.slice);
+    rail.estimate.on_done(c.bytes, status.ok(), c.expected, now);
+    if (status.ok()) {
+      rail.health.on_success(now);
+      ++rail.telemetry.slices_acked;
+      rail.telemetry.bytes_acked += c.bytes;
+      if (current && table.deliver(c.slice, now)) last_progress = now;
+      emit(SprayEvent::kAcked, c, now);
+    } else {
+      ++rail.telemetry.errors;
+      if (!c.expired) rail.health.on_failure(now);  // an expired copy was counted when it expired
+      log().debug("rail {} slice {}: {}", rail.channel->rail().to_string(), c.slice, status.to_string());
+      if (current) requeue(c.slice, rail);
+      emit(SprayEvent::kFailed, c, now);
+    }
+    cv.notify_all();
+  }
+
+  // Posts one copy of `slice` on rail `r`. Called with the lock held; the channel never runs
+  // callbacks inside send(), so this cannot re-enter.
+  void post(uint32_t r, uint32_t slice, bool probe, TimePoint now) {
+    Rail& rail = rails[r];
+    const TransferShape& shape = table.shape();
+    const uint32_t length = shape.length(slice);
+    const double predicted = rail.estimate.predicted_seconds(length);
+    const auto deadline_span =
+        rail.estimate.deadline(predicted, options.deadline_factor, options.min_deadline, options.first_deadline);
+    if (!table.has_checksum(slice)) table.set_checksum(slice, xxh3_64(data + shape.offset(slice), length));
+    rail.estimate.on_post(length, now);
+    const uint64_t id = next_copy++;
+    const Copy c{shape.id,
+                 slice,
+                 r,
+                 length,
+                 now + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(predicted)),
+                 now + deadline_span,
+                 probe};
+    copies.emplace(id, c);
+    table.add_copy(slice);
+    if (probe) {
+      rail.probe_inflight = true;
+      ++rail.telemetry.probes;
+    }
+    emit(SprayEvent::kSent, c, now);
+    std::weak_ptr<State> self = weak_from_this();
+    rail.channel->send(shape.slice(slice, table.checksum(slice)), data + shape.offset(slice), [self, id](Status s) {
+      if (auto state = self.lock()) state->on_done(id, s);
+    });
+  }
+
+  bool usable(uint32_t r, TimePoint now) {
+    const RailState s = rails[r].health.state(now);
+    return (s == RailState::kHealthy || s == RailState::kSuspect) && rails[r].channel->ready();
+  }
+
+  bool has_room(uint32_t r, uint32_t length) const {
+    return rails[r].estimate.has_room(length, table.shape().slice_bytes, options.queue_target);
+  }
+
+  // The rail for the next slice, or -1 when none can take it now.
+  int choose(uint32_t slice, uint32_t length, TimePoint now) {
+    const uint32_t n = static_cast<uint32_t>(rails.size());
+    if (options.mode == SprayMode::kRoundRobin) {
+      // Static striping: slice i belongs to rail i mod n; a rail that cannot carry anything
+      // hands its slices to the next one, a merely busy rail is waited for.
+      for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t r = (slice + k) % n;
+        if (usable(r, now)) return has_room(r, length) ? static_cast<int>(r) : -1;
+      }
+      return -1;
+    }
+    std::vector<uint32_t> candidates;
+    int best = -1;
+    double best_time = 0;
+    for (uint32_t r = 0; r < n; ++r) {
+      if (!usable(r, now) || !has_room(r, length)) continue;
+      candidates.push_back(r);
+      const double t = rails[r].estimate.predicted_seconds(length);
+      if (best < 0 || t < best_time) best = static_cast<int>(r), best_time = t;
+    }
+    if (candidates.size() > 1 && std::uniform_real_distribution<double>(0, 1)(rng) < options.probe_share) {
+      return static_cast<int>(candidates[rng() % candidates.size()]);
+    }
+    return best;
+  }
+
+  // Copies past their deadline: the rail counts a failure and the slice goes elsewhere. Returns
+  // the rails that this paused (their connections get a fresh start) and lowers `next` to the
+  // earliest deadline still ahead.
+  std::vector<uint32_t> expire(TimePoint now, TimePoint& next) {
+    std::vector<uint32_t> paused;
+    for (auto& [id, c] : copies) {
+      if (c.expired || c.transfer != transfer()) continue;
+      if (c.deadline > now) {
+        next = std::min(next, c.deadline);
+        continue;
+      }
+      c.expired = true;
+      Rail& rail = rails[c.rail];
+      ++rail.telemetry.timeouts;
+      rail.health.on_failure(now);
+      table.drop_copy(c.slice);
+      requeue(c.slice, rail);
+      emit(SprayEvent::kTimedOut, c, now);
+      if (rail.health.state(now) == RailState::kPaused) paused.push_back(c.rail);
+    }
+    std::sort(paused.begin(), paused.end());
+    paused.erase(std::unique(paused.begin(), paused.end()), paused.end());
+    return paused;
+  }
+
+  // A rail whose backoff is over carries one slice to show it works again: a queued one, or a
+  // delivered one sent again only to test it (never a skipped one: its bytes may not be here).
+  void send_probes(TimePoint now) {
+    for (uint32_t r = 0; r < rails.size(); ++r) {
+      Rail& rail = rails[r];
+      if (rail.health.state(now) != RailState::kProbing || rail.probe_inflight || !rail.channel->ready()) continue;
+      if (auto slice = table.next_queued()) {
+        table.take(*slice);
+        post(r, *slice, true, now);
+      } else if (auto again = table.delivered_for_probe()) {
+        post(r, *again, true, now);
+      }
+    }
+  }
+
+  // One round of scheduling for the open transfer; returns when to look again.
+  TimePoint step(std::unique_lock<std::mutex>& lock) {
+    const TimePoint now = SteadyClock::now();
+    TimePoint next = now + std::chrono::milliseconds(10);
+    // A stall is only a stall while something offered is still undelivered.
+    if (table.offered_count() == table.done_count()) last_progress = now;
+    if (now - last_progress > options.stall_timeout) {
+      failure = unavailable("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer(),
+                            options.stall_timeout.count(), table.done_count(), table.shape().slices(),
+                            describe_rails(now));
+      cv.notify_all();
+      return next;
+    }
+    if (const auto paused = expire(now, next); !paused.empty()) {
+      // A rail that stalls silently gets a fresh connection: its stuck bytes fail at once and,
+      // once the path is back, the reconnect finds it sooner than TCP's own retransmissions.
+      lock.unlock();
+      for (uint32_t r : paused) rails[r].channel->reset();
+      lock.lock();
+      return now;
+    }
+    send_probes(now);
+    // New slices (and re-sends) to the rails that can take them.
+    while (auto slice = table.next_queued()) {
+      const int r = choose(*slice, table.shape().length(*slice), now);
+      if (r < 0) break;
+      table.take(*slice);
+      post(static_cast<uint32_t>(r), *slice, false, now);
+    }
+    table.track_backlog(now);
+    return next;
+  }
+
+  void run_scheduler() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop) {
+      if (!active() || !failure.ok() || table.finished()) {
+        cv.wait(lock);
+        continue;
+      }
+      const TimePoint next = step(lock);
+      if (active() && !table.finished() && failure.ok()) cv.wait_until(lock, next);
+    }
+  }
+
+  uint32_t pick_slice_bytes(uint64_t total, TimePoint now) {
+    if (options.slice_bytes != 0) return options.slice_bytes;
+    double slowest = 0;
+    for (uint32_t r = 0; r < rails.size(); ++r) {
+      if (!usable(r, now)) continue;
+      const double rate = rails[r].estimate.rate();
+      slowest = slowest == 0 ? rate : std::min(slowest, rate);
+    }
+    if (slowest == 0) slowest = RailEstimator::kAssumedBandwidth;
+    const double want = slowest * std::chrono::duration<double>(options.slice_time).count();
+    uint64_t size = std::bit_floor(static_cast<uint64_t>(std::max(want, 1.0)));
+    size = std::clamp<uint64_t>(size, options.min_slice_bytes, options.max_slice_bytes);
+    // A small transfer still goes in several slices, so that every rail can help.
+    while (size > options.min_slice_bytes && total / size < 4 * rails.size()) size /= 2;
+    return static_cast<uint32_t>(size);
+  }
+
+  bool outstanding() const {
+    return std::any_of(copies.begin(), copies.end(), [&](const auto& entry) { return entry.second.transfer == transfer(); });
+  }
+
+  // Copies of this transfer still outstanding (stuck on a stalled rail, or probes) hold
+  // pointers into the caller's data: their channels are reset and their callbacks awaited.
+  void drain(std::unique_lock<std::mutex>& lock) {
+    std::vector<uint32_t> stuck;
+    for (const auto& [id, c] : copies) {
+      if (c.transfer == transfer() && std::find(stuck.begin(), stuck.end(), c.rail) == stuck.end()) stuck.push_back(c.rail);
+    }
+    if (!stuck.empty()) {
+      // Acked copies finish on their own in a moment; only copies that are not moving need a reset.
+      cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !outstanding(); });
+      lock.unlock();
+      for (uint32_t r : stuck) rails[r].channel->reset();
+      lock.lock();
+    }
+    if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return !outstanding(); })) {
+      log().error("transfer {}: copies still outstanding after their channels were reset", transfer());
+    }
+    table.close(SteadyClock::now());
+    data = nullptr;
+  }
+
+  std::string describe_rails(TimePoint now) {
+    std::string s;
+    for (auto& rail : rails) {
+      if (!s.empty()) s += ", ";
+      s += fmt::format("{} {}{}", rail.channel->rail().to_string(), rail_state_name(rail.health.state(now)),
+                       rail.channel->ready() ? "" : " (not connected)");
+    }
+    return s;
+  }
+};
+
+Sprayer::Sprayer(std::vector<std::unique_ptr<Channel>> channels, SprayOptions options)
+    : state_(std::make_shared<State>()) {
+  state_->options = options;
+  state_->rng.seed(options.seed);
+  for (auto& channel : channels) {
+    Rail rail;
+    rail.channel = std::move(channel);
+    rail.health = RailHealth(options.health);
+    rail.telemetry.name = rail.channel->rail().name.empty() ? rail.channel->rail().to_string() : rail.channel->rail().name;
+    state_->rails.push_back(std::move(rail));
+  }
+  state_->scheduler = std::thread([state = state_.get()] { state->run_scheduler(); });
+}
+
+Sprayer::~Sprayer() {
+  close();
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+    state_->cv.notify_all();
+  }
+  state_->scheduler.join();
+  for (auto& rail : state_->rails) rail.channel->close();
+}
+
+size_t Sprayer::rails() const { return state_->rails.size(); }
+
+LinkSample Sprayer::link_sample() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const TimePoint now = SteadyClock::now();
+  LinkSample sample = state_->table.link_sample(now);
+  for (auto& rail : state_->rails) {
+    if (rail.health.state(now) != RailState::kPaused) sample.rail_rate += rail.estimate.bandwidth();
+  }
+  return sample;
+}
+
+void Sprayer::set_observer(std::function<void(const SprayEvent&)> observer) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->observer = std::move(observer);
+}
+
+std::vector<RailTelemetry> Sprayer::telemetry() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<RailTelemetry> out;
+  const TimePoint now = SteadyClock::now();
+  for (auto& rail : state_->rails) {
+    RailTelemetry t = rail.telemetry;
+    t.state = rail.health.state(now);
+    t.bandwidth_bps = rail.estimate.bandwidth();
+    t.inflight_bytes = rail.estimate.inflight();
+    out.push_back(t);
+  }
+  return out;
+}
+
+Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes) {
+  State& s = *state_;
+  if (s.rails.empty()) return invalid_argument("no rails to send on");
+  close();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const TimePoint now = SteadyClock::now();
+  if (slice_bytes == 0) slice_bytes = s.pick_slice_bytes(bytes, now);
+  DC_ASSIGN_OR_RETURN(TransferShape shape, TransferShape::make(transfer, bytes, slice_bytes));
+  s.table.open(shape, now);
+  s.data = data;
+  s.failure = Status();
+  s.last_progress = now;
+  return shape;
+}
+
+void Sprayer::offer(uint32_t slice, uint64_t checksum) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active() || slice >= s.table.shape().slices() || s.table.offered(slice)) return;
+  s.table.set_checksum(slice, checksum);
+  if (s.table.offer(slice, SteadyClock::now())) s.cv.notify_all();
+}
+
+void Sprayer::offer(uint32_t slice) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.table.offer(slice, SteadyClock::now())) s.cv.notify_all();
+}
+
+void Sprayer::offer_all() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active()) return;
+  s.table.offer_all(SteadyClock::now());
+  s.cv.notify_all();
+}
+
+void Sprayer::skip(uint32_t slice) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.table.skip(slice, SteadyClock::now())) s.cv.notify_all();
+}
+
+Result<TransferResult> Sprayer::wait(Millis timeout) {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!s.active()) return failed_precondition("no transfer is open");
+  const auto ready = [&] { return s.table.finished() || !s.failure.ok(); };
+  if (timeout == Millis::max()) {
+    s.cv.wait(lock, ready);
+  } else if (!s.cv.wait_for(lock, timeout, ready)) {
+    return deadline_exceeded("transfer {}: {} of {} slices delivered within {} ms", s.transfer(), s.table.done_count(),
+                             s.table.shape().slices(), timeout.count());
+  }
+  if (!s.failure.ok()) return s.failure;
+  const TransferShape& shape = s.table.shape();
+  const TimePoint finished = shape.slices() == 0 ? s.table.opened_at() : s.table.finished_at();
+  return TransferResult{shape.bytes, shape.slice_bytes, shape.slices(), seconds(finished - s.table.opened_at()),
+                        s.table.resent()};
+}
+
+void Sprayer::close() {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!s.active()) return;
+  s.drain(lock);
+}
+
+Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes) {
+  DC_RETURN_IF_ERROR(open(transfer, data, bytes).status());
+  offer_all();
+  auto result = wait();
+  close();
+  return result;
+}
+
+}  // namespace deltacast

@@ -1,0 +1,122 @@
+// Sends a transfer over several rails by spraying its slices: each slice
+// goes to the rail with the lowest predicted completion time,
+// (bytes in flight + slice bytes) / smoothed bandwidth, a small share goes
+// elsewhere as probes so that every estimate stays fresh, and a slice whose
+// rail errors or misses its deadline (derived from the prediction) is re-sent
+// on another rail. The receiver keeps exactly-once arrival state, so copies
+// are harmless. Round-robin striping is kept as a mode: the baseline.
+//
+// Three parts: a RailEstimator per rail (rate, bytes in flight, deadline
+// margin), the SliceTable of the open transfer (where every slice stands), and
+// the scheduler here, which owns the channels, the copies in flight and the
+// thread that places queued slices on rails.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broadcast/transport/rail_health.h"
+#include "broadcast/transport/slice_table.h"
+#include "broadcast/transport/transfer.h"
+#include "broadcast/transport/transport.h"
+
+namespace deltacast {
+
+enum class SprayMode { kSpray, kRoundRobin };
+std::string_view spray_mode_name(SprayMode mode);
+Result<SprayMode> parse_spray_mode(std::string_view name);
+
+struct SprayOptions {
+  SprayMode mode = SprayMode::kSpray;
+  uint32_t slice_bytes = 0;          // 0: bandwidth x latency of the slowest usable rail
+  Millis slice_time{2};              // ... this much transmission time per slice
+  uint32_t min_slice_bytes = 64 << 10;
+  uint32_t max_slice_bytes = 4 << 20;
+  Millis queue_target{8};            // time's worth of bytes a rail may have in flight
+  double deadline_factor = 3.0;      // a slice's deadline: this times its predicted completion,
+  Millis min_deadline{30};           // ... plus a margin of at least this (more on a jittery rail),
+  Millis first_deadline{500};        // ... or this before the rail's bandwidth is measured
+  double probe_share = 0.02;         // slices sent to a rail other than the best one
+  Millis stall_timeout{5000};        // no slice delivered for this long fails the transfer
+  RailHealthOptions health;
+  uint64_t seed = 1;
+};
+
+struct RailTelemetry {
+  std::string name;
+  RailState state = RailState::kHealthy;
+  double bandwidth_bps = 0;    // smoothed delivery rate, bytes per second (0: not measured yet)
+  uint64_t bytes_acked = 0;    // all copies, probes included
+  uint64_t slices_acked = 0;
+  uint64_t inflight_bytes = 0;
+  uint64_t errors = 0;         // sends that failed
+  uint64_t timeouts = 0;       // sends that missed their deadline
+  uint64_t resent_slices = 0;  // slices this rail failed that had to go again
+  uint64_t probes = 0;
+};
+
+struct SprayEvent {
+  enum Kind { kSent, kAcked, kFailed, kTimedOut } kind;
+  uint32_t rail;
+  uint32_t slice;
+  uint32_t bytes;
+  bool probe;
+  TimePoint at;
+};
+
+struct TransferResult {
+  uint64_t bytes = 0;
+  uint32_t slice_bytes = 0;
+  uint32_t slices = 0;
+  double seconds = 0;
+  uint64_t resent_slices = 0;
+};
+
+class Sprayer {
+ public:
+  Sprayer(std::vector<std::unique_ptr<Channel>> channels, SprayOptions options);
+  ~Sprayer();
+  Sprayer(const Sprayer&) = delete;
+  Sprayer& operator=(const Sprayer&) = delete;
+
+  // Sends `bytes` bytes as transfer `transfer` and returns once every slice
+  // is acknowledged, or an error when no rail delivered anything for
+  // stall_timeout (nothing half-delivered is reported as done). `data` only
+  // needs to live until send() returns.
+  Result<TransferResult> send(uint64_t transfer, const uint8_t* data, uint64_t bytes);
+
+  // The same, slice by slice, for relays that forward slices as they arrive:
+  // open() a transfer (closing any other), offer() each slice once its bytes
+  // are in place, skip() those the receiver already holds, wait() for the
+  // rest. Offered slices go out from the sprayer's own thread. A stall only
+  // counts while offered slices are undelivered. `data` must live until
+  // close(), which abandons what is left. slice_bytes 0: chosen from the
+  // rails' rates. Returns the transfer's shape.
+  Result<TransferShape> open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes = 0);
+  void offer(uint32_t slice);
+  // Offers a slice whose checksum is already known (a relay forwards the checksum the slice
+  // arrived with, so that checksums are the producer's end to end and a slot whose bytes
+  // changed since is refused by the next receiver instead of passed on).
+  void offer(uint32_t slice, uint64_t checksum);
+  void offer_all();
+  void skip(uint32_t slice);
+  Result<TransferResult> wait(Millis timeout = Millis::max());
+  void close();
+
+  std::vector<RailTelemetry> telemetry() const;
+  // How the link to the receiver did in the open (or last) transfer.
+  LinkSample link_sample() const;
+  size_t rails() const;
+
+  // Called for every slice event, under the sprayer's lock: keep it short.
+  void set_observer(std::function<void(const SprayEvent&)> observer);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace deltacast

@@ -1,0 +1,306 @@
+#include "broadcast/transport/tcp/channel.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/byte_io.h"
+#include "core/log.h"
+
+namespace deltacast::tcp {
+
+TcpChannel::TcpChannel(RailSpec rail, ChannelOptions options)
+    : rail_(std::move(rail)),
+      options_(std::move(options)),
+      silence_limit_(std::max<Millis>(Millis(250), 8 * options_.heartbeat)),
+      writer_([this] { run(); }) {}
+
+TcpChannel::~TcpChannel() { close(); }
+
+void TcpChannel::send(const SliceRef& slice, const uint8_t* data, SliceDone done) {
+  auto record = std::make_shared<Record>();
+  record->slice = slice;
+  record->data = data;
+  record->done = std::move(done);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) {
+    record->completed = true;
+    record->result = unavailable("{}: channel closed", rail_.to_string());
+    finished_.push_back(record);
+  } else {
+    queue_.push_back(record);
+  }
+  cv_.notify_all();
+}
+
+bool TcpChannel::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fd_ >= 0 && !closed_ && Clock::now() - last_heard_ < silence_limit_;
+}
+
+void TcpChannel::fail(const RecordPtr& record, const Status& why) {
+  if (record->completed) return;
+  record->completed = true;
+  record->result = why;
+  finished_.push_back(record);
+}
+
+void TcpChannel::disconnect(uint64_t generation, const Status& why) {
+  if (generation != generation_ || fd_ < 0) return;
+  log().debug("{}: connection lost: {}", rail_.to_string(), why.to_string());
+  stop_connection_ = true;
+  shutdown(fd_, SHUT_RDWR);  // wakes the reader; the fd is closed by the writer once the reader is gone
+  for (auto& r : inflight_) {
+    if (!r->writing) fail(r, why);  // a record being written is failed by the writer, after its write returns
+  }
+  inflight_.clear();
+  for (auto& r : queue_) fail(r, why);
+  queue_.clear();
+  ++generation_;  // marks the connection gone; fd_ stays until the writer reaps it
+  cv_.notify_all();
+}
+
+void TcpChannel::complete_finished() {
+  std::vector<RecordPtr> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done.swap(finished_);
+  }
+  for (auto& r : done) r->done(r->result);
+}
+
+void TcpChannel::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) {
+    disconnect(generation_, unavailable("{}: connection reset", rail_.to_string()));
+  } else {
+    for (auto& r : queue_) fail(r, unavailable("{}: not connected", rail_.to_string()));
+    queue_.clear();
+  }
+  cv_.notify_all();
+}
+
+void TcpChannel::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      if (!writer_.joinable()) return;
+    }
+    closed_ = true;
+    stop_connection_ = true;
+    if (fd_ >= 0) disconnect(generation_, unavailable("{}: channel closed", rail_.to_string()));
+    for (auto& r : queue_) fail(r, unavailable("{}: channel closed", rail_.to_string()));
+    queue_.clear();
+    cv_.notify_all();
+  }
+  if (writer_.joinable() && writer_.get_id() != std::this_thread::get_id()) writer_.join();
+  complete_finished();
+}
+
+Result<int> TcpChannel::dial() {
+  DC_ASSIGN_OR_RETURN(int fd, net::open_socket(""));  // the writer thread already lives in the channel's namespace
+  net::tune_socket(fd, net::SocketOptions{options_.user_timeout, options_.send_buffer_bytes});
+  Status s = net::connect_socket(fd, rail_.local, rail_.remote, options_.connect_timeout);
+  if (s.ok()) {
+    uint8_t hello[kFrameHeaderBytes + 24];
+    write_frame_header(hello, kHello);
+    store_le<uint32_t>(hello + 8, kProtocolVersion);
+    store_le<uint32_t>(hello + 12, options_.rail_index);
+    store_le<uint64_t>(hello + 16, options_.token);
+    store_le<uint64_t>(hello + 24, static_cast<uint64_t>(getpid()));
+    const auto deadline = Clock::now() + options_.connect_timeout;
+    s = net::write_full(fd, hello, sizeof(hello), nullptr, 0, deadline, &closed_);
+    uint8_t ack[kFrameHeaderBytes + 8];
+    if (s.ok()) s = net::read_full(fd, ack, sizeof(ack), deadline, &closed_);
+    if (s.ok()) {
+      auto header = parse_frame_header(ack);
+      if (!header.ok() || header->type != kHelloAck || load_le<uint32_t>(ack + 8) != kProtocolVersion) {
+        s = unavailable("{}: the receiver did not accept the handshake", rail_.to_string());
+      }
+    }
+  }
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
+void TcpChannel::run() {
+  if (Status s = net::enter_netns(options_.netns); !s.ok()) {
+    log().error("{}: {}", rail_.to_string(), s.to_string());
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    for (auto& r : queue_) fail(r, s);
+    queue_.clear();
+    return;
+  }
+  Millis backoff(20);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!closed_) {
+    // Reap a connection that died: its reader must be gone before the fd is closed.
+    if (fd_ >= 0 && stop_connection_) {
+      const int fd = fd_;
+      fd_ = -1;  // before the number is closed: nothing may shut down a reused descriptor
+      lock.unlock();
+      if (reader_.joinable()) reader_.join();
+      ::close(fd);
+      complete_finished();
+      lock.lock();
+      continue;
+    }
+    if (fd_ < 0) {
+      lock.unlock();
+      complete_finished();
+      auto fd = dial();
+      lock.lock();
+      if (closed_) {
+        if (fd.ok()) ::close(*fd);
+        break;
+      }
+      if (!fd.ok()) {
+        // Slices cannot wait for a rail that is not there: they fail, and the sprayer
+        // places them elsewhere.
+        for (auto& r : queue_) fail(r, fd.status());
+        queue_.clear();
+        lock.unlock();
+        complete_finished();
+        lock.lock();
+        cv_.wait_for(lock, backoff, [&] { return closed_.load(); });
+        backoff = std::min<Millis>(backoff * 2, Millis(500));
+        continue;
+      }
+      backoff = Millis(20);
+      fd_ = *fd;
+      ++generation_;
+      stop_connection_ = false;
+      last_heard_ = last_written_ = Clock::now();
+      reader_ = std::thread([this, fd = fd_, generation = generation_] { read_loop(fd, generation); });
+      continue;
+    }
+    cv_.wait_for(lock, options_.heartbeat, [&] { return closed_ || stop_connection_ || !queue_.empty(); });
+    if (closed_ || stop_connection_) continue;
+    const int fd = fd_;
+    const uint64_t generation = generation_;
+    if (queue_.empty()) {
+      if (Clock::now() - last_written_ < options_.heartbeat || streaming_) continue;
+      uint8_t beat[kFrameHeaderBytes + 8];
+      write_frame_header(beat, kHeartbeat);
+      store_le<uint64_t>(beat + 8, static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
+      last_written_ = Clock::now();
+      lock.unlock();
+      Status s = net::write_full(fd, beat, sizeof(beat), nullptr, 0, Clock::now() + silence_limit_, &stop_connection_);
+      lock.lock();
+      if (!s.ok()) disconnect(generation, s);
+      continue;
+    }
+    RecordPtr r = queue_.front();
+    queue_.pop_front();
+    r->writing = true;
+    inflight_.push_back(r);
+    last_written_ = Clock::now();
+    lock.unlock();
+    uint8_t header[kFrameHeaderBytes + 40];
+    write_frame_header(header, kSlice);
+    encode_slice_header(r->slice, header + kFrameHeaderBytes);
+    // The write may take as long as the rail is slow; a stalled rail is cut by reset() or the
+    // silence check, which stop this wait.
+    Status s = net::write_full(fd, header, sizeof(header), r->data, r->slice.length, Clock::time_point::max(),
+                          &stop_connection_);
+    lock.lock();
+    r->writing = false;
+    if (!s.ok()) disconnect(generation, s);
+    if (generation != generation_) {
+      // The connection is gone: this record was not failed by disconnect() while it was being written.
+      fail(r, s.ok() ? unavailable("{}: connection lost", rail_.to_string()) : s);
+    }
+    if (!finished_.empty()) {
+      lock.unlock();
+      complete_finished();
+      lock.lock();
+    }
+  }
+  // Closing: tear down whatever is left.
+  const int fd = fd_;
+  fd_ = -1;
+  lock.unlock();
+  if (fd >= 0) shutdown(fd, SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+  if (fd >= 0) ::close(fd);
+  complete_finished();
+}
+
+void TcpChannel::read_loop(int fd, uint64_t generation) {
+  uint8_t frame[kFrameHeaderBytes + 40];
+  for (;;) {
+    // The receiver sends heartbeats: silence means the path is gone.
+    Status s = net::read_full(fd, frame, kFrameHeaderBytes, Clock::now() + silence_limit_, &stop_connection_);
+    FrameHeader header;
+    if (s.ok()) {
+      auto parsed = parse_frame_header(frame);
+      s = parsed.status();
+      if (parsed.ok()) header = *parsed;
+    }
+    if (s.ok()) {
+      s = net::read_full(fd, frame + kFrameHeaderBytes, frame_body_bytes(header.type), Clock::now() + silence_limit_,
+                    &stop_connection_);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!s.ok() || generation != generation_) {
+      disconnect(generation, s.ok() ? unavailable("connection replaced") : s);
+      lock.unlock();
+      complete_finished();
+      return;
+    }
+    last_heard_ = Clock::now();
+    if (header.type == kAck) {
+      const uint64_t transfer = load_le<uint64_t>(frame + 8);
+      const uint32_t index = load_le<uint32_t>(frame + 16);
+      const uint32_t status = load_le<uint32_t>(frame + 20);
+      if (inflight_.empty() || inflight_.front()->slice.transfer != transfer || inflight_.front()->slice.index != index) {
+        disconnect(generation, corrupt("{}: acknowledgement for a slice not in flight", rail_.to_string()));
+        lock.unlock();
+        complete_finished();
+        return;
+      }
+      RecordPtr r = inflight_.front();
+      inflight_.pop_front();
+      // Once acknowledged, every byte was received, so the kernel copied all of it out of `data`
+      // even if the writer has not returned from its last send yet.
+      r->completed = true;
+      r->result = status == 0 ? Status() : corrupt("{}: the receiver rejected slice {}", rail_.to_string(), index);
+      lock.unlock();
+      r->done(r->result);
+    } else if (header.type != kHeartbeat) {
+      disconnect(generation, corrupt("{}: unexpected frame type {}", rail_.to_string(), header.type));
+      lock.unlock();
+      complete_finished();
+      return;
+    }
+  }
+}
+
+Result<uint64_t> TcpChannel::stream_for(Millis duration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (fd_ < 0 || stop_connection_) return unavailable("{}: not connected", rail_.to_string());
+  streaming_ = true;  // no heartbeats interleave with the raw bytes
+  const int fd = fd_;
+  lock.unlock();
+  constexpr uint64_t kFrame = 1 << 20;
+  std::vector<uint8_t> block(kFrame, 0x42);
+  uint8_t header[kFrameHeaderBytes + 8];
+  write_frame_header(header, kStream);
+  store_le<uint64_t>(header + 8, kFrame);
+  const auto until = Clock::now() + duration;
+  uint64_t sent = 0;
+  Status s;
+  while (s.ok() && Clock::now() < until) {
+    s = net::write_full(fd, header, sizeof(header), block.data(), block.size(), until + Millis(5000), &stop_connection_);
+    if (s.ok()) sent += kFrame;
+  }
+  lock.lock();
+  streaming_ = false;
+  if (!s.ok()) return s;
+  return sent;
+}
+
+}  // namespace deltacast::tcp

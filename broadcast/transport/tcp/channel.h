@@ -1,0 +1,74 @@
+// The TCP backend's sender end of a rail: one connection from the rail's
+// local address to the receiver, kept up by its own thread (reconnecting
+// with backoff), which writes slice frames and heartbeats; a second thread
+// per connection reads acknowledgements and the receiver's heartbeats. A
+// connection that falls silent (no frame for silence_limit) is torn down and
+// redialled, so failure detection does not wait for TCP's own timeouts.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "broadcast/transport/tcp/wire.h"
+
+namespace deltacast::tcp {
+
+class TcpChannel : public Channel {
+ public:
+  TcpChannel(RailSpec rail, ChannelOptions options);
+  ~TcpChannel() override;
+
+  void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
+  bool ready() const override;
+  void reset() override;
+  void close() override;
+  const RailSpec& rail() const override { return rail_; }
+
+  // Writes raw bytes outside the slice protocol for `duration` (the
+  // plain-stream baseline of deltacast-bench wire); returns how many.
+  Result<uint64_t> stream_for(Millis duration);
+
+ private:
+  struct Record {
+    SliceRef slice;
+    const uint8_t* data;
+    SliceDone done;
+    bool writing = false;    // the writer may still read `data`: only it may complete the record
+    bool completed = false;
+    Status result;
+  };
+  using RecordPtr = std::shared_ptr<Record>;
+
+  void run();
+  void read_loop(int fd, uint64_t generation);
+  Result<int> dial();
+  // With mu_ held: tears down connection `generation` and fails what it held.
+  void disconnect(uint64_t generation, const Status& why);
+  void fail(const RecordPtr& record, const Status& why);
+  void complete_finished();
+
+  RailSpec rail_;
+  ChannelOptions options_;
+  const Millis silence_limit_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RecordPtr> queue_;
+  std::deque<RecordPtr> inflight_;   // written (or being written), acknowledged in order
+  std::vector<RecordPtr> finished_;  // completed under the lock, callbacks run outside it
+  int fd_ = -1;
+  uint64_t generation_ = 0;
+  Clock::time_point last_heard_{};
+  Clock::time_point last_written_{};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> stop_connection_{false};
+  bool streaming_ = false;
+  std::thread reader_;
+  std::thread writer_;  // last: it starts in the constructor and touches every member above
+};
+
+}  // namespace deltacast::tcp

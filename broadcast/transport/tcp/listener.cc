@@ -1,0 +1,237 @@
+#include "broadcast/transport/tcp/listener.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/byte_io.h"
+#include "core/log.h"
+
+namespace deltacast::tcp {
+
+namespace {
+constexpr size_t kMaxDropsKept = 64;
+constexpr size_t kDiscardBytes = 256 << 10;
+}  // namespace
+
+Result<std::unique_ptr<TcpListener>> TcpListener::create(const std::vector<Endpoint>& endpoints, SliceSink* sink,
+                                                         const ListenOptions& options) {
+  std::unique_ptr<TcpListener> l(new TcpListener(sink, options));
+  for (const Endpoint& e : endpoints) {
+    DC_ASSIGN_OR_RETURN(auto bound, net::listen_socket(options.netns, e));
+    l->listen_fds_.push_back(bound.first);
+    l->endpoints_.push_back(bound.second);
+  }
+  for (int fd : l->listen_fds_) l->acceptors_.emplace_back([listener = l.get(), fd] { listener->accept_loop(fd); });
+  l->heartbeat_ = std::thread([listener = l.get()] { listener->heartbeat_loop(); });
+  return l;
+}
+
+TcpListener::~TcpListener() { close(); }
+
+void TcpListener::close() {
+  if (closed_.exchange(true)) return;
+  for (auto& t : acceptors_) t.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  for (int fd : listen_fds_) ::close(fd);
+  std::list<std::unique_ptr<Connection>> connections;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : connections_) shutdown(c->fd, SHUT_RDWR);
+    connections.swap(connections_);
+  }
+  for (auto& c : connections) {
+    if (c->thread.joinable()) c->thread.join();
+    ::close(c->fd);
+  }
+}
+
+std::vector<std::string> TcpListener::recent_drops() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {drops_.begin(), drops_.end()};
+}
+
+size_t TcpListener::live_connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& c : connections_) n += !c->finished;
+  return n;
+}
+
+void TcpListener::drop(Connection* c, const Status& why) {
+  const std::string reason = fmt::format("{}: {}", c->peer, why.message());
+  log().warn("dropping connection from {}", reason);
+  std::lock_guard<std::mutex> lock(mu_);
+  drops_.push_back(reason);
+  if (drops_.size() > kMaxDropsKept) drops_.pop_front();
+}
+
+void TcpListener::reap_finished() {
+  std::list<std::unique_ptr<Connection>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if ((*it)->finished) {
+        done.push_back(std::move(*it));
+        it = connections_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& c : done) {
+    if (c->thread.joinable()) c->thread.join();
+    ::close(c->fd);
+  }
+}
+
+void TcpListener::accept_loop(int listen_fd) {
+  while (!closed_) {
+    pollfd p{listen_fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) {
+      reap_finished();
+      continue;
+    }
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->peer = net::peer_name(fd);
+    reap_finished();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (connections_.size() >= options_.max_connections) {
+      log().warn("refusing connection from {}: {} connections already", c->peer, connections_.size());
+      drops_.push_back(c->peer + ": too many connections");
+      if (drops_.size() > kMaxDropsKept) drops_.pop_front();
+      ::close(fd);
+      continue;
+    }
+    net::tune_socket(fd, net::SocketOptions{});
+    Connection* raw = c.get();
+    connections_.push_back(std::move(c));
+    raw->thread = std::thread([this, raw] { serve(raw); });
+  }
+}
+
+void TcpListener::heartbeat_loop() {
+  uint8_t beat[kFrameHeaderBytes + 8];
+  write_frame_header(beat, kHeartbeat);
+  while (!closed_) {
+    std::this_thread::sleep_for(options_.heartbeat);
+    store_le<uint64_t>(beat + 8, static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : connections_) {
+      if (c->finished) continue;
+      // Never block here: a connection whose send buffer is full gets no heartbeat this round.
+      std::unique_lock<std::mutex> write(c->write_mu, std::try_to_lock);
+      if (write.owns_lock()) (void)send(c->fd, beat, sizeof(beat), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+}
+
+Status TcpListener::handshake(Connection* c) {
+  uint8_t hello[kFrameHeaderBytes + 24];
+  DC_RETURN_IF_ERROR(net::read_full(c->fd, hello, sizeof(hello), Clock::now() + options_.handshake_timeout, &closed_)
+                         .with_context("handshake"));
+  DC_ASSIGN_OR_RETURN(FrameHeader header, parse_frame_header(hello));
+  if (header.type != kHello) return corrupt("handshake: expected HELLO, got frame type {}", header.type);
+  const uint32_t protocol = load_le<uint32_t>(hello + 8);
+  if (protocol != kProtocolVersion) return corrupt("handshake: protocol {} (this receiver speaks {})", protocol, kProtocolVersion);
+  if (load_le<uint64_t>(hello + 16) != options_.token) return permission_denied("handshake: wrong token");
+  uint8_t ack[kFrameHeaderBytes + 8];
+  write_frame_header(ack, kHelloAck);
+  store_le<uint32_t>(ack + 8, kProtocolVersion);
+  store_le<uint32_t>(ack + 12, 0);
+  std::lock_guard<std::mutex> write(c->write_mu);
+  return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, Clock::now() + options_.handshake_timeout, &closed_);
+}
+
+Status TcpListener::receive_slice(Connection* c, const uint8_t* body, std::vector<uint8_t>& discard) {
+  const SliceRef slice = decode_slice_header(body);
+  if (slice.length == 0 || slice.length > options_.max_slice_bytes) {
+    return corrupt("slice {} of transfer {} claims {} bytes", slice.index, slice.transfer, slice.length);
+  }
+  // If a newer copy supersedes this one (this path stalled mid-slice), the connection is shut down:
+  // its read fails at once and nothing more lands in the slot from here.
+  DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice, [c, index = slice.index] {
+                        c->superseded_slice = index;
+                        shutdown(c->fd, SHUT_RDWR);
+                      }));
+  // A slow sender must still finish a started frame in time: no slow-loris.
+  const auto deadline = Clock::now() + options_.frame_timeout;
+  Status s;
+  if (landing.bytes != nullptr) {
+    s = net::read_full(c->fd, landing.bytes, slice.length, deadline, &closed_);
+  } else {
+    for (uint32_t left = slice.length; s.ok() && left > 0;) {  // a duplicate: read and throw away
+      const uint32_t n = std::min<uint32_t>(left, static_cast<uint32_t>(discard.size()));
+      s = net::read_full(c->fd, discard.data(), n, deadline, &closed_);
+      left -= n;
+    }
+  }
+  if (!s.ok()) {
+    sink_->complete(slice, landing, false);  // the slot goes back to missing
+    return s.with_context(fmt::format("payload of slice {}", slice.index));
+  }
+  const bool verified = landing.bytes != nullptr && checksum_matches(slice, landing.bytes);
+  const bool accepted = sink_->complete(slice, landing, verified);
+  uint8_t ack[kFrameHeaderBytes + 16];
+  write_frame_header(ack, kAck);
+  store_le<uint64_t>(ack + 8, slice.transfer);
+  store_le<uint32_t>(ack + 16, slice.index);
+  store_le<uint32_t>(ack + 20, accepted ? 0 : 1);
+  std::lock_guard<std::mutex> write(c->write_mu);
+  return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, Clock::now() + options_.frame_timeout, &closed_);
+}
+
+void TcpListener::serve(Connection* c) {
+  Status s = handshake(c);
+  std::vector<uint8_t> discard(kDiscardBytes);
+  uint8_t frame[kFrameHeaderBytes + 40];
+  while (s.ok() && !closed_) {
+    s = net::read_full(c->fd, frame, kFrameHeaderBytes, Clock::now() + options_.idle_timeout, &closed_);
+    if (!s.ok()) break;
+    auto header = parse_frame_header(frame);
+    if (!header.ok()) {
+      s = header.status();
+      break;
+    }
+    s = net::read_full(c->fd, frame + kFrameHeaderBytes, frame_body_bytes(header->type), Clock::now() + options_.frame_timeout,
+                  &closed_);
+    if (!s.ok()) break;
+    switch (header->type) {
+      case kSlice:
+        s = receive_slice(c, frame + kFrameHeaderBytes, discard);
+        break;
+      case kHeartbeat:
+        break;
+      case kStream: {
+        // The plain-stream baseline: raw bytes, read and dropped.
+        const uint64_t bytes = load_le<uint64_t>(frame + kFrameHeaderBytes);
+        for (uint64_t left = bytes; s.ok() && left > 0;) {
+          const size_t n = std::min<uint64_t>(left, discard.size());
+          s = net::read_full(c->fd, discard.data(), n, Clock::now() + options_.frame_timeout, &closed_);
+          left -= n;
+        }
+        break;
+      }
+      default:
+        s = corrupt("frame type {} is not for a receiver", header->type);
+    }
+  }
+  if (c->superseded_slice >= 0) {
+    s = unavailable("stalled in slice {}, which a newer copy on another connection superseded", c->superseded_slice.load());
+    drop(c, s);
+  } else if (!closed_ && s.code() != StatusCode::kUnavailable) {
+    drop(c, s);  // a clean close by the sender is no drop
+  }
+  shutdown(c->fd, SHUT_RDWR);
+  c->finished = true;
+}
+
+}  // namespace deltacast::tcp

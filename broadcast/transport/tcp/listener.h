@@ -1,0 +1,67 @@
+// The TCP backend's receiver end: listens on one or more addresses (one per
+// rail), and serves each connection from its own thread: handshake (token
+// checked), then frames. A slice's payload is read straight into the staging
+// slot the SliceSink hands out, its checksum checked, and an acknowledgement
+// sent back on the same connection. Anything malformed, forged, out of range
+// or too slow drops that connection alone, with the reason logged; a
+// heartbeat thread keeps every live connection's sender informed.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "broadcast/transport/tcp/wire.h"
+
+namespace deltacast::tcp {
+
+class TcpListener : public Listener {
+ public:
+  static Result<std::unique_ptr<TcpListener>> create(const std::vector<Endpoint>& endpoints, SliceSink* sink,
+                                                     const ListenOptions& options);
+  ~TcpListener() override;
+
+  std::vector<Endpoint> endpoints() const override { return endpoints_; }
+  void close() override;
+
+  // Why recent connections were dropped ("peer: reason"), newest last.
+  std::vector<std::string> recent_drops() const;
+  size_t live_connections() const;
+
+ private:
+  struct Connection {
+    int fd = -1;
+    std::string peer;
+    std::mutex write_mu;
+    std::atomic<bool> finished{false};
+    std::atomic<int64_t> superseded_slice{-1};  // set when a newer copy took over this connection's slice
+    std::thread thread;
+  };
+
+  TcpListener(SliceSink* sink, ListenOptions options) : sink_(sink), options_(std::move(options)) {}
+  void accept_loop(int listen_fd);
+  void serve(Connection* c);
+  Status handshake(Connection* c);
+  Status receive_slice(Connection* c, const uint8_t* body, std::vector<uint8_t>& discard);
+  void heartbeat_loop();
+  void drop(Connection* c, const Status& why);
+  void reap_finished();
+
+  SliceSink* sink_;
+  ListenOptions options_;
+  std::vector<Endpoint> endpoints_;
+  std::vector<int> listen_fds_;
+  std::vector<std::thread> acceptors_;
+  std::thread heartbeat_;
+  std::atomic<bool> closed_{false};
+  mutable std::mutex mu_;
+  std::list<std::unique_ptr<Connection>> connections_;
+  std::deque<std::string> drops_;
+};
+
+}  // namespace deltacast::tcp

@@ -1,0 +1,42 @@
+// The TCP backend's wire: the frame layout. Every frame starts with an 8-byte
+// header (u32 magic "DCW1", u8 type, u8 flags, u16 reserved) followed by a
+// body of a fixed size per type; a SLICE body (the shared slice header,
+// slice_header.h) is followed by the payload, read straight into the
+// receiver's staging.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "broadcast/transport/slice_header.h"
+#include "broadcast/transport/socket.h"
+
+namespace deltacast::tcp {
+
+inline constexpr uint32_t kFrameMagic = 0x31574344;  // "DCW1"
+inline constexpr uint32_t kProtocolVersion = 1;
+
+enum FrameType : uint8_t {
+  kHello = 1,      // sender -> receiver: u32 protocol, u32 rail index, u64 token, u64 sender id
+  kHelloAck = 2,   // receiver -> sender: u32 protocol, u32 reserved
+  kSlice = 3,      // sender -> receiver: u64 transfer, u64 transfer bytes, u32 slice bytes, u32 index,
+                   //   u32 length, u32 reserved, u64 checksum; then `length` payload bytes
+  kAck = 4,        // receiver -> sender: u64 transfer, u32 index, u32 status (0 in place, 1 rejected)
+  kHeartbeat = 5,  // either way: u64 sender clock (ns)
+  kStream = 6,     // sender -> receiver: u64 bytes, then that many raw bytes (the plain-stream baseline)
+};
+
+inline constexpr size_t kFrameHeaderBytes = 8;
+size_t frame_body_bytes(uint8_t type);  // 0 for unknown types
+
+struct FrameHeader {
+  uint8_t type = 0;
+  uint8_t flags = 0;
+};
+
+void write_frame_header(uint8_t* out, uint8_t type);
+Result<FrameHeader> parse_frame_header(const uint8_t* in);
+
+using net::Clock;
+
+}  // namespace deltacast::tcp

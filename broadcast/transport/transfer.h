@@ -1,0 +1,41 @@
+// One description of a transfer, shared by everyone who handles its slices:
+// the sprayer that sends it, a relay that forwards it, and the staging that
+// receives it. A transfer's bytes are cut into slices of slice_bytes; the
+// last one may be shorter.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "broadcast/transport/transport.h"
+#include "core/status.h"
+
+namespace deltacast {
+
+struct TransferShape {
+  uint64_t id = 0;
+  uint64_t bytes = 0;
+  uint32_t slice_bytes = 0;
+
+  // Checks that the bytes fit in 2^32 slices of a non-zero size.
+  static Result<TransferShape> make(uint64_t id, uint64_t bytes, uint32_t slice_bytes) {
+    if (slice_bytes == 0) return invalid_argument("transfer {}: slices of 0 bytes", id);
+    if ((bytes + slice_bytes - 1) / slice_bytes > UINT32_MAX) {
+      return invalid_argument("transfer {}: {} bytes is too many slices of {}", id, bytes, slice_bytes);
+    }
+    return TransferShape{id, bytes, slice_bytes};
+  }
+
+  uint32_t slices() const {
+    return slice_bytes == 0 ? 0 : static_cast<uint32_t>((bytes + slice_bytes - 1) / slice_bytes);
+  }
+  uint64_t offset(uint32_t slice) const { return static_cast<uint64_t>(slice) * slice_bytes; }
+  uint32_t length(uint32_t slice) const {
+    return static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - offset(slice)));
+  }
+  SliceRef slice(uint32_t index, uint64_t checksum) const {
+    return SliceRef{id, bytes, slice_bytes, index, length(index), checksum};
+  }
+};
+
+}  // namespace deltacast

@@ -1,0 +1,143 @@
+// The transport interface every backend (tcp/, fake/, later rdma/) implements,
+// shaped for one-sided placement: the receiver exposes staging memory through
+// a SliceSink, and the sender places a slice's bytes at its offset there and
+// learns of completion. Backends only move bytes; which rail carries which
+// slice, deadlines and retries belong to the Sprayer (TENT's split between a
+// policy runtime and thin transports).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "broadcast/transport/rail.h"
+#include "core/hash.h"
+#include "core/status.h"
+
+namespace deltacast {
+
+using Millis = std::chrono::milliseconds;
+
+// One slice of a transfer: bytes [index * slice_bytes, + length) of a
+// transfer of transfer_bytes. Every slice but the last has slice_bytes.
+struct SliceRef {
+  uint64_t transfer = 0;
+  uint64_t transfer_bytes = 0;
+  uint32_t slice_bytes = 0;
+  uint32_t index = 0;
+  uint32_t length = 0;
+  uint64_t checksum = 0;  // XXH3-64 of the slice's bytes, computed once by the sender
+
+  uint64_t offset() const { return static_cast<uint64_t>(index) * slice_bytes; }
+};
+
+// Runs exactly once per send: ok when the receiver confirmed the bytes are in
+// place and verified, an error otherwise (connection lost, rejected, closed).
+using SliceDone = std::function<void(Status)>;
+
+// The sender's end of one rail to one receiver.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Queues a slice; never blocks on the network and never calls `done` from
+  // inside send(). `data` must stay valid until `done` runs.
+  virtual void send(const SliceRef& slice, const uint8_t* data, SliceDone done) = 0;
+  // Connected and taking slices.
+  virtual bool ready() const = 0;
+  // Drops the current connection (whatever it still holds fails) and
+  // reconnects: how a rail whose link stalled silently is given a fresh start.
+  virtual void reset() = 0;
+  virtual void close() = 0;
+  virtual const RailSpec& rail() const = 0;
+};
+
+// Waits until `channel` is connected and taking slices; false when `timeout` passed first.
+inline bool wait_ready(const Channel& channel, Millis timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!channel.ready()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return true;
+}
+
+// What a receiving backend checks once a payload is in place.
+inline bool checksum_matches(const SliceRef& slice, const uint8_t* bytes) {
+  return xxh3_64(bytes, slice.length) == slice.checksum;
+}
+
+// Where a slice's payload goes on the receiver.
+struct Landing {
+  uint8_t* bytes = nullptr;    // nullptr: a duplicate to read and discard
+  std::shared_ptr<void> hold;  // keeps the sink's state for this slice alive until complete()
+  uint64_t generation = 0;     // which copy owns the slot (a newer copy may supersede a stalled one)
+};
+
+// Aborts a backend's receive of one slice (TCP: shuts its connection down).
+using CancelReceive = std::function<void()>;
+
+// The receiver's staging memory and arrival state, shared by every listener
+// and rail. Backends call begin() for each slice header and complete() once
+// its payload is in place; they never write anywhere begin() did not hand out.
+class SliceSink {
+ public:
+  virtual ~SliceSink() = default;
+  // Validates an untrusted slice header; an error drops the connection.
+  // `cancel` aborts this receive if a newer copy of the slice supersedes it.
+  virtual Result<Landing> begin(const SliceRef& slice, CancelReceive cancel) = 0;
+  // The payload landed; `verified` tells whether its checksum matched.
+  // Returns false when the slice was not accepted (the sender is told to resend).
+  virtual bool complete(const SliceRef& slice, const Landing& landing, bool verified) = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Bound addresses ("ip:port"), in the order requested.
+  virtual std::vector<Endpoint> endpoints() const = 0;
+  virtual void close() = 0;
+};
+
+struct TransportCapabilities {
+  bool one_sided = false;            // the NIC places bytes without receiver CPU work (RDMA)
+  bool needs_registration = false;   // staging must be registered with the device first
+  uint32_t max_slice_bytes = 0;
+};
+
+struct ChannelOptions {
+  uint64_t token = 0;                        // shared secret the receiver checks
+  uint32_t rail_index = 0;
+  Millis connect_timeout{500};
+  Millis user_timeout{1500};                 // TCP_USER_TIMEOUT: unacknowledged data fails the connection
+  Millis heartbeat{50};
+  uint32_t send_buffer_bytes = 1 << 20;      // bounds what the kernel queues on a rail
+  std::string netns;                         // network namespace to open sockets in (tests)
+};
+
+struct ListenOptions {
+  uint64_t token = 0;
+  Millis handshake_timeout{2000};
+  Millis frame_timeout{10000};               // a started frame must finish within this (slow-loris)
+  Millis idle_timeout{10000};                // no frame at all for this long drops the connection
+  Millis heartbeat{50};
+  uint32_t max_connections = 256;
+  uint32_t max_slice_bytes = 64 << 20;
+  std::string netns;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual TransportCapabilities capabilities() const = 0;
+  virtual Result<std::unique_ptr<Channel>> connect(const RailSpec& rail, const ChannelOptions& options) = 0;
+  virtual Result<std::unique_ptr<Listener>> listen(const std::vector<Endpoint>& endpoints, SliceSink* sink,
+                                                   const ListenOptions& options) = 0;
+};
+
+}  // namespace deltacast

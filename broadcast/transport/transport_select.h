@@ -1,0 +1,23 @@
+// Picks the transport a deployment asked for, falling back to TCP (with the
+// reason, for the user to read) when RDMA was asked for but this build or
+// this machine has none.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "broadcast/transport/transport.h"
+
+namespace deltacast {
+
+struct TransportChoice {
+  std::unique_ptr<Transport> transport;
+  std::string fallback;  // why the request was not met, empty when it was
+};
+
+// `name`: "tcp", "rdma", or "auto" (RDMA where a device is, TCP otherwise). A fallback is
+// logged once per process and explained in `fallback`.
+Result<TransportChoice> open_transport(std::string_view name);
+
+}  // namespace deltacast

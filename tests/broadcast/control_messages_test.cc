@@ -1,0 +1,282 @@
+// The control plane's frames and typed messages from untrusted peers: every
+// message round-trips, and a frame or message that breaks a rule (bad magic,
+// oversized, truncated, not JSON, unknown type, unknown, missing, mistyped or
+// out-of-bounds field, an inconsistent plan, a forged manifest) is refused
+// with a reason that names what was wrong, never a crash.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "broadcast/engine/control_frame.h"
+#include "broadcast/engine/control_messages.h"
+#include "core/byte_io.h"
+
+namespace deltacast {
+namespace {
+
+using namespace control;
+
+class SocketPair : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0); }
+  void TearDown() override {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  Result<std::string> read(std::chrono::milliseconds wait = std::chrono::milliseconds(200)) {
+    return read_control_frame(fds_[1], ControlClock::now() + wait, std::chrono::milliseconds(200));
+  }
+  void write_raw(const void* data, size_t n) { ASSERT_EQ(::write(fds_[0], data, n), static_cast<ssize_t>(n)); }
+  void write_frame(uint32_t magic, const std::string& text, uint32_t claimed) {
+    uint8_t header[8];
+    store_le<uint32_t>(header, magic);
+    store_le<uint32_t>(header + 4, claimed);
+    write_raw(header, 8);
+    write_raw(text.data(), text.size());
+  }
+  int fds_[2];
+};
+
+TEST_F(SocketPair, FramesRoundTrip) {
+  const std::string text = encode_text(Done{7});
+  ASSERT_TRUE(write_control_frame(fds_[0], text, ControlClock::now() + std::chrono::seconds(1)).ok());
+  auto got = read();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, text);
+}
+
+TEST_F(SocketPair, BadMagicIsRefused) {
+  write_frame(0x12345678, "{}", 2);
+  EXPECT_EQ(read().status().code(), StatusCode::kCorrupt);
+}
+
+TEST_F(SocketPair, OversizedLengthIsRefusedBeforeAllocating) {
+  write_frame(kControlMagic, "", kMaxControlMessageBytes + 1);
+  auto got = read();
+  EXPECT_EQ(got.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(got.status().message().find("exceeds"), std::string::npos);
+}
+
+TEST_F(SocketPair, ATruncatedFrameTimesOutInsteadOfHanging) {
+  write_frame(kControlMagic, "{\"ty", 40);
+  EXPECT_FALSE(read().ok());
+}
+
+PlanWire two_member_plan() {
+  PlanWire p;
+  p.plan.chains = {{3, 5}, {5, 3}};
+  p.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
+  p.directory[5] = {{"10.0.0.5", 7001}};
+  return p;
+}
+
+LinkSample some_link() {
+  LinkSample s;
+  s.bytes = 1 << 20;
+  s.slices = 16;
+  s.busy_seconds = 0.25;
+  s.backlogged_seconds = 0.125;
+  s.rail_rate = 123.5e6;
+  return s;
+}
+
+// One message of every type, every field set.
+std::vector<Message> every_message() {
+  Join join;
+  join.token = 0xfeedfacecafebeefull;
+  join.name = "rollout-3";
+  join.transport = "rdma";
+  join.manifest_hash = 42;
+  join.manifest = {{"a.weight", DType::kBF16, {4, 8}}, {"b", DType::kF32, {3}}};
+  join.version = 9;
+  join.epoch = 77;
+  join.rails = {{"10.0.0.3", 7001}};
+  return {join,
+          Welcome{4, 77, 9},
+          Reject{StatusCode::kMismatch, "manifest mismatch: tensor 1"},
+          Heartbeat{},
+          Announce{10, 9, false, 1234, 1 << 20, 65536, 0xabc, two_member_plan()},
+          Replan{1234, two_member_plan(), {{3, "ff01"}}},
+          Progress{1234, 9, 0.5, "ff01"},
+          Staged{10, 0.5, 0.01, {{5, some_link()}}},
+          Committed{10, 0.02},
+          Failed{10, "the received bytes do not match their hash"},
+          Done{10},
+          Check{10},
+          Checked{10, 10, 0x1234}};
+}
+
+TEST(ControlMessages, EveryTypeRoundTrips) {
+  const auto messages = every_message();
+  ASSERT_EQ(messages.size(), std::variant_size_v<Message>);
+  for (const Message& m : messages) {
+    const Json json = encode(m);
+    EXPECT_EQ(json["type"], type_name(m));
+    auto back = decode_text(json.dump());
+    ASSERT_TRUE(back.ok()) << back.status().to_string() << " " << json.dump();
+    EXPECT_EQ(back->index(), m.index());
+    EXPECT_EQ(encode(*back), json) << "fields lost on the way";
+  }
+}
+
+// The reason a message is refused for, or "" when it is not.
+std::string refusal(const Json& j) {
+  auto m = decode(j);
+  if (m.ok()) return "";
+  EXPECT_EQ(m.status().code(), StatusCode::kCorrupt);
+  return m.status().message();
+}
+
+TEST(ControlMessages, NotObjectsAndUnknownTypesAreRefused) {
+  EXPECT_NE(refusal(Json::array({1, 2})), "");
+  EXPECT_NE(refusal(Json::object()).find("type"), std::string::npos);
+  EXPECT_NE(refusal(Json{{"type", 5}}).find("type"), std::string::npos);
+  EXPECT_NE(refusal(Json{{"type", "reboot"}}).find("reboot"), std::string::npos);
+  EXPECT_FALSE(decode_text("not json").ok());
+  EXPECT_FALSE(decode_text("").ok());
+}
+
+TEST(ControlMessages, UnknownMissingAndMistypedFieldsAreNamed) {
+  Json j = encode(Committed{3, 0.1});
+  j["surprise"] = 1;
+  EXPECT_NE(refusal(j).find("surprise"), std::string::npos);
+  j = encode(Committed{3, 0.1});
+  j.erase("apply_seconds");
+  EXPECT_NE(refusal(j).find("apply_seconds"), std::string::npos);
+  for (const Json& bad : {Json("seven"), Json(-1), Json(1.5), Json(true), Json::array()}) {
+    j = encode(Committed{3, 0.1});
+    j["version"] = bad;
+    EXPECT_NE(refusal(j).find("version"), std::string::npos) << bad.dump();
+  }
+  for (const Json& bad : {Json(-0.5), Json("x"), Json(nullptr)}) {
+    j = encode(Committed{3, 0.1});
+    j["apply_seconds"] = bad;
+    EXPECT_NE(refusal(j).find("apply_seconds"), std::string::npos) << bad.dump();
+  }
+  j = encode(Progress{1, 2, 0.5, "ff"});
+  j["arrived"] = uint64_t{1} << 40;
+  EXPECT_NE(refusal(j).find("out of range"), std::string::npos);
+  j = encode(Progress{1, 2, 0.5, "ff"});
+  j["have"] = "FG";
+  EXPECT_NE(refusal(j).find("have"), std::string::npos);
+  j = encode(Failed{1, "x"});
+  j["reason"] = std::string(100000, 'x');
+  EXPECT_NE(refusal(j).find("reason"), std::string::npos);
+}
+
+TEST(ControlMessages, InconsistentPlansAreRefused) {
+  const auto with_plan = [](const std::function<void(Json&)>& edit) {
+    Json j = encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, two_member_plan()});
+    edit(j["plan"]);
+    return refusal(j);
+  };
+  EXPECT_EQ(with_plan([](Json&) {}), "");
+  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::parse("[[3, 3]]"); }).find("twice"), std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::parse("[[3, 9]]"); }).find("directory"), std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::parse("[[0]]"); }).find("names no member"), std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::array(); }).find("stripes"), std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json(std::vector<std::vector<int>>(kMaxStripes + 1, {3})); }).find("entries"),
+            std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["directory"]["03"] = Json::array({"10.0.0.9:1"}); }).find("member id"),
+            std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["directory"]["3"] = Json::array({"10.0.0.3"}); }).find("port"), std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["directory"]["3"] = Json::array({"host:1"}); }).find("directory"),
+            std::string::npos);
+  EXPECT_NE(with_plan([](Json& p) { p["directory"]["3"] = Json::array(); }).find("no data endpoint"), std::string::npos);
+  // A full version has no base, a delta has one.
+  Json j = encode(Announce{10, 9, true, 1, 1 << 20, 65536, 1, two_member_plan()});
+  EXPECT_NE(refusal(j).find("base"), std::string::npos);
+}
+
+TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {
+  const Json valid = encode(every_message()[0]);
+  for (const Json& forged : {Json::object(), Json::array({1}),
+                             Json::array({{{"name", "a"}, {"dtype", "nope"}, {"shape", {1}}}}),
+                             Json::array({{{"name", "a"}, {"dtype", "bf16"}, {"shape", "x"}}}),
+                             Json::array({{{"name", "a"}, {"dtype", "bf16"}, {"shape", {-1}}}}),
+                             Json::array({{{"name", "a"}, {"dtype", "bf16"}, {"shape", {1}}, {"extra", 1}}})}) {
+    Json j = valid;
+    j["manifest"] = forged;
+    EXPECT_NE(refusal(j).find("manifest"), std::string::npos) << forged.dump();
+  }
+  Json j = encode(Staged{1, 0, 0, {{5, some_link()}}});
+  j["links"]["5"]["backlogged_seconds"] = 10.0;
+  EXPECT_NE(refusal(j).find("backlogged"), std::string::npos);
+  j = encode(Staged{1, 0, 0, {{5, some_link()}}});
+  j["links"]["-5"] = j["links"]["5"];
+  EXPECT_NE(refusal(j).find("member id"), std::string::npos);
+}
+
+TEST(ControlMessages, RejectsCarryTheirCode) {
+  auto m = decode(encode(Reject{StatusCode::kPermissionDenied, "wrong token"}));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(std::get<Reject>(*m).code, StatusCode::kPermissionDenied);
+  Json j = encode(Reject{StatusCode::kPermissionDenied, "wrong token"});
+  j["code"] = "SOMETHING_NEW";
+  m = decode(j);
+  ASSERT_TRUE(m.ok()) << "an unknown code still refuses";
+  EXPECT_EQ(std::get<Reject>(*m).code, StatusCode::kFailedPrecondition);
+}
+
+// Random damage to valid messages: values swapped for others of any type, fields dropped and
+// added, text cut short. Decoding must never crash, and whatever it accepts must encode to a
+// message it accepts again.
+TEST(ControlMessages, RandomDamageNeverCrashes) {
+  std::mt19937_64 rng(13);
+  const std::vector<Json> values = {Json(0),  Json(1),   Json(-1),        Json(1.5),        Json(1e300),
+                                    Json(""), Json("x"), Json(nullptr),   Json::array(),    Json::object(),
+                                    Json(true), Json(uint64_t{1} << 63), Json::array({1, 2}), Json{{"a", 1}}};
+  size_t accepted = 0, refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    for (const Message& m : every_message()) {
+      Json j = encode(m);
+      const int edits = 1 + static_cast<int>(rng() % 3);
+      for (int e = 0; e < edits; ++e) {
+        std::vector<std::string> keys;
+        for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+        if (keys.empty()) break;
+        const std::string key = keys[rng() % keys.size()];
+        switch (rng() % 4) {
+          case 0: j[key] = values[rng() % values.size()]; break;
+          case 1: j.erase(key); break;
+          case 2: j["extra" + std::to_string(rng() % 3)] = 1; break;
+          default:
+            if (j[key].is_object() && !j[key].empty()) j[key].erase(j[key].begin());
+            break;
+        }
+      }
+      std::string text = j.dump();
+      if (rng() % 8 == 0) text.resize(rng() % (text.size() + 1));
+      auto decoded = decode_text(text);
+      if (!decoded.ok()) {
+        ++refused;
+        EXPECT_FALSE(decoded.status().message().empty());
+        continue;
+      }
+      ++accepted;
+      EXPECT_TRUE(decode(encode(*decoded)).ok()) << text;
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(accepted, 0u);
+}
+
+TEST(ControlBitmap, RoundTripsEverySizeAndRejectsBadText) {
+  for (size_t bits : {0u, 1u, 7u, 8u, 9u, 63u, 1000u}) {
+    std::vector<uint8_t> present(bits);
+    for (size_t i = 0; i < bits; ++i) present[i] = (i * 7 + 3) % 5 == 0;
+    const std::string hex = encode_bitmap(present);
+    auto back = decode_bitmap(hex, bits);
+    ASSERT_TRUE(back.ok());
+    for (size_t i = 0; i < bits; ++i) EXPECT_EQ((*back)[i], present[i] != 0) << bits << " " << i;
+  }
+  EXPECT_FALSE(decode_bitmap("0", 8).ok());
+  EXPECT_FALSE(decode_bitmap("zz", 8).ok());
+  EXPECT_FALSE(decode_bitmap("ff", 100).ok());
+}
+
+}  // namespace
+}  // namespace deltacast
