@@ -160,6 +160,7 @@ Result<SyncRun> run_versions(SyncProducer& sync, const SyncArgs& args, GlooBasel
   }
   // The link rate comes from every full round of the run (the initial sync and the dense baselines).
   SyncRun run;
+  run.transport = std::string(sync.producer().transport());
   for (const auto* set : {&rows, &dense_rows}) {
     for (const auto& r : *set) {
       if (r.full && r.report.wire_seconds > 0) {
@@ -188,6 +189,7 @@ Json sync_report_json(const SyncArgs& args, const SyncRun& run, const std::strin
   return Json{{"mode", args.netns ? "netns" : "loopback"},
               {"consumers", args.consumers},
               {"rails", args.rails},
+              {"transport", run.transport},
               {"rail_rate", args.netns ? Json(args.rail_rate) : Json()},
               {"elements", args.elements},
               {"lr", args.lr},
@@ -355,7 +357,7 @@ bool run_command(SyncProducer& sync, const std::string& line) {
                          {"base", m.base},
                          {"committed", m.committed},
                          {"slow", r.slow},
-                         {"rate", std::max(r.capacity, r.lower)},
+                         {"rate", std::max(r.capacity, r.inbound)},
                          {"arrived", m.arrived}});
     }
     emit({{"event", "stats"}, {"version", stats.version}, {"queued", stats.queued}, {"full_syncs", stats.full_syncs},

@@ -84,6 +84,7 @@ class SyncProducer {
 };
 
 struct SyncRun {
+  std::string transport;  // the data transport in use
   std::vector<VersionRow> rows;
   double link_rate = 0;  // bytes/s one consumer received at in the fastest full round
 };

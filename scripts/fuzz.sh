@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the tree with clang, AddressSanitizer and UBSan into build-fuzz/, runs
-# the unit tests there, then fuzzes the bucket decoder for SECONDS (default 60)
-# from a freshly generated seed corpus. Any sanitizer report or crash fails.
+# the unit tests there (the whole engine over the fake backend included), then
+# fuzzes the bucket decoder for SECONDS (default 60) and the control-message
+# decoder for half as long, each from a freshly generated seed corpus. Any
+# sanitizer report or crash fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DDELTACAST_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_decoder make_seed_corpus core_tests sparse_tests broadcast_tests
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_decoder make_seed_corpus fuzz_control make_control_corpus \
+  core_tests sparse_tests broadcast_tests
 echo "== unit tests under ASan + UBSan"
 build-fuzz/bin/core_tests --gtest_brief=1
 # The >2^31-element test needs 4 GiB of tensors; under ASan it only repeats what the plain build checks.
@@ -14,9 +17,15 @@ build-fuzz/bin/sparse_tests --gtest_brief=1 --gtest_filter=-HugeTensor.*
 # Transport code parses untrusted frames: its tests run under the sanitizers too (the throughput
 # comparison is left to the plain build, where timing means something).
 build-fuzz/bin/broadcast_tests --gtest_brief=1 --gtest_filter=-Sprayer.SharesFollowBandwidthAndBeatRoundRobin
-echo "== fuzzing the bucket decoder for ${seconds}s"
 corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus"' EXIT
-build-fuzz/bin/make_seed_corpus "$corpus"
-build-fuzz/bin/fuzz_decoder "$corpus" -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
-  -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^#[0-9]+[[:space:]]+(DONE|pulse)|ERROR|SUMMARY|stat::number_of_executed_units"
+summary() { grep -E "^#[0-9]+[[:space:]]+(DONE|pulse)|ERROR|SUMMARY|stat::number_of_executed_units"; }
+echo "== fuzzing the bucket decoder for ${seconds}s"
+mkdir "$corpus/buckets" "$corpus/control"
+build-fuzz/bin/make_seed_corpus "$corpus/buckets"
+build-fuzz/bin/fuzz_decoder "$corpus/buckets" -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/ 2>&1 | summary
+echo "== fuzzing the control-message decoder for $((seconds / 2))s"
+build-fuzz/bin/make_control_corpus "$corpus/control"
+build-fuzz/bin/fuzz_control "$corpus/control" -max_total_time="$((seconds / 2))" -max_len=8192 -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/control- 2>&1 | summary

@@ -13,9 +13,9 @@ double upper_median(std::vector<double> rates) {
   return rates[rates.size() / 2];
 }
 
-// What a member is known to take: a bottleneck reading can only be lower than what another
-// link into it carried, and then that link's sender or path was the limit, not the member.
-double known_rate(const MemberRates& r) { return std::max(r.capacity, r.lower); }
+// What a member is known to take: a slow member's capacity may be older than its last inbound
+// rate, and whichever is higher it has shown it can take.
+double known_rate(const MemberRates& r) { return std::max(r.capacity, r.inbound); }
 
 }  // namespace
 
@@ -47,26 +47,27 @@ void RateBook::close_round() {
     return links >= 2 && waiting == links;
   };
   for (const auto& [child, reports] : round_) {
-    double lower = 0, capacity = 0;
-    uint32_t capacity_from = 0;
-    bool measured = false;
+    double inbound = 0, waited_rate = 0;
+    uint32_t waited_from = 0;
+    bool measured = false, bottleneck = false;
     for (const Report& r : reports) {
       if (!usable(r.sample)) continue;
       measured = true;
-      lower = std::max(lower, r.sample.rail_rate);
-      const bool bottleneck = r.sample.backlogged_share() >= kBottleneckShare && !shared_uplink(r.sender);
-      if (bottleneck && r.sample.rail_rate > capacity) {
-        capacity = r.sample.rail_rate;
-        capacity_from = r.sender;
+      inbound += r.sample.rail_rate;
+      const bool waited = r.sample.backlogged_share() >= kBottleneckShare && !shared_uplink(r.sender);
+      if (waited && r.sample.rail_rate > waited_rate) {
+        bottleneck = true;
+        waited_rate = r.sample.rail_rate;
+        waited_from = r.sender;
       }
     }
     if (!measured) continue;
     MemberRates& m = members_[child];
     ++m.rounds;
-    m.lower = lower;
-    if (capacity > 0) {
-      m.capacity = capacity;
-      m.capacity_from = capacity_from;
+    m.inbound = inbound;
+    if (bottleneck) {
+      m.capacity = inbound;
+      m.capacity_from = waited_from;
       m.kept_up_rounds = 0;
     } else if (!m.slow || ++m.kept_up_rounds >= kKeptUpRounds) {
       // It kept up: whatever made it slow is gone (a slow member only after a few such rounds:

@@ -3,14 +3,15 @@
 // into each child did (LinkSample); the book folds a round's reports into what
 // it knows of each member, and judges who goes to the chains' tails.
 //
-// What a report proves:
-//  - Any link's rail_rate is a lower bound of what its receiver can take: the
-//    receiver took that much, whoever else was the limit.
-//  - A link that had slices waiting for room most of its busy time was the
-//    bottleneck of its chain; its rail_rate is the receiver's capacity, unless
-//    the sender explains it: a sender whose several links all waited had its
-//    own uplink as the limit (the producer feeding every chain's head), and a
-//    sender itself measured about as slow has a port slow both ways.
+// What a round's reports prove about a member:
+//  - Its links' rail rates, summed, are what it took from all its parents
+//    together (they share its port, and in pipelined chains they run at the
+//    same time): a lower bound of what it can take, whoever else was the limit.
+//  - When a link into it had slices waiting for room most of its busy time,
+//    it was the bottleneck of its chain, and that sum is its capacity, unless
+//    the sender explains the wait: a sender whose several links all waited had
+//    its own uplink as the limit (the producer feeding every chain's head), and
+//    a sender itself measured about as slow has a port slow both ways.
 //
 // A member measured as a bottleneck at under kSlowFraction of the healthy rate
 // (the upper median of what the others are known to take) is slow. At the tails
@@ -47,8 +48,8 @@ inline constexpr double kMinSampleSeconds = 0.005;
 
 // What the book knows of one member.
 struct MemberRates {
-  double lower = 0;          // bytes/s it is known to take (0: never measured)
-  double capacity = 0;       // bytes/s where a link into it was its bottleneck (0: it kept up)
+  double inbound = 0;        // bytes/s it took from all its parents together, last measured (0: never)
+  double capacity = 0;       // the same, from a round in which a link into it was its bottleneck (0: it kept up)
   uint32_t capacity_from = 0;  // the sender of that link
   bool slow = false;         // at the tails since the last adopted verdict
   uint32_t kept_up_rounds = 0;  // measured rounds in a row in which it was no bottleneck

@@ -10,8 +10,12 @@ double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d
 }  // namespace
 
 void RailEstimator::on_post(uint32_t bytes, TimePoint now) {
-  if (inflight_ == 0) busy_start_ = now;  // busy again
+  if (inflight_ == 0) busy_start_ = busy_since_ = now;  // busy again
   inflight_ += bytes;
+}
+
+double RailEstimator::busy_total(TimePoint now) const {
+  return busy_total_ + (inflight_ > 0 ? seconds(now - busy_since_) : 0.0);
 }
 
 void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoint now) {
@@ -19,8 +23,10 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
   if (inflight_ == 0) {  // the rail goes idle: bank its busy time
     busy_seconds_ += seconds(now - busy_start_);
     busy_start_ = now;
+    busy_total_ += seconds(now - busy_since_);
   }
   if (!ok) return;
+  delivered_total_ += bytes;
   const double late = std::max(0.0, seconds(now - expected));
   late_dev_ = 0.75 * late_dev_ + 0.25 * std::abs(late - late_mean_);
   late_mean_ = 0.875 * late_mean_ + 0.125 * late;

@@ -27,6 +27,10 @@ class RailEstimator {
   // The measured rate, or the assumed one before the first sample.
   double rate() const { return bandwidth_ > 0 ? bandwidth_ : kAssumedBandwidth; }
   uint64_t inflight() const { return inflight_; }
+  // Totals since the rail was made: bytes delivered, and seconds with something in flight (what
+  // a sender compares before and after one transfer, to rate the rail in that transfer alone).
+  uint64_t delivered_total() const { return delivered_total_; }
+  double busy_total(TimePoint now) const;
 
   // A copy of `bytes` goes out now.
   void on_post(uint32_t bytes, TimePoint now);
@@ -53,6 +57,9 @@ class RailEstimator {
   uint64_t sample_bytes_ = 0;
   double late_mean_ = 0;     // seconds
   double late_dev_ = 0;
+  uint64_t delivered_total_ = 0;
+  TimePoint busy_since_{};   // start of the current busy stretch
+  double busy_total_ = 0;    // banked busy time of finished stretches
 };
 
 }  // namespace deltacast

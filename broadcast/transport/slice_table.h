@@ -17,10 +17,10 @@ namespace deltacast {
 
 // How the link to one receiver did in one transfer. A link that had offered slices waiting for
 // room on its rails most of the time it had work was the bottleneck of its chain; one that kept
-// up moved whatever it was given as it came. Either way `rail_rate` tells its speed: the sum of
-// its rails' rates, each measured over the time that rail had something in flight, so neither
-// waiting for a relay's own parent to deliver the next slice nor a rail left idle while one
-// slice at a time trickles through dilutes it.
+// up moved whatever it was given as it came. Either way `rail_rate` tells its speed in this
+// transfer: the sum of its rails' rates, each the bytes it delivered over the time it had
+// something in flight, so neither waiting for a relay's own parent to deliver the next slice nor
+// a rail left idle while one slice at a time trickles through dilutes it.
 struct LinkSample {
   uint64_t bytes = 0;              // first deliveries of this transfer's slices
   uint32_t slices = 0;

@@ -30,7 +30,13 @@ struct Rail {
   RailEstimator estimate;
   bool probe_inflight = false;
   RailTelemetry telemetry;
+  // The estimator's totals when the open transfer began: the rail's rate in this transfer alone.
+  uint64_t delivered_mark = 0;
+  double busy_mark = 0;
 };
+
+// A rail's rate is only taken from this much busy time in one transfer.
+constexpr double kMinRailBusySeconds = 0.002;
 
 // One copy of a slice on one rail.
 struct Copy {
@@ -344,7 +350,9 @@ LinkSample Sprayer::link_sample() const {
   const TimePoint now = SteadyClock::now();
   LinkSample sample = state_->table.link_sample(now);
   for (auto& rail : state_->rails) {
-    if (rail.health.state(now) != RailState::kPaused) sample.rail_rate += rail.estimate.bandwidth();
+    const double busy = rail.estimate.busy_total(now) - rail.busy_mark;
+    if (rail.health.state(now) == RailState::kPaused || busy < kMinRailBusySeconds) continue;
+    sample.rail_rate += static_cast<double>(rail.estimate.delivered_total() - rail.delivered_mark) / busy;
   }
   return sample;
 }
@@ -377,6 +385,10 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
   if (slice_bytes == 0) slice_bytes = s.pick_slice_bytes(bytes, now);
   DC_ASSIGN_OR_RETURN(TransferShape shape, TransferShape::make(transfer, bytes, slice_bytes));
   s.table.open(shape, now);
+  for (auto& rail : s.rails) {
+    rail.delivered_mark = rail.estimate.delivered_total();
+    rail.busy_mark = rail.estimate.busy_total(now);
+  }
   s.data = data;
   s.failure = Status();
   s.last_progress = now;

@@ -9,12 +9,13 @@ its rollout workers.
 from . import _core
 from .engine import Consumer, Producer
 from .errors import (ClosedError, ConnectionError, CorruptDataError, DeltacastError, DeviceError, DTypeError,
-                     InvalidArgumentError, ManifestMismatchError, NotContiguousError, TimeoutError, TokenError)
+                     InvalidArgumentError, ManifestMismatchError, NotContiguousError, TimeoutError, TokenError,
+                     TransportMismatchError)
 
 __version__ = _core.__version__
 
 __all__ = [
     "Producer", "Consumer", "__version__",
-    "DeltacastError", "InvalidArgumentError", "ManifestMismatchError", "DTypeError", "NotContiguousError",
+    "DeltacastError", "InvalidArgumentError", "ManifestMismatchError", "TransportMismatchError", "DTypeError", "NotContiguousError",
     "DeviceError", "TokenError", "TimeoutError", "ConnectionError", "CorruptDataError", "ClosedError",
 ]

@@ -18,6 +18,15 @@ def _timeout(timeout):
     return _FOREVER if timeout is None else float(timeout)
 
 
+_TRANSPORTS = ("tcp", "rdma", "auto")
+
+
+def _transport(value):
+    if value not in _TRANSPORTS:
+        raise InvalidArgumentError(f"transport: {value!r} is not one of {', '.join(_TRANSPORTS)}")
+    return value
+
+
 def _addresses(value, what):
     if value is None:
         return []
@@ -68,23 +77,32 @@ class Producer(_Engine):
     any free port; see ``address``). ``rails``: the local address of each NIC
     to send over (None: one rail on any address). ``value_codec``: ``"ulp"``
     (changed values as steps from the old value, smallest) or ``"raw"``.
+    ``transport``: the data transport, ``"tcp"``, ``"rdma"`` (RDMA verbs) or
+    ``"auto"`` (RDMA where this machine has a device, TCP otherwise); asking
+    for RDMA where there is none falls back to TCP with a warning (see
+    ``transport`` for what is in use). Every consumer must use the same one.
     """
 
     _role = "producer"
 
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
-                 threads=0):
+                 threads=0, transport="tcp"):
         items = named_items(named_tensors)
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
-                                      threads=int(threads))
+                                      threads=int(threads), transport=_transport(transport))
         self._address = self._engine.address
 
     @property
     def address(self):
         """``host:port`` of the control port, for ``Consumer(connect=...)``."""
         return self._address
+
+    @property
+    def transport(self):
+        """The data transport in use: ``"tcp"`` or ``"rdma"``."""
+        return self._live().transport
 
     def publish(self, full=False):
         """Diffs the tensors against the last published version and encodes the
@@ -140,12 +158,15 @@ class Consumer(_Engine):
     background; they reach the tensors only in ``pull()`` or, after
     ``start()``, as soon as each one is verified. Every commit writes all
     tensors under one lock, so a version is never seen half-applied.
+    ``transport``: as the producer's (``"tcp"``, ``"rdma"`` or ``"auto"``); a
+    consumer on another transport than the producer's is refused at join
+    (deltacast.MismatchError naming both).
     """
 
     _role = "consumer"
 
     def __init__(self, named_tensors, connect, token=None, rails=None, name=None, threads=0,
-                 join_timeout=30.0):
+                 join_timeout=30.0, transport="tcp"):
         items = named_items(named_tensors)
         addresses = _addresses(connect, "connect")
         if not addresses:
@@ -153,13 +174,19 @@ class Consumer(_Engine):
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Consumer(names, caps, dtypes, connect=addresses, token=parse_token(token),
                                       rails=_addresses(rails, "rails"), name=name or _default_name(),
-                                      threads=int(threads), join_timeout=float(join_timeout))
+                                      threads=int(threads), join_timeout=float(join_timeout),
+                                      transport=_transport(transport))
         self._background = False
 
     @property
     def version(self):
         """The version the tensors hold (0: nothing yet)."""
         return self._live().version
+
+    @property
+    def transport(self):
+        """The data transport in use: ``"tcp"`` or ``"rdma"``."""
+        return self._live().transport
 
     def pull(self, timeout=None):
         """Commits the newest verified version into the tensors and returns it,
@@ -189,7 +216,7 @@ class Consumer(_Engine):
         self._live().wait_version(int(version), _timeout(timeout))
 
     def state(self):
-        """id, epoch, version, connected, refused, last_error."""
+        """id, epoch, version, connected, refused, transport, last_error."""
         return json.loads(self._live().state())
 
     def model_hash(self):

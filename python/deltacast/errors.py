@@ -16,6 +16,11 @@ class ManifestMismatchError(DeltacastError, ValueError):
     the first tensor that differs and how (name, dtype, shape or count)."""
 
 
+class TransportMismatchError(DeltacastError, ValueError):
+    """The consumer receives over another data transport than the producer's
+    group uses (``transport=``); the message names both."""
+
+
 class DTypeError(DeltacastError, TypeError):
     """A tensor's dtype is one deltacast does not carry."""
 

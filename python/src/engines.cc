@@ -71,6 +71,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   options.rails = endpoints(args.rails, "rail");
   options.codec.value_codec = value_or_raise(parse_value_codec(args.value_codec));
   if (args.threads > 0) options.codec.threads = args.threads;
+  options.transport = args.transport;
   py::gil_scoped_release release;
   producer_ = value_or_raise(Producer::create(tensors_->manifest(), tensors_->views(), options));
 }
@@ -83,6 +84,8 @@ Producer& PyProducer::engine() const {
 }
 
 std::string PyProducer::address() const { return engine().address().to_string(); }
+
+std::string PyProducer::transport() const { return std::string(engine().transport()); }
 
 uint64_t PyProducer::publish(bool full) {
   Producer& p = engine();
@@ -130,7 +133,7 @@ std::string PyProducer::stats() const {
                        {"alive", m.alive},
                        {"committed", m.committed},
                        {"slow", r.slow},
-                       {"rate_bytes_per_second", std::max(r.capacity, r.lower)}});
+                       {"rate_bytes_per_second", std::max(r.capacity, r.inbound)}});
   }
   return Json{{"epoch", s.epoch},           {"version", s.version},       {"queued", s.queued},
               {"full_syncs", s.full_syncs}, {"wire_bytes", s.wire_bytes}, {"transport", s.transport},
@@ -165,6 +168,7 @@ PyConsumer::PyConsumer(const std::vector<std::string>& names, const std::vector<
   options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
   options.name = args.name;
   options.threads = args.threads;
+  options.transport = args.transport;
   options.auto_commit = false;  // pull() commits, until start() asks for background commits
   const Millis join_timeout = to_millis(args.join_timeout);
   consumer_ = value_or_raise(Consumer::create(tensors_->manifest(), tensors_->views(), options));
@@ -214,6 +218,8 @@ void PyConsumer::wait_version(uint64_t version, double timeout_seconds) {
 
 uint64_t PyConsumer::version() const { return engine().version(); }
 
+std::string PyConsumer::transport() const { return std::string(engine().transport()); }
+
 std::string PyConsumer::state() const {
   const ConsumerState s = engine().state();
   return Json{{"id", s.id},
@@ -221,6 +227,7 @@ std::string PyConsumer::state() const {
               {"version", s.version},
               {"connected", s.connected},
               {"refused", s.refused},
+              {"transport", std::string(engine().transport())},
               {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
       .dump();
 }

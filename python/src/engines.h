@@ -22,6 +22,7 @@ struct ProducerArgs {
   std::vector<std::string> rails;
   std::string value_codec = "ulp";
   unsigned threads = 0;
+  std::string transport = "tcp";
 };
 
 class PyProducer {
@@ -31,6 +32,7 @@ class PyProducer {
   ~PyProducer();
 
   std::string address() const;
+  std::string transport() const;
   uint64_t publish(bool full);
   void wait(uint64_t version, double timeout_seconds);
   void wait_members(size_t count, double timeout_seconds);
@@ -54,6 +56,7 @@ struct ConsumerArgs {
   std::string name;
   unsigned threads = 0;
   double join_timeout = 30;
+  std::string transport = "tcp";
 };
 
 class PyConsumer {
@@ -67,6 +70,7 @@ class PyConsumer {
   void start(pybind11::object on_commit);
   void wait_version(uint64_t version, double timeout_seconds);
   uint64_t version() const;
+  std::string transport() const;
   std::string state() const;
   uint64_t model_hash();
   void close();

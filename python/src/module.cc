@@ -14,14 +14,16 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyProducer>(m, "Producer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
-                       const std::vector<std::string>& dtypes, std::string listen, uint64_t token, std::vector<std::string> rails, std::string value_codec,
-                       unsigned threads) {
-             ProducerArgs args{std::move(listen), token, std::move(rails), std::move(value_codec), threads};
+                       const std::vector<std::string>& dtypes, std::string listen, uint64_t token,
+                       std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport) {
+             ProducerArgs args{std::move(listen), token, std::move(rails), std::move(value_codec), threads,
+                               std::move(transport)};
              return std::make_unique<PyProducer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
-           py::arg("value_codec"), py::arg("threads"))
+           py::arg("value_codec"), py::arg("threads"), py::arg("transport"))
       .def_property_readonly("address", &PyProducer::address)
+      .def_property_readonly("transport", &PyProducer::transport)
       .def("publish", &PyProducer::publish, py::arg("full"))
       .def("wait", &PyProducer::wait, py::arg("version"), py::arg("timeout"))
       .def("wait_members", &PyProducer::wait_members, py::arg("count"), py::arg("timeout"))
@@ -33,13 +35,16 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyConsumer>(m, "Consumer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
-                       const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token, std::vector<std::string> rails,
-                       std::string name, unsigned threads, double join_timeout) {
-             ConsumerArgs args{std::move(connect), token, std::move(rails), std::move(name), threads, join_timeout};
+                       const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token,
+                       std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
+                       std::string transport) {
+             ConsumerArgs args{std::move(connect), token, std::move(rails), std::move(name), threads, join_timeout,
+                               std::move(transport)};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
-           py::arg("name"), py::arg("threads"), py::arg("join_timeout"))
+           py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"))
+      .def_property_readonly("transport", &PyConsumer::transport)
       .def("pull", &PyConsumer::pull, py::arg("timeout"))
       .def("start", &PyConsumer::start, py::arg("on_commit"))
       .def("wait_version", &PyConsumer::wait_version, py::arg("version"), py::arg("timeout"))

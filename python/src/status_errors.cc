@@ -8,10 +8,13 @@ namespace deltacast::python {
 
 namespace {
 
-// Status codes by the exception a Python caller would catch.
-const char* class_for(StatusCode code) {
-  switch (code) {
-    case StatusCode::kMismatch: return "ManifestMismatchError";
+// Status codes by the exception a Python caller would catch. The two sides disagree either on
+// the tensors or on the data transport; the coordinator's refusal says which.
+const char* class_for(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kMismatch:
+      return status.message().find("transport mismatch") != std::string::npos ? "TransportMismatchError"
+                                                                               : "ManifestMismatchError";
     case StatusCode::kPermissionDenied: return "TokenError";
     case StatusCode::kDeadlineExceeded: return "TimeoutError";
     case StatusCode::kInvalidArgument:
@@ -32,7 +35,7 @@ void raise(const char* python_class, const std::string& message) {
 }
 
 void raise_if_error(const Status& status) {
-  if (!status.ok()) raise(class_for(status.code()), status.message());
+  if (!status.ok()) raise(class_for(status), status.message());
 }
 
 }  // namespace deltacast::python

@@ -13,6 +13,7 @@
 #include "broadcast/engine/control_frame.h"
 #include "broadcast/engine/control_messages.h"
 #include "core/byte_io.h"
+#include "support/control_examples.h"
 
 namespace deltacast {
 namespace {
@@ -65,52 +66,11 @@ TEST_F(SocketPair, ATruncatedFrameTimesOutInsteadOfHanging) {
   EXPECT_FALSE(read().ok());
 }
 
-PlanWire two_member_plan() {
-  PlanWire p;
-  p.plan.chains = {{3, 5}, {5, 3}};
-  p.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
-  p.directory[5] = {{"10.0.0.5", 7001}};
-  return p;
-}
-
-LinkSample some_link() {
-  LinkSample s;
-  s.bytes = 1 << 20;
-  s.slices = 16;
-  s.busy_seconds = 0.25;
-  s.backlogged_seconds = 0.125;
-  s.rail_rate = 123.5e6;
-  return s;
-}
-
-// One message of every type, every field set.
-std::vector<Message> every_message() {
-  Join join;
-  join.token = 0xfeedfacecafebeefull;
-  join.name = "rollout-3";
-  join.transport = "rdma";
-  join.manifest_hash = 42;
-  join.manifest = {{"a.weight", DType::kBF16, {4, 8}}, {"b", DType::kF32, {3}}};
-  join.version = 9;
-  join.epoch = 77;
-  join.rails = {{"10.0.0.3", 7001}};
-  return {join,
-          Welcome{4, 77, 9},
-          Reject{StatusCode::kMismatch, "manifest mismatch: tensor 1"},
-          Heartbeat{},
-          Announce{10, 9, false, 1234, 1 << 20, 65536, 0xabc, two_member_plan()},
-          Replan{1234, two_member_plan(), {{3, "ff01"}}},
-          Progress{1234, 9, 0.5, "ff01"},
-          Staged{10, 0.5, 0.01, {{5, some_link()}}},
-          Committed{10, 0.02},
-          Failed{10, "the received bytes do not match their hash"},
-          Done{10},
-          Check{10},
-          Checked{10, 10, 0x1234}};
-}
+using testing::every_control_message;
+using testing::two_member_plan;
 
 TEST(ControlMessages, EveryTypeRoundTrips) {
-  const auto messages = every_message();
+  const auto messages = every_control_message();
   ASSERT_EQ(messages.size(), std::variant_size_v<Message>);
   for (const Message& m : messages) {
     const Json json = encode(m);
@@ -192,7 +152,7 @@ TEST(ControlMessages, InconsistentPlansAreRefused) {
 }
 
 TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {
-  const Json valid = encode(every_message()[0]);
+  const Json valid = encode(every_control_message()[0]);
   for (const Json& forged : {Json::object(), Json::array({1}),
                              Json::array({{{"name", "a"}, {"dtype", "nope"}, {"shape", {1}}}}),
                              Json::array({{{"name", "a"}, {"dtype", "bf16"}, {"shape", "x"}}}),
@@ -202,10 +162,10 @@ TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {
     j["manifest"] = forged;
     EXPECT_NE(refusal(j).find("manifest"), std::string::npos) << forged.dump();
   }
-  Json j = encode(Staged{1, 0, 0, {{5, some_link()}}});
+  Json j = encode(Staged{1, 0, 0, {{5, testing::some_link_sample()}}});
   j["links"]["5"]["backlogged_seconds"] = 10.0;
   EXPECT_NE(refusal(j).find("backlogged"), std::string::npos);
-  j = encode(Staged{1, 0, 0, {{5, some_link()}}});
+  j = encode(Staged{1, 0, 0, {{5, testing::some_link_sample()}}});
   j["links"]["-5"] = j["links"]["5"];
   EXPECT_NE(refusal(j).find("member id"), std::string::npos);
 }
@@ -231,7 +191,7 @@ TEST(ControlMessages, RandomDamageNeverCrashes) {
                                     Json(true), Json(uint64_t{1} << 63), Json::array({1, 2}), Json{{"a", 1}}};
   size_t accepted = 0, refused = 0;
   for (int round = 0; round < 3000; ++round) {
-    for (const Message& m : every_message()) {
+    for (const Message& m : every_control_message()) {
       Json j = encode(m);
       const int edits = 1 + static_cast<int>(rng() % 3);
       for (int e = 0; e < edits; ++e) {

@@ -8,82 +8,47 @@
 
 #include <thread>
 
-#include "broadcast/engine/consumer.h"
-#include "broadcast/engine/producer.h"
-#include "sparse/trace/model_layout.h"
-#include "sparse/trace/rl_trace.h"
-#include "support/test_tensors.h"
+#include "support/engine_harness.h"
 
 namespace deltacast {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::expect_all_exact;
 using testing::TensorSet;
-constexpr uint64_t kToken = 0xfeed;
-constexpr milliseconds kWait{20000};
+constexpr uint64_t kToken = testing::kEngineToken;
+constexpr milliseconds kWait = testing::kEngineWait;
 
 std::vector<Endpoint> loopback_rails() { return {{"127.0.0.1", 0}, {"127.0.0.2", 0}}; }
 
-struct Trainer {
-  std::unique_ptr<RlTrace> trace;
-  std::unique_ptr<Producer> producer;
-
-  explicit Trainer(uint64_t elements) : Trainer(elements, 3e-7, std::make_unique<ProducerOptions>()) {}
-  Trainer(uint64_t elements, double lr, const ProducerOptions& options)
-      : Trainer(elements, lr, std::make_unique<ProducerOptions>(options)) {}
-  Trainer(uint64_t elements, double lr, std::unique_ptr<ProducerOptions> given) {
-    ProducerOptions& options = *given;
-    TraceOptions t;
-    t.lr = lr;
-    t.threads = 2;
-    trace = RlTrace::create(transformer_layout(elements, DType::kBF16), t).value();
-    options.token = kToken;
+// A trainer on two loopback rails.
+struct Trainer : testing::Trainer {
+  explicit Trainer(uint64_t elements) : Trainer(elements, 3e-7, ProducerOptions()) {}
+  Trainer(uint64_t elements, double lr, ProducerOptions options)
+      : testing::Trainer(elements, lr, with_rails(std::move(options))) {}
+  static ProducerOptions with_rails(ProducerOptions options) {
     options.rails = loopback_rails();
-    options.codec.threads = 2;
     options.round.stall_timeout = milliseconds(5000);
-    auto views = std::vector<TensorView>(trace->published().begin(), trace->published().end());
-    producer = Producer::create(trace->manifest(), views, options).value();
+    return options;
   }
 };
 
-struct Rollout {
-  std::unique_ptr<TensorSet> tensors;
-  std::unique_ptr<Consumer> consumer;
-
+// A rollout on two loopback rails.
+struct Rollout : testing::Rollout {
   Rollout(const Manifest& manifest, Endpoint producer, std::string name, uint64_t token = kToken,
-          bool auto_commit = true) {
-    tensors = std::make_unique<TensorSet>(manifest);
-    ConsumerOptions options;
-    options.coordinators = {producer};
-    options.token = token;
-    options.rails = loopback_rails();
-    options.name = std::move(name);
-    options.threads = 1;
-    options.auto_commit = auto_commit;
-    options.reconnect_min = milliseconds(50);
-    options.reconnect_max = milliseconds(200);
-    consumer = Consumer::create(manifest, tensors->views(), options).value();
-  }
-
-  // Bit-for-bit equal to the trainer's published tensors.
-  bool matches(const RlTrace& trace) const {
-    const auto published = trace.published();
-    for (size_t i = 0; i < published.size(); ++i) {
-      if (std::memcmp(published[i].data, tensors->tensors[i].data(), published[i].nbytes()) != 0) return false;
-    }
-    return tensors->guards_intact();
+          bool auto_commit = true)
+      : testing::Rollout(manifest, producer, options(std::move(name), token, auto_commit)) {}
+  static ConsumerOptions options(std::string name, uint64_t token, bool auto_commit) {
+    ConsumerOptions o;
+    o.token = token;
+    o.rails = loopback_rails();
+    o.name = std::move(name);
+    o.auto_commit = auto_commit;
+    o.reconnect_min = milliseconds(50);
+    o.reconnect_max = milliseconds(200);
+    return o;
   }
 };
-
-void expect_all_exact(Producer& producer, uint64_t version, size_t members) {
-  auto check = producer.check(version, kWait);
-  ASSERT_TRUE(check.ok()) << check.status().to_string();
-  EXPECT_EQ(check->members.size(), members);
-  for (const auto& m : check->members) {
-    EXPECT_TRUE(m.exact) << "consumer " << m.name << " holds " << m.held << " hash " << m.hash << " vs "
-                         << check->expected_hash;
-  }
-}
 
 TEST(Engine, VersionsReachEveryConsumerBitExact) {
   Trainer trainer(1 << 20);

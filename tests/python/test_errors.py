@@ -114,3 +114,29 @@ def test_numpy_arrays_sync_in_place_including_bf16_bits():
             src["bf16"][0][rng.integers(0, 5000, 50)] ^= 1
         report = p.report(v)
         assert not report["full"] and 0 < report["changed"] <= 60 and report["wire_bytes"] < report["dense_bytes"]
+
+
+def has_rdma_device():
+    import os
+    return os.path.isdir("/sys/class/infiniband") and bool(os.listdir("/sys/class/infiniband"))
+
+
+def test_the_transport_is_chosen_and_reported():
+    with deltacast.Producer(weights(), token=TOKEN) as p, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN) as c:
+        assert p.transport == "tcp" and c.transport == "tcp" and c.state()["transport"] == "tcp"
+        v = p.publish()
+        assert c.pull(timeout=10) == v
+    with pytest.raises(deltacast.InvalidArgumentError, match="transport: 'udp'"):
+        deltacast.Producer(weights(), token=TOKEN, transport="udp")
+    with pytest.raises(deltacast.InvalidArgumentError, match="transport"):
+        deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, transport=None)
+
+
+@pytest.mark.skipif(has_rdma_device(), reason="this machine has an RDMA device: there is no fallback to see")
+def test_rdma_without_a_device_falls_back_to_tcp_on_both_ends():
+    with deltacast.Producer(weights(), token=TOKEN, transport="rdma") as p, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN, transport="auto") as c:
+        assert p.transport == "tcp" and c.transport == "tcp"
+        v = p.publish()
+        assert c.pull(timeout=10) == v

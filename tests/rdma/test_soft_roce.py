@@ -60,7 +60,7 @@ def vm_parts():
     return kernel, initramfs, modules_root
 
 
-def run_pair(parts, receiver_body, sender_body, timeout=280):
+def run_pair(parts, receiver_body, sender_body, timeout=280, memory_mb=768):
     """Boots the receiver's VM (listening ends of the rails) and the sender's; returns the work folder
     (each VM's outbox below it) and both jobs' exit codes."""
     kernel, initramfs, modules_root = parts
@@ -74,10 +74,12 @@ def run_pair(parts, receiver_body, sender_body, timeout=280):
             f.write(vm.host_script(modules_root, [f"198.18.{r}.{host}" for r in range(RAILS)], body))
     machines = []
     try:
-        receiver = vm.Vm("receiver", kernel, initramfs, jobs["receiver"], [("listen", p) for p in ports], work, 2)
+        receiver = vm.Vm("receiver", kernel, initramfs, jobs["receiver"], [("listen", p) for p in ports], work, 2,
+                         memory_mb)
         machines.append(receiver)
         time.sleep(0.5)  # its sockets listen before the sender's VM connects to them
-        sender = vm.Vm("sender", kernel, initramfs, jobs["sender"], [("connect", p) for p in ports], work, 1)
+        sender = vm.Vm("sender", kernel, initramfs, jobs["sender"], [("connect", p) for p in ports], work, 1,
+                       memory_mb)
         machines.append(sender)
         started = time.monotonic()
         rc_sender = sender.wait(timeout)
@@ -192,3 +194,145 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
     connects = re.findall(r"rail1 198\.18\.2\.1\S* connected on rxe2", logs["silent"])
     assert len(connects) >= 2, "the rail reconnected once the loss ended"
     assert silent["per_rail"][1]["state"] in ("healthy", "probing"), silent
+
+
+ENGINE_ELEMENTS = 1 << 23  # 16 MiB of bf16: a full version takes seconds over Soft-RoCE
+ENGINE_TOKEN = 5150
+CONTROL_PORT = 7300
+ENGINE_RAILS = 2
+
+
+def run_vms(parts, machines, timeout, memory_mb=1024):
+    """Boots VMs given as (name, host_id, links, job script), listening ends first; returns the work
+    folder and each job's exit code by name."""
+    kernel, initramfs, _ = parts
+    os.makedirs(CACHE, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="run-", dir=CACHE)
+    started, codes = [], {}
+    try:
+        for name, host_id, links, script in sorted(machines, key=lambda m: m[2][0][0] != "listen"):
+            job = os.path.join(work, f"{name}.sh")
+            with open(job, "w") as f:
+                f.write(script)
+            started.append(vm.Vm(name, kernel, initramfs, job, links, work, host_id, memory_mb))
+            time.sleep(0.5)  # its sockets listen before the next VM connects to them
+        until = time.monotonic() + timeout
+        for machine in started:
+            codes[machine.name] = machine.wait(max(10, until - time.monotonic()))
+    except Exception:
+        for machine in started:
+            machine.kill()
+        raise
+    return work, codes
+
+
+def log_time(line):
+    """Seconds of the day of a spdlog line '[HH:MM:SS.mmm] ...'."""
+    return seconds_of_day(line[1:13])
+
+
+def consumer_job(bench, model, name, host):
+    """Runs one consumer until it committed version 5 and then lost the producer (which quits after
+    its last check), then stops it. Its control connection goes to the producer's rail-0 address:
+    the cut rail carries data only."""
+    rails = " ".join(f"--rail 198.18.{r}.{host}" for r in range(ENGINE_RAILS))
+    out = f"/mnt/{name}.json"
+    return "\n".join([
+        f"DELTACAST_LOG=debug {bench} sync --role consumer --name {name} {model} "
+        f"--connect 198.18.0.1:{CONTROL_PORT} {rails} > {out} 2> /mnt/{name}.log &",
+        "pid=$!",
+        "count() { grep -c \"$1\" " + out + " || true; }",
+        "i=0; until [ \"$(count '\"event\":\"committed\",\"version\":5}')\" -gt 0 ] || [ $i -gt 1500 ]; do",
+        "  i=$((i + 1)); sleep 0.2; done",
+        "lost=$(count producer_lost)",
+        "i=0; until [ \"$(count producer_lost)\" -gt $lost ] || [ $i -gt 300 ]; do i=$((i + 1)); sleep 0.2; done",
+        "kill -TERM $pid; wait $pid || true",
+    ])
+
+
+def producer_job(bench, model):
+    """Drives a producer through five versions (the third in full, with rail 1 cut 0.3 s into it),
+    waiting for each to be committed and checking it on every consumer."""
+    steps = []
+    for v in range(1, 6):
+        if v == 3:
+            steps += ["say 'publish full'", "await published 3", "sleep 0.3", "ip link set br1 down",
+                      "date +%T.%N > /mnt/cut_at"]
+        else:
+            steps += ["say publish"]
+        steps += [f"say 'wait {v} 300'", f"say 'check {v} 120'", f"await checked {v}"]
+    rails = " ".join(f"--rail 198.18.{r}.1" for r in range(ENGINE_RAILS))
+    return "\n".join([
+        "mkfifo /run/commands",
+        f"DELTACAST_LOG=debug {bench} sync --role producer --commands {model} --listen 0.0.0.0:{CONTROL_PORT} {rails} "
+        "< /run/commands > /mnt/producer.json 2> /mnt/producer.log &",
+        "exec 3> /run/commands",
+        "say() { echo \"$1\" >&3; }",
+        "seen() { grep -c \"\\\"event\\\":\\\"$1\\\"\" /mnt/producer.json || true; }",
+        "await() { i=0; while [ \"$(seen $1)\" -lt $2 ]; do i=$((i + 1)); "
+        "[ $i -gt 1500 ] && { echo \"no $2 '$1' events\" >&2; exit 7; }; sleep 0.2; done; }",
+        "await listening 1",
+        "say 'members 2 180'", "await members 1",
+        *steps,
+        "say quit", "exec 3>&-", "wait",
+    ])
+
+
+def test_soft_roce_engine_syncs_five_versions_exact_through_a_rail_cut(vm_parts):
+    """The engine over real verbs, three VMs: a producer whose VM is also the switch of both rails
+    (a bridge per rail, rxe on each bridge), and one consumer in each of the two others; each
+    consumer relays to the other down the chains, through the producer's bridges. Five versions,
+    each checked bit for bit on both consumers; during the third (a full version) the producer's VM
+    takes rail 1's bridge down, cutting that rail between every pair of hosts."""
+    _, _, modules_root = vm_parts
+    bench = os.path.join(BIN, "deltacast-bench")
+    model = f"--elements {ENGINE_ELEMENTS} --token {ENGINE_TOKEN} --transport rdma"
+    # Links: the producer's eth0/eth1 to consumer A's rails 0/1, eth2/eth3 to consumer B's.
+    ports = {(c, r): vm.free_port() for c in ("a", "b") for r in range(ENGINE_RAILS)}
+    producer_links = [("listen", ports[(c, r)]) for c in ("a", "b") for r in range(ENGINE_RAILS)]
+    bridges = [(f"198.18.{r}.1", [r, ENGINE_RAILS + r]) for r in range(ENGINE_RAILS)]
+    machines = [("p", 1, producer_links, vm.bridge_script(modules_root, bridges, producer_job(bench, model)))]
+    for name, host in (("a", 2), ("b", 3)):
+        links = [("connect", ports[(name, r)]) for r in range(ENGINE_RAILS)]
+        addresses = [f"198.18.{r}.{host}" for r in range(ENGINE_RAILS)]
+        machines.append((name, host, links,
+                         vm.host_script(modules_root, addresses, consumer_job(bench, model, f"c{name}", host))))
+    work, codes = run_vms(vm_parts, machines, timeout=420)
+    producer_log = read(work, "p", "producer.log")
+    consumer_logs = {n: read(work, n, f"c{n}.log") for n in ("a", "b")}
+    context = ("".join(f"{n} job:\n{read(work, n, 'job.log')[-1500:]}\n" for n in ("p", "a", "b")) +
+               f"producer log (tail):\n{producer_log[-4000:]}\n" +
+               "".join(f"c{n} log (tail):\n{t[-2000:]}\n" for n, t in consumer_logs.items()))
+    assert codes == {"p": 0, "a": 0, "b": 0}, context
+
+    events = json_lines(read(work, "p", "producer.json"))
+    assert events[0]["event"] == "listening" and events[0]["transport"] == "rdma", events[0]
+    waited = [e for e in events if e["event"] == "waited"]
+    checked = [e for e in events if e["event"] == "checked"]
+    assert [e["version"] for e in waited] == [1, 2, 3, 4, 5], context
+    for e in waited:
+        assert e["ok"] and e["report"]["committed"] == 2, (e, context)
+    for e in checked:
+        assert e["all_exact"] and len(e["members"]) == 2, e
+    assert waited[2]["report"]["full"], "version 3 is the full version the cut lands in"
+
+    # The cut landed while version 3 was on the wire, and the port event paused the rail at once.
+    cut = seconds_of_day(read(work, "p", "cut_at").strip())
+    done = [log_time(line) for line in producer_log.splitlines() if "producer: version 3 (full" in line]
+    assert done and done[0] > cut, f"version 3 finished before the cut:\n{context}"
+    assert "rxe1 port 1: port down" in producer_log, context
+    print(f"version 3 (full, {waited[2]['report']['wire_bytes']} bytes) finished {done[0] - cut:.2f} s after "
+          f"rail 1 was cut; versions took {[round(e['report']['seconds'], 2) for e in waited]} s")
+
+    for n in ("a", "b"):
+        lines = json_lines(read(work, n, f"c{n}.json"))
+        joined = [e for e in lines if e["event"] == "joined"]
+        assert joined and joined[0]["transport"] == "rdma", lines
+        committed = [e["version"] for e in lines if e["event"] == "committed"]
+        assert committed == [1, 2, 3, 4, 5], (n, committed)
+        exit_event = [e for e in lines if e["event"] == "exit"]
+        assert exit_event and exit_event[0]["version"] == 5, lines
+        assert exit_event[0]["model_hash"] == checked[-1]["expected_hash"], f"c{n} does not hold version 5 whole"
+    # Each relayed to the other over RDMA (through the producer's bridges).
+    for n, log in consumer_logs.items():
+        assert re.search(r"to\d+\.rail\d+ \S+ connected on rxe", log), f"c{n} never opened a rail to the other"

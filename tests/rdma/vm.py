@@ -188,15 +188,35 @@ class Vm:
             self.proc.wait()
 
 
+def _prelude(modules_root, modules=()):
+    # crc32_generic first: without it rdma_rxe fails to initialise on this kernel.
+    wanted = ["crc32_generic", "rdma_rxe", "rdma_ucm", "ib_uverbs", *modules]
+    return ["set -eu", "M=" + modules_root,
+            f"for m in {' '.join(wanted)}; do modprobe -d \"$M\" $m; done",
+            "ip link set lo up"]
+
+
 def host_script(modules_root, addresses, body):
     """A VM job: loads Soft-RoCE, gives eth<i> the address addresses[i] (/24) with an rxe device on
     it (rxe<i>), then runs `body`."""
-    lines = ["set -eu", "M=" + modules_root,
-             # crc32_generic first: without it rdma_rxe fails to initialise on this kernel.
-             "for m in crc32_generic rdma_rxe rdma_ucm ib_uverbs; do modprobe -d \"$M\" $m; done",
-             "ip link set lo up"]
+    lines = _prelude(modules_root)
     for i, address in enumerate(addresses):
         lines += [f"ip addr add {address}/24 dev eth{i}", f"ip link set eth{i} up",
                   f"rdma link add rxe{i} type rxe netdev eth{i}"]
+    lines += ["rdma link", body]
+    return "\n".join(lines) + "\n"
+
+
+def bridge_script(modules_root, bridges, body):
+    """A VM job for a host that is also the switch of its rails: bridge br<i> joins the NICs
+    bridges[i][1] (eth numbers) and carries the address bridges[i][0] (/24) with an rxe device on it
+    (rxe<i>), so the hosts behind those NICs reach this one and each other; then runs `body`."""
+    lines = _prelude(modules_root, ["bridge"])
+    for i, (address, nics) in enumerate(bridges):
+        lines += [f"ip link add br{i} type bridge"]
+        for n in nics:
+            lines += [f"ip link set eth{n} master br{i}", f"ip link set eth{n} up"]
+        lines += [f"ip addr add {address}/24 dev br{i}", f"ip link set br{i} up",
+                  f"rdma link add rxe{i} type rxe netdev br{i}"]
     lines += ["rdma link", body]
     return "\n".join(lines) + "\n"

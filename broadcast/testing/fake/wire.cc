@@ -53,21 +53,26 @@ std::chrono::steady_clock::time_point FakeNetwork::transmit(const RailSpec& rail
   std::lock_guard<std::mutex> lock(mu_);
   auto link_it = links_.find(rail.name);
   const LinkModel link = link_it == links_.end() ? LinkModel{} : link_it->second;
-  // The slowest of the link and the two ports sets the pace; it starts once both ports are free.
-  double rate = link.bytes_per_second;
+  // The slice leaves through the sender's port when it is free, enters the receiver's port when
+  // that is free (not before it started leaving), each at its own rate, and crosses the link at
+  // the link's; it has arrived when the slowest of the three is done.
+  const auto span = [&](double rate) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(rate > 0 ? bytes / rate : 0.0));
+  };
+  auto arrival = now + span(link.bytes_per_second);
   auto start = now;
-  std::vector<Port*> limited;
-  for (const std::string* host : {&rail.local.host, &rail.remote.host}) {
-    auto port = ports_.find(*host);
-    if (port == ports_.end() || port->second.model.bytes_per_second <= 0) continue;
-    limited.push_back(&port->second);
-    rate = rate > 0 ? std::min(rate, port->second.model.bytes_per_second) : port->second.model.bytes_per_second;
-    start = std::max(start, port->second.free);
-  }
-  const auto serialise = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(rate > 0 ? bytes / rate : 0.0));
-  for (Port* port : limited) port->free = start + serialise;
-  return start + serialise + link.latency;
+  const auto pass = [&](const std::string& host, bool outgoing) {
+    auto port = ports_.find(host);
+    if (port == ports_.end() || port->second.model.bytes_per_second <= 0) return;
+    auto& free = outgoing ? port->second.out_free : port->second.in_free;
+    start = std::max(start, free);
+    free = start + span(port->second.model.bytes_per_second);
+    arrival = std::max(arrival, free);
+  };
+  pass(rail.local.host, true);
+  pass(rail.remote.host, false);
+  return arrival + link.latency;
 }
 
 Result<bool> deliver(SliceSink& sink, const SliceRef& slice, const uint8_t* payload) {

@@ -22,9 +22,11 @@ struct LinkModel {
   bool up = true;               // a down link stalls silently, like a cable pulled out
 };
 
-// A NIC, by address: slices sent from it and to it take turns at its rate (first come, first
-// served), so a receiver fed by several senders, or a sender feeding several receivers, shares
-// its port the way a switched network's port is shared.
+// A NIC, by address, full duplex: slices sent from it take turns at its rate (first come, first
+// served), and so do slices sent to it, so a receiver fed by several senders, or a sender
+// feeding several receivers, shares its port the way a switched network's port is shared. A
+// slice holds each port only for its own time at that port's rate (the switch buffers in
+// between): a slow receiver does not hold up its sender's other links.
 struct PortModel {
   double bytes_per_second = 0;  // 0: no limit
   bool up = true;               // a down port stalls everything through it silently
@@ -53,7 +55,8 @@ class FakeNetwork {
  private:
   struct Port {
     PortModel model;
-    std::chrono::steady_clock::time_point free{};  // when it finishes what it carries
+    std::chrono::steady_clock::time_point out_free{};  // when it finishes sending what it has
+    std::chrono::steady_clock::time_point in_free{};   // ... and receiving
   };
 
   mutable std::mutex mu_;

@@ -125,14 +125,45 @@ void RdmaChannel::teardown(const Status& why) {
   if (connection_ != nullptr) {
     log().debug("rdma: {}: connection closed with {} slices out: {}", rail_.to_string(), inflight_.size(),
                 why.to_string());
-    Dialed& link = *connection_->link;
-    if (link.queues.queue_pair) link.queues.queue_pair->to_error();
-    rdma_disconnect(link.id);
-    connection_.reset();
   }
+  // What was out fails at once: the payloads were copied into this connection's send slots, so
+  // nothing reads the callers' memory any more, and their slices can go elsewhere now.
   std::map<uint64_t, Record> failed;
   failed.swap(inflight_);
   for (auto& [id, record] : failed) finish(std::move(record), why);
+  if (connection_ != nullptr) retire(std::move(connection_));
+}
+
+void RdmaChannel::retire(std::unique_ptr<Connection> connection) {
+  // Port events no longer concern this connection (nor may reach this channel once it is gone).
+  if (connection->subscription != 0) {
+    verbs::device_events().unsubscribe(connection->subscription);
+    connection->subscription = 0;
+  }
+  reap_retired(false);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread([connection = std::move(connection), done, rail = rail_.to_string()]() mutable {
+    const auto start = Clock::now();
+    Dialed& link = *connection->link;
+    if (link.queues.queue_pair) link.queues.queue_pair->to_error();
+    rdma_disconnect(link.id);
+    connection.reset();
+    const auto took = std::chrono::duration_cast<Millis>(Clock::now() - start);
+    if (took > Millis(100)) log().debug("rdma: {}: disconnecting took {} ms", rail, took.count());
+    *done = true;
+  });
+  retired_.push_back(Retired{std::move(thread), std::move(done)});
+}
+
+void RdmaChannel::reap_retired(bool all) {
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (all || *it->done) {
+      it->thread.join();
+      it = retired_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void RdmaChannel::pump() {
@@ -277,6 +308,7 @@ void RdmaChannel::run() {
     (void)!read(wake_fd_, &drained, sizeof(drained));
   }
   teardown(unavailable("{}: channel closed", rail_.to_string()));
+  reap_retired(true);
 }
 
 }  // namespace deltacast::rdma

@@ -7,7 +7,9 @@
 // acknowledgement comes back. A failed work completion (a retry timeout after
 // a silent loss, a flushed queue), a disconnect, the port going down, or
 // silence (slices out, nothing back for silence_limit) fails everything the
-// connection held at once, so the sprayer re-sends it on another rail.
+// connection held at once, so the sprayer re-sends it on another rail; the
+// dead connection's verbs objects are destroyed on a thread of their own,
+// since disconnecting over a dead path can block for a long while.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "broadcast/transport/rdma/transport.h"
 #include "broadcast/transport/rdma/verbs/memory.h"
@@ -46,6 +49,9 @@ class RdmaChannel : public Channel {
   void run();
   Status connect_once();
   void teardown(const Status& why);
+  // Disconnects and destroys a torn-down connection off the channel's thread.
+  void retire(std::unique_ptr<Connection> connection);
+  void reap_retired(bool all);
   void pump();
   Status drain_completions();
   void finish(Record record, Status result);
@@ -68,6 +74,11 @@ class RdmaChannel : public Channel {
   uint64_t next_record_ = 1;
   Clock::time_point last_heard_{};
   std::map<uint64_t, Record> inflight_;
+  struct Retired {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Retired> retired_;
   std::thread thread_;  // last: it starts in the constructor and touches every member above
 };
 

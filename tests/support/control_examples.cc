@@ -1,0 +1,50 @@
+#include "support/control_examples.h"
+
+namespace deltacast::testing {
+
+using namespace control;
+
+PlanWire two_member_plan() {
+  PlanWire p;
+  p.plan.chains = {{3, 5}, {5, 3}};
+  p.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
+  p.directory[5] = {{"10.0.0.5", 7001}};
+  return p;
+}
+
+LinkSample some_link_sample() {
+  LinkSample s;
+  s.bytes = 1 << 20;
+  s.slices = 16;
+  s.busy_seconds = 0.25;
+  s.backlogged_seconds = 0.125;
+  s.rail_rate = 123.5e6;
+  return s;
+}
+
+std::vector<Message> every_control_message() {
+  Join join;
+  join.token = 0xfeedfacecafebeefull;
+  join.name = "rollout-3";
+  join.transport = "rdma";
+  join.manifest_hash = 42;
+  join.manifest = {{"a.weight", DType::kBF16, {4, 8}}, {"b", DType::kF32, {3}}};
+  join.version = 9;
+  join.epoch = 77;
+  join.rails = {{"10.0.0.3", 7001}};
+  return {join,
+          Welcome{4, 77, 9},
+          Reject{StatusCode::kMismatch, "manifest mismatch: tensor 1"},
+          Heartbeat{},
+          Announce{10, 9, false, 1234, 1 << 20, 65536, 0xabc, two_member_plan()},
+          Replan{1234, two_member_plan(), {{3, "ff01"}}},
+          Progress{1234, 9, 0.5, "ff01"},
+          Staged{10, 0.5, 0.01, {{5, some_link_sample()}}},
+          Committed{10, 0.02},
+          Failed{10, "the received bytes do not match their hash"},
+          Done{10},
+          Check{10},
+          Checked{10, 10, 0x1234}};
+}
+
+}  // namespace deltacast::testing

@@ -1,0 +1,15 @@
+// One control message of every type with every field set: what the control
+// message tests round-trip and damage, and what the control fuzzer starts from.
+#pragma once
+
+#include <vector>
+
+#include "broadcast/engine/control_messages.h"
+
+namespace deltacast::testing {
+
+control::PlanWire two_member_plan();
+LinkSample some_link_sample();
+std::vector<control::Message> every_control_message();
+
+}  // namespace deltacast::testing
