@@ -350,14 +350,8 @@ bool run_command(SyncProducer& sync, const std::string& line) {
     const ProducerStats stats = p.stats();
     Json members = Json::array();
     for (const auto& m : stats.members) {
-      const auto rates = stats.rates.find(m.id);
-      const MemberRates r = rates == stats.rates.end() ? MemberRates{} : rates->second;
-      members.push_back({{"id", m.id},
-                         {"name", m.name},
-                         {"base", m.base},
-                         {"committed", m.committed},
-                         {"slow", r.slow},
-                         {"rate", std::max(r.capacity, r.inbound)},
+      members.push_back({{"id", m.id}, {"name", m.name}, {"base", m.base}, {"committed", m.committed},
+                         {"slow", stats.rates_of(m.id).slow}, {"rate", stats.rates_of(m.id).known()},
                          {"arrived", m.arrived}});
     }
     emit({{"event", "stats"}, {"version", stats.version}, {"queued", stats.queued}, {"full_syncs", stats.full_syncs},

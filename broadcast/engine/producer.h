@@ -93,6 +93,12 @@ struct ProducerStats {
   std::string transport;       // the data transport in use
   std::vector<MemberRecord> members;
   std::map<uint32_t, MemberRates> rates;  // what the rate book knows of each member
+
+  // The rate book's record of member `id` (empty when it knows nothing of it).
+  MemberRates rates_of(uint32_t id) const {
+    auto it = rates.find(id);
+    return it == rates.end() ? MemberRates{} : it->second;
+  }
 };
 
 class Producer {

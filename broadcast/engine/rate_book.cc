@@ -13,10 +13,6 @@ double upper_median(std::vector<double> rates) {
   return rates[rates.size() / 2];
 }
 
-// What a member is known to take: a slow member's capacity may be older than its last inbound
-// rate, and whichever is higher it has shown it can take.
-double known_rate(const MemberRates& r) { return std::max(r.capacity, r.inbound); }
-
 }  // namespace
 
 bool RateBook::usable(const LinkSample& sample) {
@@ -96,23 +92,23 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
   std::vector<double> all_healthy;
   for (uint32_t o : members) {
     const MemberRates* r = rates_of(o);
-    if (r != nullptr && !r->slow && known_rate(*r) > 0) all_healthy.push_back(known_rate(*r));
+    if (r != nullptr && !r->slow && r->known() > 0) all_healthy.push_back(r->known());
   }
   verdict.healthy = upper_median(all_healthy);
   for (uint32_t id : members) {
     const MemberRates* r = rates_of(id);
     if (r == nullptr || r->capacity <= 0) continue;  // never a bottleneck, or kept up long enough
-    const double rate = known_rate(*r);
+    const double rate = r->known();
     // A sender about as slow as this member explains it (a port slow both ways).
     const MemberRates* sender = rates_of(r->capacity_from);
     if (r->capacity_from != kProducerSender && sender != nullptr && sender->capacity > 0 &&
-        rate >= kSlowFraction * known_rate(*sender)) {
+        rate >= kSlowFraction * sender->known()) {
       continue;
     }
     std::vector<double> others;
     for (uint32_t o : members) {
       const MemberRates* other = rates_of(o);
-      if (o != id && other != nullptr && !other->slow && known_rate(*other) > 0) others.push_back(known_rate(*other));
+      if (o != id && other != nullptr && !other->slow && other->known() > 0) others.push_back(other->known());
     }
     const double healthy = upper_median(std::move(others));
     const bool is_slow = healthy > 0 ? rate < (r->slow ? kRecoverFraction : kSlowFraction) * healthy

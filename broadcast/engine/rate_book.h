@@ -54,6 +54,10 @@ struct MemberRates {
   bool slow = false;         // at the tails since the last adopted verdict
   uint32_t kept_up_rounds = 0;  // measured rounds in a row in which it was no bottleneck
   uint64_t rounds = 0;       // rounds that measured it
+
+  // What it is known to take: a slow member's capacity may be older than its last inbound rate,
+  // and whichever is higher it has shown it can take.
+  double known() const { return capacity > inbound ? capacity : inbound; }
 };
 
 struct SlowVerdict {

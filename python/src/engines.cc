@@ -126,14 +126,8 @@ std::string PyProducer::stats() const {
   const ProducerStats s = engine().stats();
   Json members = Json::array();
   for (const auto& m : s.members) {
-    const auto rates = s.rates.find(m.id);
-    const MemberRates r = rates == s.rates.end() ? MemberRates{} : rates->second;
-    members.push_back({{"id", m.id},
-                       {"name", m.name},
-                       {"alive", m.alive},
-                       {"committed", m.committed},
-                       {"slow", r.slow},
-                       {"rate_bytes_per_second", std::max(r.capacity, r.inbound)}});
+    members.push_back({{"id", m.id}, {"name", m.name}, {"alive", m.alive}, {"committed", m.committed},
+                       {"slow", s.rates_of(m.id).slow}, {"rate_bytes_per_second", s.rates_of(m.id).known()}});
   }
   return Json{{"epoch", s.epoch},           {"version", s.version},       {"queued", s.queued},
               {"full_syncs", s.full_syncs}, {"wire_bytes", s.wire_bytes}, {"transport", s.transport},
