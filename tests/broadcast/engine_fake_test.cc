@@ -12,8 +12,13 @@
 
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
+#include "broadcast/engine/control_frame.h"
+#include "broadcast/engine/control_messages.h"
 #include "broadcast/testing/fake/transport.h"
 #include "broadcast/testing/faulty_transport.h"
+#include "broadcast/transport/socket.h"
 #include "support/engine_harness.h"
 
 namespace deltacast {
@@ -116,6 +121,60 @@ TEST(FakeEngine, AConsumerOnAnotherTransportIsRefusedNamingBoth) {
   EXPECT_TRUE(odd.consumer->state().refused);
   EXPECT_EQ(cluster.producer().stats().members.size(), 1u) << "the group is as it was";
   EXPECT_EQ(cluster.publish(true, false).committed, 1u);
+}
+
+// A control connection to the producer, spoken by hand.
+struct RawMember {
+  int fd = -1;
+  explicit RawMember(const Endpoint& producer) {
+    fd = net::open_socket("").value();
+    EXPECT_TRUE(net::connect_socket(fd, {"127.0.0.1", 0}, producer, milliseconds(2000)).ok());
+  }
+  ~RawMember() { ::close(fd); }
+  void send(const std::string& text) {
+    EXPECT_TRUE(write_control_frame(fd, text, ControlClock::now() + milliseconds(2000)).ok());
+  }
+  // Reads messages until the producer closes the connection; false if it stays open for 5 s.
+  bool dropped() {
+    const auto until = ControlClock::now() + milliseconds(5000);
+    while (ControlClock::now() < until) {
+      auto frame = read_control_frame(fd, ControlClock::now() + milliseconds(200), milliseconds(200));
+      if (!frame.ok() && frame.status().code() != StatusCode::kDeadlineExceeded) return true;
+    }
+    return false;
+  }
+};
+
+TEST(FakeEngine, APeerThatBreaksTheControlProtocolIsDroppedAlone) {
+  FakeCluster cluster(1 << 18, 2);
+  const Endpoint address = cluster.producer().address();
+  // Garbage where a join belongs: dropped before it is a member.
+  RawMember garbage(address);
+  garbage.send("{\"type\": \"join\", \"token\": \"not a number\"}");
+  EXPECT_TRUE(garbage.dropped());
+  // A proper join, then a message with a field the protocol does not have.
+  RawMember member(address);
+  control::Join join;
+  join.token = testing::kEngineToken;
+  join.name = "rogue";
+  join.transport = "fake";
+  join.manifest_hash = cluster.manifest().hash();
+  join.manifest = cluster.manifest().tensors();
+  join.rails = {{"10.0.9.9", kDataPort}};
+  member.send(control::encode_text(join));
+  auto welcome = read_control_frame(member.fd, ControlClock::now() + milliseconds(5000), milliseconds(5000));
+  ASSERT_TRUE(welcome.ok()) << welcome.status().to_string();
+  ASSERT_TRUE(std::holds_alternative<control::Welcome>(control::decode_text(*welcome).value()));
+  ASSERT_TRUE(cluster.producer().wait_members(3, testing::kEngineWait).ok());
+  Json staged = control::encode(control::Staged{1, 0.1, 0.1, {}});
+  staged["surprise"] = 1;
+  member.send(staged.dump());
+  EXPECT_TRUE(member.dropped());
+  for (int i = 0; i < 500 && cluster.producer().stats().members.size() != 2; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(cluster.producer().stats().members.size(), 2u);
+  // The others never noticed.
+  for (int step = 0; step < 2; ++step) EXPECT_EQ(cluster.publish(true, false).committed, 2u);
+  cluster.expect_exact(cluster.all());
 }
 
 // Publishes a full version, lets it get under way, breaks something, and requires every
