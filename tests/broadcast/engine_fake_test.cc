@@ -177,15 +177,18 @@ TEST(FakeEngine, APeerThatBreaksTheControlProtocolIsDroppedAlone) {
   cluster.expect_exact(cluster.all());
 }
 
-// Publishes a full version, lets it get under way, breaks something, and requires every
-// consumer to commit it exactly; then a delta with everything healthy again.
+// Publishes a full version over slowed ports, lets it get under way, breaks something on the
+// way to consumer `victim` before that one has the version, and requires every consumer to
+// commit it exactly; then a delta with everything healthy again.
 template <typename Break, typename Mend>
-void survive_mid_version(FakeCluster& cluster, Break break_it, Mend mend) {
+void survive_mid_version(FakeCluster& cluster, int victim, Break break_it, Mend mend) {
   cluster.publish(false, false);
+  for (int node = 1; node <= static_cast<int>(cluster.rollouts.size()) + 1; ++node) cluster.set_ports(node, 16e6);
   auto v = cluster.producer().publish(true);
   ASSERT_TRUE(v.ok());
   cluster.wait_mid_version();
   break_it();
+  EXPECT_LT(cluster.rollouts[victim]->consumer->version(), *v) << "the fault came after the victim had the version";
   ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
   const VersionReport report = *cluster.producer().report(*v);
   EXPECT_EQ(report.committed, cluster.rollouts.size());
@@ -199,17 +202,22 @@ void survive_mid_version(FakeCluster& cluster, Break break_it, Mend mend) {
 TEST(FakeEngine, ARailThatFailsMidVersionLosesNothing) {
   FakeCluster cluster(1 << 22, 4);
   const Endpoint victim = FakeCluster::rail(1, 0);
+  uint64_t sends_at_fault = 0;
   survive_mid_version(
-      cluster, [&] { cluster.transport->set_plan(victim, FaultPlan{FaultPlan::kRefuse}); },
+      cluster, 1,
+      [&] {
+        cluster.transport->set_plan(victim, FaultPlan{FaultPlan::kRefuse});
+        sends_at_fault = cluster.transport->sends_to(victim);
+      },
       [&] { cluster.transport->clear(); });
-  EXPECT_GT(cluster.transport->sends_to(victim), 0u);
+  EXPECT_GT(cluster.transport->sends_to(victim), sends_at_fault) << "the failing rail was tried and refused";
 }
 
 TEST(FakeEngine, ARailThatStallsMidVersionLosesNothing) {
   // Consumer c2's port on rail 1 goes silent, both ways: whatever is on it never arrives.
   FakeCluster cluster(1 << 22, 4);
   survive_mid_version(
-      cluster, [&] { cluster.network.set_port(host(4, 1), fake::PortModel{kPortRate, false}); },
+      cluster, 2, [&] { cluster.network.set_port(host(4, 1), fake::PortModel{16e6, false}); },
       [&] { cluster.network.set_port(host(4, 1), fake::PortModel{kPortRate, true}); });
 }
 
@@ -217,17 +225,20 @@ TEST(FakeEngine, ARailThatCorruptsMidVersionLosesNothing) {
   // Every slice to c3 over rail 0 arrives with a byte flipped: each fails its checksum there.
   FakeCluster cluster(1 << 22, 4);
   survive_mid_version(
-      cluster, [&] { cluster.transport->set_plan(FakeCluster::rail(3, 0), FaultPlan{FaultPlan::kCorrupt}); },
+      cluster, 3, [&] { cluster.transport->set_plan(FakeCluster::rail(3, 0), FaultPlan{FaultPlan::kCorrupt}); },
       [&] { cluster.transport->clear(); });
 }
 
 TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAround) {
   FakeCluster cluster(1 << 22, 5);
   cluster.publish(false, false);
+  // Slow ports: the full version takes over a second, so the relay dies early in it.
+  for (int node = 1; node <= 6; ++node) cluster.set_ports(node, 8e6);
   auto v = cluster.producer().publish(true);
   ASSERT_TRUE(v.ok());
   cluster.wait_mid_version();
   cluster.rollouts[2]->consumer->close();  // every chain holds it somewhere: it relays to someone
+  EXPECT_LT(cluster.rollouts[2]->consumer->version(), *v) << "it died after the version was done";
   ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
   const VersionReport report = *cluster.producer().report(*v);
   EXPECT_EQ(report.committed, 4u);
