@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: builds, runs the CTest suite (unit tests, bench acceptance),
-# then the sanitizer build and the decoder fuzzer (scripts/fuzz.sh, 60 s).
+# then the sanitizer build and the two decoder fuzzers (scripts/fuzz.sh: buckets 60 s, control messages 30 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
