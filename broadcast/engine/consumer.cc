@@ -38,11 +38,8 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   DC_RETURN_IF_ERROR(manifest.check_views(tensors));
   if (options.rails.empty()) return invalid_argument("a consumer needs at least one data rail address");
   if (options.coordinators.empty()) return invalid_argument("a consumer needs the producer's address");
-  std::shared_ptr<Transport> transport = options.transport_backend;
-  if (!transport) {
-    DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(options.transport));
-    transport = std::move(choice.transport);
-  }
+  DC_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport,
+                      resolve_transport(options.transport, options.transport_backend));
   std::unique_ptr<Consumer> c(
       new Consumer(std::move(manifest), std::move(tensors), std::move(options), std::move(transport)));
   ListenOptions listen;

@@ -61,11 +61,8 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   }
   if (options.rails.empty()) options.rails.push_back(Endpoint{"0.0.0.0", 0});
   DC_ASSIGN_OR_RETURN(DeltaEncoder encoder, DeltaEncoder::create(manifest, options.codec));
-  std::shared_ptr<Transport> transport = options.transport_backend;
-  if (!transport) {
-    DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(options.transport));
-    transport = std::move(choice.transport);
-  }
+  DC_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport,
+                      resolve_transport(options.transport, options.transport_backend));
   std::unique_ptr<Producer> p(new Producer(std::move(manifest), std::move(tensors), std::move(options), std::move(encoder)));
   p->transport_ = std::move(transport);
   MembershipOptions m;

@@ -5,12 +5,8 @@
 
 namespace deltacast {
 
-namespace {
-double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-}  // namespace
-
 void RailEstimator::on_post(uint32_t bytes, TimePoint now) {
-  if (inflight_ == 0) busy_start_ = busy_since_ = now;  // busy again
+  if (inflight_ == 0) busy_since_ = now;  // busy again
   inflight_ += bytes;
 }
 
@@ -20,24 +16,19 @@ double RailEstimator::busy_total(TimePoint now) const {
 
 void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoint now) {
   inflight_ -= std::min<uint64_t>(inflight_, bytes);
-  if (inflight_ == 0) {  // the rail goes idle: bank its busy time
-    busy_seconds_ += seconds(now - busy_start_);
-    busy_start_ = now;
-    busy_total_ += seconds(now - busy_since_);
-  }
+  if (inflight_ == 0) busy_total_ += seconds(now - busy_since_);  // the rail goes idle: bank its busy time
   if (!ok) return;
   delivered_total_ += bytes;
   const double late = std::max(0.0, seconds(now - expected));
   late_dev_ = 0.75 * late_dev_ + 0.25 * std::abs(late - late_mean_);
   late_mean_ = 0.875 * late_mean_ + 0.125 * late;
-  sample_bytes_ += bytes;
-  const double busy = busy_seconds_ + (inflight_ > 0 ? seconds(now - busy_start_) : 0.0);
+  const double busy_now = busy_total(now);
+  const double busy = busy_now - sample_busy_mark_;
   if (busy >= std::chrono::duration<double>(kSampleWindow).count()) {
-    const double sample = static_cast<double>(sample_bytes_) / busy;
+    const double sample = static_cast<double>(delivered_total_ - sample_delivered_mark_) / busy;
     bandwidth_ = bandwidth_ == 0 ? sample : 0.7 * bandwidth_ + 0.3 * sample;
-    busy_seconds_ = 0;
-    busy_start_ = now;
-    sample_bytes_ = 0;
+    sample_busy_mark_ = busy_now;
+    sample_delivered_mark_ = delivered_total_;
   }
 }
 

@@ -52,14 +52,14 @@ class RailEstimator {
  private:
   double bandwidth_ = 0;
   uint64_t inflight_ = 0;
-  TimePoint busy_start_{};
-  double busy_seconds_ = 0;  // banked busy time of the current sample
-  uint64_t sample_bytes_ = 0;
   double late_mean_ = 0;     // seconds
   double late_dev_ = 0;
   uint64_t delivered_total_ = 0;
   TimePoint busy_since_{};   // start of the current busy stretch
   double busy_total_ = 0;    // banked busy time of finished stretches
+  // The totals when the current rate sample began.
+  uint64_t sample_delivered_mark_ = 0;
+  double sample_busy_mark_ = 0;
 };
 
 }  // namespace deltacast

@@ -14,10 +14,9 @@
 #include <deque>
 #include <string_view>
 
-namespace deltacast {
+#include "broadcast/transport/clock.h"
 
-using SteadyClock = std::chrono::steady_clock;
-using TimePoint = SteadyClock::time_point;
+namespace deltacast {
 
 enum class RailState { kHealthy, kSuspect, kPaused, kProbing };
 std::string_view rail_state_name(RailState state);

@@ -2,10 +2,6 @@
 
 namespace deltacast {
 
-namespace {
-double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-}  // namespace
-
 void SliceTable::open(const TransferShape& shape, TimePoint now) {
   *this = SliceTable();
   open_ = true;
@@ -42,8 +38,9 @@ void SliceTable::track_backlog(TimePoint now) {
   backlogged_ = backlogged;
 }
 
-bool SliceTable::offer(uint32_t slice, TimePoint now) {
+bool SliceTable::offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum) {
   if (!open_ || slice >= shape_.slices() || offered_[slice]) return false;
+  if (checksum) set_checksum(slice, *checksum);
   offered_[slice] = 1;
   ++offered_count_;
   if (!done_[slice]) {
@@ -64,12 +61,19 @@ bool SliceTable::skip(uint32_t slice, TimePoint now) {
     offered_[slice] = 1;
     ++offered_count_;
   }
-  done_[slice] = 1;
   skipped_[slice] = 1;
-  ++done_count_;
-  if (finished()) finished_ = now;
-  track_busy(now);
+  mark_done(slice, now);
   return true;
+}
+
+void SliceTable::mark_done(uint32_t slice, TimePoint now) {
+  done_[slice] = 1;
+  ++done_count_;
+  if (finished()) {
+    finished_ = now;
+    track_backlog(now);
+  }
+  track_busy(now);
 }
 
 std::optional<uint32_t> SliceTable::next_queued() {
@@ -97,15 +101,9 @@ bool SliceTable::requeue(uint32_t slice) {
 
 bool SliceTable::deliver(uint32_t slice, TimePoint now) {
   if (!open_ || done_[slice]) return false;
-  done_[slice] = 1;
-  ++done_count_;
   delivered_bytes_ += shape_.length(slice);
   ++delivered_slices_;
-  if (finished()) {
-    finished_ = now;
-    track_backlog(now);
-  }
-  track_busy(now);
+  mark_done(slice, now);
   return true;
 }
 

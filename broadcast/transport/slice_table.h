@@ -41,8 +41,9 @@ class SliceTable {
   bool is_open() const { return open_; }
   const TransferShape& shape() const { return shape_; }
 
-  // Its bytes are in place here: queue it (false when out of range or offered before).
-  bool offer(uint32_t slice, TimePoint now);
+  // Its bytes are in place here: queue it, with the checksum it goes out with when one is known
+  // (false when out of range or offered before).
+  bool offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum = std::nullopt);
   void offer_all(TimePoint now);
   // The receiver gets it elsewhere: done without sending (false when out of range or done).
   bool skip(uint32_t slice, TimePoint now);
@@ -51,7 +52,6 @@ class SliceTable {
   // taking it off the queue to send.
   std::optional<uint32_t> next_queued();
   void take(uint32_t slice);
-  bool has_queued() const { return !queue_.empty(); }
 
   // Copies in flight per slice.
   void add_copy(uint32_t slice) { ++live_[slice]; }
@@ -67,8 +67,6 @@ class SliceTable {
   bool has_checksum(uint32_t slice) const { return checksummed_[slice] != 0; }
   uint64_t checksum(uint32_t slice) const { return checksum_[slice]; }
   void set_checksum(uint32_t slice, uint64_t value);
-  bool offered(uint32_t slice) const { return offered_[slice] != 0; }
-  bool done(uint32_t slice) const { return done_[slice] != 0; }
 
   uint32_t offered_count() const { return offered_count_; }
   uint32_t done_count() const { return done_count_; }
@@ -83,6 +81,8 @@ class SliceTable {
 
  private:
   void track_busy(TimePoint now);
+  // Delivered or skipped: done either way.
+  void mark_done(uint32_t slice, TimePoint now);
 
   bool open_ = false;
   TransferShape shape_;

@@ -50,8 +50,6 @@ struct Copy {
   bool expired = false;
 };
 
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
 }  // namespace
 
 // The scheduler: channels, copies in flight, the open transfer's table, and the thread that
@@ -398,9 +396,7 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
 void Sprayer::offer(uint32_t slice, uint64_t checksum) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.active() || slice >= s.table.shape().slices() || s.table.offered(slice)) return;
-  s.table.set_checksum(slice, checksum);
-  if (s.table.offer(slice, SteadyClock::now())) s.cv.notify_all();
+  if (s.table.offer(slice, SteadyClock::now(), checksum)) s.cv.notify_all();
 }
 
 void Sprayer::offer(uint32_t slice) {

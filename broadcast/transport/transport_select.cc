@@ -36,4 +36,10 @@ Result<TransportChoice> open_transport(std::string_view name) {
   return choice;
 }
 
+Result<std::shared_ptr<Transport>> resolve_transport(std::string_view name, std::shared_ptr<Transport> given) {
+  if (given) return given;
+  DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(name));
+  return std::shared_ptr<Transport>(std::move(choice.transport));
+}
+
 }  // namespace deltacast

@@ -20,4 +20,7 @@ struct TransportChoice {
 // logged once per process and explained in `fallback`.
 Result<TransportChoice> open_transport(std::string_view name);
 
+// `given` when there is one (tests hand the engine a fake backend), otherwise open_transport(name).
+Result<std::shared_ptr<Transport>> resolve_transport(std::string_view name, std::shared_ptr<Transport> given);
+
 }  // namespace deltacast
