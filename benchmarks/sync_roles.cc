@@ -14,6 +14,7 @@
 
 #include "broadcast/engine/consumer.h"
 #include "core/aligned_buffer.h"
+#include "core/parallel_memory.h"
 #include "gloo_baseline.h"
 #include "sparse/trace/model_layout.h"
 
@@ -240,11 +241,17 @@ int run_consumer_role(const SyncArgs& args) {
   if (rail_texts.empty()) rail_texts.push_back("127.0.0.1");
   auto rails = parse_endpoints(rail_texts);
   if (!rails.ok()) return fail(rails.status());
+  // A rollout process's weights are resident (its inference server loaded them): they are
+  // touched here, so that the first version's commit measures copying, not page faults.
   std::vector<AlignedBuffer> storage;
   std::vector<TensorView> views;
-  for (const auto& t : manifest->tensors()) {
-    storage.emplace_back(t.nbytes());
-    views.push_back(TensorView{storage.back().data(), t.dtype, t.numel(), Device{}});
+  {
+    ThreadPool pool(args.threads);
+    for (const auto& t : manifest->tensors()) {
+      storage.emplace_back(t.nbytes());
+      touch_pages(storage.back().data(), storage.back().size(), pool);
+      views.push_back(TensorView{storage.back().data(), t.dtype, t.numel(), Device{}});
+    }
   }
   ConsumerOptions options;
   options.coordinators = *coordinators;

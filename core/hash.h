@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace deltacast {
 
@@ -17,6 +18,25 @@ inline constexpr size_t kHashLeafBytes = 64 * 1024;
 
 // Plain XXH3-64 of a byte range.
 uint64_t xxh3_64(const void* data, size_t size, uint64_t seed = 0);
+
+// XXH3-64 fed piece by piece (the same value as xxh3_64 over the pieces
+// concatenated): how a receiver hashes a payload as it lands, while each
+// piece is still in cache, instead of in a second pass over memory.
+class Xxh3Stream {
+ public:
+  Xxh3Stream();
+  ~Xxh3Stream();
+  Xxh3Stream(const Xxh3Stream&) = delete;
+  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
+
+  void reset(uint64_t seed = 0);
+  void update(const void* data, size_t size);
+  uint64_t digest() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The tree hash described above. Empty input is one empty leaf.
 uint64_t content_hash(const void* data, size_t size);

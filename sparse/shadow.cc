@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/parallel_memory.h"
+
 namespace deltacast {
 
 Result<Shadow> Shadow::copy_of(const Manifest& manifest, std::span<const TensorView> tensors, uint64_t version) {
@@ -21,7 +23,19 @@ Result<Shadow> Shadow::copy_of(const Manifest& manifest, std::span<const TensorV
   return shadow;
 }
 
-Status Shadow::assign(std::span<const TensorView> tensors, uint64_t version) {
+Shadow Shadow::allocate(const Manifest& manifest, ThreadPool& pool) {
+  Shadow shadow;
+  shadow.manifest_hash_ = manifest.hash();
+  shadow.storage_.reserve(manifest.size());
+  for (const TensorSpec& spec : manifest.tensors()) {
+    AlignedBuffer& buffer = shadow.storage_.emplace_back(spec.nbytes());
+    touch_pages(buffer.data(), buffer.size(), pool);
+    shadow.views_.push_back(TensorView{buffer.data(), spec.dtype, spec.numel(), Device{}});
+  }
+  return shadow;
+}
+
+Status Shadow::assign(std::span<const TensorView> tensors, uint64_t version, ThreadPool* pool) {
   if (tensors.size() != views_.size()) return mismatch("{} tensors for a shadow of {}", tensors.size(), views_.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].dtype != views_[i].dtype || tensors[i].numel != views_[i].numel || !tensors[i].device.is_cpu()) {
@@ -29,7 +43,12 @@ Status Shadow::assign(std::span<const TensorView> tensors, uint64_t version) {
     }
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (views_[i].nbytes() > 0) std::memcpy(views_[i].data, tensors[i].data, views_[i].nbytes());
+    if (views_[i].nbytes() == 0) continue;
+    if (pool != nullptr) {
+      parallel_copy(views_[i].bytes(), tensors[i].bytes(), views_[i].nbytes(), *pool);
+    } else {
+      std::memcpy(views_[i].data, tensors[i].data, views_[i].nbytes());
+    }
   }
   version_ = version;
   return Status();

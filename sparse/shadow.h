@@ -11,6 +11,7 @@
 #include "core/manifest.h"
 #include "core/status.h"
 #include "core/tensor_view.h"
+#include "core/thread_pool.h"
 
 namespace deltacast {
 
@@ -18,9 +19,13 @@ class Shadow {
  public:
   // Copies `tensors` (host memory) as version `version`.
   static Result<Shadow> copy_of(const Manifest& manifest, std::span<const TensorView> tensors, uint64_t version);
+  // Memory for `manifest`'s tensors holding nothing yet (version 0), every page
+  // touched (in parallel) so that the first version written into it pays no page faults.
+  static Shadow allocate(const Manifest& manifest, ThreadPool& pool);
 
-  // Overwrites the copy with `tensors` (same manifest) as version `version`.
-  Status assign(std::span<const TensorView> tensors, uint64_t version);
+  // Overwrites the copy with `tensors` (same manifest) as version `version`, in
+  // parallel on `pool` if given.
+  Status assign(std::span<const TensorView> tensors, uint64_t version, ThreadPool* pool = nullptr);
 
   uint64_t version() const { return version_; }
   void set_version(uint64_t version) { version_ = version; }

@@ -9,6 +9,7 @@
 #include "broadcast/transport/transport_select.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/parallel_memory.h"
 
 namespace deltacast {
 
@@ -30,7 +31,8 @@ struct Consumer::Incoming {
 struct Consumer::Staged {
   uint64_t version = 0;
   std::shared_ptr<AlignedBuffer> memory;  // the chunks point into it
-  VersionChunks chunks;
+  bool image = false;                     // a full version: `memory` is the model image
+  VersionChunks chunks;                   // a delta: its buckets, verified
 };
 
 Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vector<TensorView> tensors,
@@ -47,6 +49,12 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   listen.netns = c->options_.netns;
   DC_ASSIGN_OR_RETURN(c->listener_, c->transport_->listen(c->options_.rails, &c->staging_, listen));
   c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum); });
+  // The first version is a full one: the staging it lands in is mapped now, so that it costs
+  // what any later full version costs.
+  {
+    auto staging = c->staging_pool_.acquire(c->image_.bytes());
+    touch_pages(staging->data(), staging->size(), *c->hash_pool_);
+  }
   return c;
 }
 
@@ -58,6 +66,7 @@ Consumer::Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerO
       transport_(std::move(transport)),
       applier_(manifest_, options_.threads),
       hash_pool_(std::make_unique<ThreadPool>(options_.threads)),
+      image_(manifest_),
       staging_([] {
         StagingOptions staging;
         staging.announce_wait = Millis(3000);  // slices may overtake their version's announcement
@@ -257,6 +266,8 @@ void Consumer::on_version(const control::Announce& m) {
       m.plan.plan.stripes() > std::max<uint32_t>(1, inc->shape.slices())) {
     s = corrupt("version {}: {} bytes in {}-byte slices over {} stripes is out of bounds", m.version, m.bytes,
                 m.slice_bytes, m.plan.plan.stripes());
+  } else if (m.full && m.bytes != image_.bytes()) {
+    s = corrupt("version {}: a full version of {} bytes for a model of {}", m.version, m.bytes, image_.bytes());
   }
   if (!s.ok()) {
     log().error("consumer {}: bad version message: {}", options_.name, s.to_string());
@@ -272,7 +283,7 @@ void Consumer::on_version(const control::Announce& m) {
   }
   // Forwarding is set up before staging accepts the first slice, so that no
   // slice arrives unseen by the relay.
-  relay_.begin(inc->shape, inc->memory->data(), m.plan.plan.stripes(), false);
+  relay_.begin(inc->shape, inc->memory->data(), m.plan.plan.stripes(), nullptr);
   if (Status r = relay_.set_children(m.plan.plan.children(id), m.plan.directory, {}); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
   }
@@ -368,19 +379,21 @@ void Consumer::worker_loop() {
     if (!staging_.wait(inc->shape.id, Millis(50)).ok()) continue;
     const auto verify_start = Clock::now();
     const auto blob = staging_.bytes(inc->shape.id);
+    // Every slice was verified as it landed; the digest of their checksums tells whether they
+    // are the producer's slices, each in its place. No pass over the bytes.
     Status s;
-    if (content_hash(blob.data(), blob.size(), *hash_pool_) != inc->announce.blob_hash) {
-      // Whether bytes changed after they arrived, or arrived as the sender sent them: which
-      // side to look at when this happens.
-      const auto changed = staging_.changed_slices(inc->shape.id);
-      s = corrupt("version {}: the received bytes do not match their hash ({})", inc->announce.version,
-                  changed.empty() ? std::string("every slice matches the checksum it was sent with")
-                                  : fmt::format("{} slice(s) changed after arrival, first {}", changed.size(), changed[0]));
+    auto digest = staging_.digest(inc->shape.id);
+    if (!digest.ok()) {
+      s = digest.status();
+    } else if (*digest != inc->announce.digest) {
+      s = corrupt("version {}: the slices' checksums do not match the announced digest: slices from another "
+                  "transfer, or in the wrong places", inc->announce.version);
     }
     auto staged = std::make_shared<Staged>();
     staged->version = inc->announce.version;
     staged->memory = inc->memory;
-    if (s.ok()) {
+    staged->image = inc->announce.full;
+    if (s.ok() && !staged->image) {
       auto buckets = unpack_blob(blob);
       if (!buckets.ok()) {
         s = buckets.status();
@@ -429,7 +442,11 @@ Status Consumer::commit_ready() {
     Status s;
     {
       std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
-      s = applier_.apply(st->chunks, tensors_);
+      if (st->image) {
+        image_.unpack(st->memory->data(), tensors_, *hash_pool_);
+      } else {
+        s = applier_.apply(st->chunks, tensors_);
+      }
     }
     const double apply_seconds = seconds_since(start);
     {

@@ -25,6 +25,7 @@
 #include "core/buffer_pool.h"
 #include "core/manifest.h"
 #include "sparse/delta_applier.h"
+#include "sparse/model_image.h"
 
 namespace deltacast {
 
@@ -111,6 +112,7 @@ class Consumer {
   std::shared_ptr<Transport> transport_;
   DeltaApplier applier_;
   std::unique_ptr<ThreadPool> hash_pool_;
+  ModelImage image_;            // the layout full versions arrive in
   BufferPool staging_pool_{2};  // staging memory, reused across versions
   StagingArea staging_;
   std::unique_ptr<Listener> listener_;

@@ -293,12 +293,12 @@ void from_json(const Json& j, Heartbeat&) { const Fields f(j, "heartbeat", {}); 
 
 void to_json(Json& j, const Announce& m) {
   j = {{"version", m.version},     {"base", m.base},   {"full", m.full},           {"transfer", m.transfer},
-       {"bytes", m.bytes},         {"slice_bytes", m.slice_bytes},                 {"blob_hash", m.blob_hash},
+       {"bytes", m.bytes},         {"slice_bytes", m.slice_bytes},                 {"digest", m.digest},
        {"plan", m.plan}};
 }
 
 void from_json(const Json& j, Announce& m) {
-  const Fields f(j, "version", {"version", "base", "full", "transfer", "bytes", "slice_bytes", "blob_hash", "plan"});
+  const Fields f(j, "version", {"version", "base", "full", "transfer", "bytes", "slice_bytes", "digest", "plan"});
   m.version = f.u64("version");
   m.base = f.u64("base");
   m.full = f.boolean("full");
@@ -306,7 +306,7 @@ void from_json(const Json& j, Announce& m) {
   m.bytes = f.u64("bytes");
   m.slice_bytes = f.u32("slice_bytes");
   if (m.slice_bytes == 0) refuse("version.slice_bytes is 0");
-  m.blob_hash = f.u64("blob_hash");
+  m.digest = f.u64("digest");
   from_json(f.at("plan"), m.plan);
   if (m.version == 0) refuse("version.version is 0");
   if (m.full != (m.base == 0)) refuse("version: a full version has base 0, a delta a base");

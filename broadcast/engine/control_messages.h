@@ -83,7 +83,7 @@ struct Announce {
   uint64_t transfer = 0;
   uint64_t bytes = 0;
   uint32_t slice_bytes = 0;
-  uint64_t blob_hash = 0;
+  uint64_t digest = 0;  // the transfer's digest (transport/transfer.h)
   PlanWire plan;  // one chain per stripe
 };
 // coordinator -> consumer: a new plan mid-version (a member died or failed), and what each

@@ -6,6 +6,7 @@
 #include "broadcast/engine/version_blob.h"
 #include "broadcast/transport/transport_select.h"
 #include "core/hash.h"
+#include "core/parallel_memory.h"
 #include "core/log.h"
 
 namespace deltacast {
@@ -17,12 +18,12 @@ constexpr size_t kReportsKept = 4096;
 constexpr size_t kHashesKept = 8;
 }  // namespace
 
-// A version's buckets packed as one blob (version_blob.h), with its content hash.
+// What one version's round sends: a delta's buckets packed as one blob (version_blob.h), or a
+// full version's model image (sparse/model_image.h).
 struct Producer::Blob {
   uint64_t version = 0;
   std::shared_ptr<AlignedBuffer> memory;  // from the pool: may be larger than `bytes`
   uint64_t bytes = 0;
-  uint64_t hash = 0;
 };
 
 // A published version waiting for (or in) its round.
@@ -41,7 +42,15 @@ Producer::Blob Producer::make_blob(const EncodedVersion& encoded) {
   blob.bytes = blob_bytes(encoded.buckets);
   blob.memory = blob_pool_.acquire(blob.bytes);
   pack_blob_into(encoded.buckets, blob.memory->data(), hash_pool_.get());
-  blob.hash = content_hash(blob.memory->data(), blob.bytes, *hash_pool_);
+  return blob;
+}
+
+Producer::Blob Producer::make_image() {
+  Blob blob;
+  blob.version = shadow_.version();
+  blob.bytes = image_.bytes();
+  blob.memory = blob_pool_.acquire(blob.bytes);
+  image_.pack(shadow_.views(), blob.memory->data(), *hash_pool_);
   return blob;
 }
 
@@ -65,6 +74,12 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
                       resolve_transport(options.transport, options.transport_backend));
   std::unique_ptr<Producer> p(new Producer(std::move(manifest), std::move(tensors), std::move(options), std::move(encoder)));
   p->transport_ = std::move(transport);
+  // The first version is a full one: its shadow and image memory are mapped now, so that it
+  // costs what any later full version costs.
+  {
+    auto image = p->blob_pool_.acquire(p->image_.bytes());
+    touch_pages(image->data(), image->size(), *p->hash_pool_);
+  }
   MembershipOptions m;
   m.listen = p->options_.listen;
   m.token = p->options_.token;
@@ -81,7 +96,7 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   r.channel.netns = p->options_.netns;
   r.spray = p->options_.spray;
   p->relay_ = std::make_unique<Relay>(r);
-  p->driver_ = std::make_unique<RoundDriver>(*p->membership_, *p->relay_, p->rates_, p->options_.round);
+  p->driver_ = std::make_unique<RoundDriver>(*p->membership_, *p->relay_, p->rates_, p->options_.round, *p->hash_pool_);
   p->rounds_ = std::thread([raw = p.get()] { raw->round_loop(); });
   log().info("producer: {} tensors, {} bytes; control port {}; data over {}; epoch {:x}", p->manifest_.size(),
              p->manifest_.total_bytes(), p->address().to_string(), p->transport(), p->epoch());
@@ -93,7 +108,9 @@ Producer::Producer(Manifest manifest, std::vector<TensorView> tensors, ProducerO
       tensors_(std::move(tensors)),
       options_(std::move(options)),
       encoder_(std::move(encoder)),
-      hash_pool_(std::make_unique<ThreadPool>(options_.codec.threads)) {}
+      hash_pool_(std::make_unique<ThreadPool>(options_.codec.threads)),
+      image_(manifest_),
+      shadow_(Shadow::allocate(manifest_, *hash_pool_)) {}
 
 Producer::~Producer() { close(); }
 
@@ -119,25 +136,22 @@ Result<uint64_t> Producer::publish(bool full) {
   EncodedVersion encoded;
   {
     std::unique_lock<std::shared_mutex> exclusive(shadow_mu_);
-    const uint64_t version = (shadow_ ? shadow_->version() : 0) + 1;
-    if (!shadow_) {
-      DC_ASSIGN_OR_RETURN(Shadow shadow, Shadow::copy_of(manifest_, tensors_, version));
-      shadow_.emplace(std::move(shadow));
-      full = true;
-    } else if (full) {
-      DC_RETURN_IF_ERROR(shadow_->assign(tensors_, version));
-    }
+    const uint64_t version = shadow_.version() + 1;
+    full = full || shadow_.version() == 0;  // the first version is a full one
     if (full) {
-      DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_full(shadow_->views(), version));
+      // No encoding: the shadow takes the tensors and the image is the shadow's bytes.
+      DC_RETURN_IF_ERROR(shadow_.assign(tensors_, version, hash_pool_.get()));
+      pending->blob = make_image();
+      encoded = full_version_stats(version);
     } else {
-      DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, *shadow_, version));
+      DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version));
+      pending->blob = make_blob(encoded);
     }
     full_cache_.reset();
   }
   pending->version = encoded.target_version;
   pending->base = full ? 0 : encoded.base_version;
   pending->full = full;
-  pending->blob = make_blob(encoded);
   encoded.buckets.clear();
   pending->encoded = Clock::now();
   {
@@ -159,6 +173,17 @@ Result<uint64_t> Producer::publish(bool full) {
               encoded.stats.changed, encoded.stats.elements, 100 * encoded.stats.density(), pending->blob.bytes,
               seconds_between(pending->published, pending->encoded));
   return pending->version;
+}
+
+EncodedVersion Producer::full_version_stats(uint64_t version) const {
+  EncodedVersion v;
+  v.target_version = version;
+  v.full = true;
+  v.stats.elements = manifest_.total_elements();
+  v.stats.changed = v.stats.elements;
+  v.stats.dense_bytes = manifest_.total_bytes();
+  v.stats.wire_bytes = image_.bytes();
+  return v;
 }
 
 std::vector<uint64_t> Producer::queued_bases() const {
@@ -185,7 +210,6 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
   spec.full = pending->full;
   spec.data = pending->blob.memory->data();
   spec.bytes = pending->blob.bytes;
-  spec.blob_hash = pending->blob.hash;
   for (const MemberRecord& m : membership_->snapshot()) {
     if (pending->full || m.base == pending->base) spec.targets.push_back(m.id);
   }
@@ -237,14 +261,9 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
 
 std::shared_ptr<Producer::Blob> Producer::full_blob() {
   std::shared_lock<std::shared_mutex> shared(shadow_mu_);
-  if (!shadow_) return nullptr;
-  if (full_cache_ && full_cache_->version == shadow_->version()) return full_cache_;
-  auto encoded = encoder_.encode_full(shadow_->views(), shadow_->version());
-  if (!encoded.ok()) {
-    log().error("producer: full sync of version {}: {}", shadow_->version(), encoded.status().to_string());
-    return nullptr;
-  }
-  full_cache_ = std::make_shared<Blob>(make_blob(*encoded));
+  if (shadow_.version() == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(full_cache_mu_);  // readers of the shadow may be several
+  if (!full_cache_ || full_cache_->version != shadow_.version()) full_cache_ = std::make_shared<Blob>(make_image());
   return full_cache_;
 }
 
@@ -267,7 +286,6 @@ void Producer::run_catch_up() {
   spec.full = true;
   spec.data = full->memory->data();
   spec.bytes = full->bytes;
-  spec.blob_hash = full->hash;
   spec.targets = behind;
   log().info("producer: full sync of version {} ({} bytes) to {} consumer(s) that are behind", spec.version, spec.bytes,
              behind.size());
@@ -348,16 +366,16 @@ Result<CheckReport> Producer::check(uint64_t version, Millis timeout) {
   report.version = version;
   {
     std::shared_lock<std::shared_mutex> shared(shadow_mu_);
-    if (!shadow_ || shadow_->version() != version) {
+    if (shadow_.version() == 0 || shadow_.version() != version) {
       return failed_precondition("version {} is not the newest published ({}): only the newest can be checked", version,
-                                 shadow_ ? shadow_->version() : 0);
+                                 shadow_.version());
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto it = model_hashes_.find(version);
     if (it != model_hashes_.end()) {
       report.expected_hash = it->second;
     } else {
-      report.expected_hash = model_hash(shadow_->views().data(), shadow_->views().size(), *hash_pool_);
+      report.expected_hash = model_hash(shadow_.views().data(), shadow_.views().size(), *hash_pool_);
       model_hashes_[version] = report.expected_hash;
       while (model_hashes_.size() > kHashesKept) model_hashes_.erase(model_hashes_.begin());
     }

@@ -26,6 +26,7 @@
 #include "broadcast/engine/round.h"
 #include "core/buffer_pool.h"
 #include "sparse/delta_encoder.h"
+#include "sparse/model_image.h"
 
 namespace deltacast {
 
@@ -139,6 +140,8 @@ class Producer {
   bool needs_full_sync(const MemberRecord& m, const std::vector<uint64_t>& bases, uint64_t newest) const;
   std::shared_ptr<Blob> full_blob();
   Blob make_blob(const EncodedVersion& encoded);
+  Blob make_image();  // of the shadow; shadow_mu_ held
+  EncodedVersion full_version_stats(uint64_t version) const;
   void run_pending(const std::shared_ptr<Pending>& pending);
   void run_catch_up();
   uint64_t next_transfer();
@@ -149,6 +152,7 @@ class Producer {
   ProducerOptions options_;
   DeltaEncoder encoder_;
   std::unique_ptr<ThreadPool> hash_pool_;
+  ModelImage image_;
   std::shared_ptr<Transport> transport_;
   RateBook rates_;
   std::unique_ptr<Membership> membership_;
@@ -157,7 +161,8 @@ class Producer {
 
   std::mutex publish_mu_;               // one publish at a time
   mutable std::shared_mutex shadow_mu_;  // publish writes the shadow; full syncs and checks read it
-  std::optional<Shadow> shadow_;
+  Shadow shadow_;                        // version 0 until the first publish
+  std::mutex full_cache_mu_;
   std::shared_ptr<Blob> full_cache_;
   BufferPool blob_pool_{3};
   std::map<uint64_t, uint64_t> model_hashes_;  // of the shadow, per version (computed on demand)

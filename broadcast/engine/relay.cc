@@ -45,15 +45,17 @@ Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) 
   return raw;
 }
 
-void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes, bool all_present) {
+void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
+                  const std::vector<uint64_t>* source_checksums) {
   end();
   std::lock_guard<std::mutex> lock(mu_);
   shape_ = shape;
   active_ = true;
   data_ = data;
   stripes_ = std::max<uint32_t>(1, stripes);
-  present_.assign(shape.slices(), all_present ? 1 : 0);
-  checksums_.assign(all_present ? 0 : shape.slices(), 0);  // all present: the sprayer checksums the data itself
+  present_.assign(shape.slices(), source_checksums != nullptr ? 1 : 0);
+  // Empty: every slice is here but unhashed, and the channels hash each as they send it.
+  checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   children_.assign(stripes_, 0);
 }
 

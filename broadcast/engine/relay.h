@@ -35,7 +35,10 @@ class Relay {
   ~Relay();
 
   // Starts forwarding `shape` (its bytes at `data`); `all_present`: every slice is here already.
-  void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes, bool all_present);
+  // `source_checksums` given: every slice is here already (the producer) with these checksums
+  // (empty: the channels hash each slice as they send it); nullptr: slices arrive one by one (on_slice).
+  void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
+             const std::vector<uint64_t>* source_checksums);
   // children[s]: who gets stripe s from this node (0: nobody); `have[id]`: slices that child holds.
   Status set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
                       const std::map<uint32_t, std::vector<bool>>& have);

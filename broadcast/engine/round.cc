@@ -99,10 +99,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       it->second.failed_version = 0;
     }
   });
-  const control::Announce announce{spec.version, spec.base,      spec.full, spec.transfer,
-                                   spec.bytes,   slice_bytes,    spec.blob_hash, {plan, directory}};
+  // One pass over the bytes, in parallel: every hop verifies each slice against these as it
+  // lands, and each consumer checks the digest from them, so no one hashes the bytes again.
+  const std::vector<uint64_t> checksums = slice_checksums(spec.data, shape, hash_pool_);
+  const control::Announce announce{spec.version, spec.base, spec.full, spec.transfer, spec.bytes, slice_bytes,
+                                   transfer_digest(checksums, spec.bytes), {plan, directory}};
   for (uint32_t id : targets) membership_.send(id, announce);
-  relay_.begin(shape, spec.data, stripes, true);
+  relay_.begin(shape, spec.data, stripes, &checksums);
   if (Status s = relay_.set_children(plan.heads(), directory, {}); !s.ok()) {
     log().error("round for version {}: {}", spec.version, s.to_string());
   }

@@ -35,7 +35,6 @@ struct RoundSpec {
   bool full = false;
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;
-  uint64_t blob_hash = 0;
   std::vector<uint32_t> targets;
 };
 
@@ -58,8 +57,10 @@ struct RoundResult {
 // own links are reported to the book and the round's reports are folded in.
 class RoundDriver {
  public:
-  RoundDriver(Membership& membership, Relay& relay, RateBook& rates, RoundOptions options)
-      : membership_(membership), relay_(relay), rates_(rates), options_(options) {}
+  // `hash_pool` computes each round's slice checksums (once, on the producer: relays and
+  // consumers forward and verify these).
+  RoundDriver(Membership& membership, Relay& relay, RateBook& rates, RoundOptions options, ThreadPool& hash_pool)
+      : membership_(membership), relay_(relay), rates_(rates), options_(options), hash_pool_(hash_pool) {}
 
   // Blocks until the round ends; `stop` is polled.
   RoundResult run(const RoundSpec& spec, const std::function<bool()>& stop);
@@ -69,6 +70,7 @@ class RoundDriver {
   Relay& relay_;
   RateBook& rates_;
   RoundOptions options_;
+  ThreadPool& hash_pool_;
 };
 
 }  // namespace deltacast

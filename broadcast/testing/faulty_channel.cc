@@ -55,6 +55,7 @@ void FaultyChannel::send(const SliceRef& slice, const uint8_t* data, SliceDone d
       break;
     case FaultPlan::kCorrupt: {
       // The payload is copied and damaged; the slice keeps the original checksum.
+      ensure_checksum(held.slice, data);
       auto copy = std::make_shared<std::vector<uint8_t>>(data, data + slice.length);
       if (!copy->empty()) (*copy)[copy->size() / 2] ^= 0x5a;
       timers_.emplace(now, [this, held = std::move(held), copy]() mutable {

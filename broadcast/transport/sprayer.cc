@@ -119,7 +119,6 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     const double predicted = rail.estimate.predicted_seconds(length);
     const auto deadline_span =
         rail.estimate.deadline(predicted, options.deadline_factor, options.min_deadline, options.first_deadline);
-    if (!table.has_checksum(slice)) table.set_checksum(slice, xxh3_64(data + shape.offset(slice), length));
     rail.estimate.on_post(length, now);
     const uint64_t id = next_copy++;
     const Copy c{shape.id,
@@ -137,7 +136,11 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     }
     emit(SprayEvent::kSent, c, now);
     std::weak_ptr<State> self = weak_from_this();
-    rail.channel->send(shape.slice(slice, table.checksum(slice)), data + shape.offset(slice), [self, id](Status s) {
+    // A slice offered without a checksum is hashed by its channel's own thread just before the
+    // send reads the bytes (in parallel across rails, and from cache for the send).
+    const SliceRef ref =
+        table.has_checksum(slice) ? shape.slice(slice, table.checksum(slice)) : shape.unhashed_slice(slice);
+    rail.channel->send(ref, data + shape.offset(slice), [self, id](Status s) {
       if (auto state = self.lock()) state->on_done(id, s);
     });
   }

@@ -1,5 +1,6 @@
 #include "broadcast/transport/staging.h"
 
+#include "broadcast/transport/transfer.h"
 #include "core/hash.h"
 
 #include <algorithm>
@@ -240,6 +241,21 @@ std::vector<uint32_t> StagingArea::changed_slices(uint64_t transfer) const {
     if (xxh3_64(t->memory + offset, length) != t->arrived_checksum[i]) changed.push_back(i);
   }
   return changed;
+}
+
+Result<uint64_t> StagingArea::digest(uint64_t transfer) const {
+  std::shared_ptr<Transfer> t;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = transfers_.find(transfer);
+    if (it == transfers_.end()) return not_found("transfer {} is not staged", transfer);
+    t = it->second;
+  }
+  if (t->arrived.load() != t->slices) {
+    return failed_precondition("transfer {}: {} of {} slices arrived", transfer, t->arrived.load(), t->slices);
+  }
+  std::lock_guard<std::mutex> lock(t->mu);  // arrived_checksum is written under it
+  return transfer_digest(t->arrived_checksum, t->bytes);
 }
 
 void StagingArea::forget(uint64_t transfer) {

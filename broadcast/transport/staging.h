@@ -77,6 +77,9 @@ class StagingArea : public SliceSink {
   // Arrived slices whose bytes no longer match the checksum they arrived with
   // (diagnosis of a transfer whose whole-content hash failed).
   std::vector<uint32_t> changed_slices(uint64_t transfer) const;
+  // The transfer's digest (transfer.h) from the checksums its slices were
+  // verified against on arrival: no pass over the bytes. Every slice must have arrived.
+  Result<uint64_t> digest(uint64_t transfer) const;
   void forget(uint64_t transfer);
 
   // Runs after each slice that arrives (from the backend's thread).

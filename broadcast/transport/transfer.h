@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "broadcast/transport/transport.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 
 namespace deltacast {
 
@@ -36,6 +39,20 @@ struct TransferShape {
   SliceRef slice(uint32_t index, uint64_t checksum) const {
     return SliceRef{id, bytes, slice_bytes, index, length(index), checksum};
   }
+  // A slice whose checksum its channel computes when it sends it.
+  SliceRef unhashed_slice(uint32_t index) const {
+    return SliceRef{id, bytes, slice_bytes, index, length(index), 0, false};
+  }
 };
+
+// A transfer's digest: XXH3-64 of the little-endian array of its slices'
+// checksums, seeded with its byte count. The sender announces it; a receiver
+// computes it from the checksums its slices were verified against on arrival,
+// so checking the whole transfer costs no pass over its bytes, and a slice
+// that lands under another index, or is missing, changes it.
+uint64_t transfer_digest(std::span<const uint64_t> slice_checksums, uint64_t bytes);
+
+// Every slice's checksum of `data` cut as `shape` says (in parallel on `pool`).
+std::vector<uint64_t> slice_checksums(const uint8_t* data, const TransferShape& shape, ThreadPool& pool);
 
 }  // namespace deltacast

@@ -32,6 +32,9 @@ struct SliceRef {
   uint32_t index = 0;
   uint32_t length = 0;
   uint64_t checksum = 0;  // XXH3-64 of the slice's bytes, computed once by the sender
+  // False: not computed yet; the channel computes it just before it sends the
+  // bytes, so that the hash and the send read them from memory once.
+  bool has_checksum = true;
 
   uint64_t offset() const { return static_cast<uint64_t>(index) * slice_bytes; }
 };
@@ -64,6 +67,13 @@ inline bool wait_ready(const Channel& channel, Millis timeout) {
     std::this_thread::sleep_for(Millis(5));
   }
   return true;
+}
+
+// What a channel calls on a slice it is about to send (see SliceRef::has_checksum).
+inline void ensure_checksum(SliceRef& slice, const uint8_t* bytes) {
+  if (slice.has_checksum) return;
+  slice.checksum = xxh3_64(bytes, slice.length);
+  slice.has_checksum = true;
 }
 
 // What a receiving backend checks once a payload is in place.

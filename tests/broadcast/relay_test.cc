@@ -53,7 +53,7 @@ uint64_t slice_checksum(const std::vector<uint8_t>& data, uint32_t slice) {
 
 // Forwards a whole transfer, one stripe, to the child with id `id` at `to`.
 void forward_all(Relay& relay, uint64_t transfer, const std::vector<uint8_t>& data, uint32_t id, const Child& to) {
-  relay.begin(TransferShape{transfer, data.size(), kSliceBytes}, data.data(), 1, false);
+  relay.begin(TransferShape{transfer, data.size(), kSliceBytes}, data.data(), 1, nullptr);
   ASSERT_TRUE(relay.set_children({id}, {{id, to.listener->endpoints()}}, {}).ok());
   const uint32_t slices = static_cast<uint32_t>((data.size() + kSliceBytes - 1) / kSliceBytes);
   for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i, slice_checksum(data, i));
@@ -72,7 +72,7 @@ TEST(Relay, ForwardsEverySliceToTheChildOfItsStripe) {
   const auto data = pattern(10 * kSliceBytes + 17, 1);
   ASSERT_TRUE(a.staging.expect(1, data.size(), kSliceBytes).ok());
   ASSERT_TRUE(b.staging.expect(1, data.size(), kSliceBytes).ok());
-  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, false);
+  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
   ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
   for (uint32_t i = 0; i < 11; ++i) relay.on_slice(1, i, slice_checksum(data, i));
   // Stripe 0 (even slices) goes to a, stripe 1 to b; nobody gets the other's.

@@ -79,6 +79,7 @@ void FakeChannel::run() {
     if (sink == nullptr) {
       status = unavailable("{}: nothing listens at {}", rail_.to_string(), rail_.remote.to_string());
     } else {
+      ensure_checksum(item.slice, item.data);
       auto accepted = deliver(*sink, item.slice, item.data);
       if (!accepted.ok()) {
         status = accepted.status();

@@ -189,8 +189,9 @@ void RdmaChannel::pump() {
     const uint32_t imm = *c.table->acquire(id);
     const uint32_t slot = verbs::SlotTable::slot_of(imm);
     uint8_t* local = c.send_slots.data() + static_cast<size_t>(slot) * slot_bytes;
-    encode_slot_header(record.slice, imm, local);
     std::memcpy(local + kSlotHeaderBytes, record.data, record.slice.length);
+    ensure_checksum(record.slice, local + kSlotHeaderBytes);  // the copy just made is in cache
+    encode_slot_header(record.slice, imm, local);
     const SliceRef slice = record.slice;
     inflight_.emplace(id, std::move(record));
     const Status posted = c.link->queues.queue_pair->write_with_imm(

@@ -199,13 +199,9 @@ void TcpChannel::run() {
     inflight_.push_back(r);
     last_written_ = Clock::now();
     lock.unlock();
-    uint8_t header[kFrameHeaderBytes + 40];
-    write_frame_header(header, kSlice);
-    encode_slice_header(r->slice, header + kFrameHeaderBytes);
     // The write may take as long as the rail is slow; a stalled rail is cut by reset() or the
     // silence check, which stop this wait.
-    Status s = net::write_full(fd, header, sizeof(header), r->data, r->slice.length, Clock::time_point::max(),
-                          &stop_connection_);
+    Status s = write_slice(fd, r->slice, r->data);
     lock.lock();
     r->writing = false;
     if (!s.ok()) disconnect(generation, s);
@@ -227,6 +223,34 @@ void TcpChannel::run() {
   if (reader_.joinable()) reader_.join();
   if (fd >= 0) ::close(fd);
   complete_finished();
+}
+
+Status TcpChannel::write_slice(int fd, const SliceRef& slice, const uint8_t* data) {
+  uint8_t header[kFrameHeaderBytes + kSliceHeaderBytes];
+  const auto forever = Clock::time_point::max();
+  if (slice.has_checksum) {
+    write_frame_header(header, kSlice);
+    encode_slice_header(slice, header + kFrameHeaderBytes);
+    return net::write_full(fd, header, sizeof(header), data, slice.length, forever, &stop_connection_);
+  }
+  // The checksum goes after the payload: each piece is hashed right after the kernel copied it
+  // into the socket, while it is still in cache, so the bytes are read from memory once.
+  write_frame_header(header, kSlice, kChecksumTrailer);
+  encode_slice_header(slice, header + kFrameHeaderBytes);
+  hash_.reset();
+  const uint8_t* lead = header;
+  size_t lead_bytes = sizeof(header);
+  for (uint32_t done = 0; done < slice.length;) {
+    const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
+    DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, data + done, n, forever, &stop_connection_));
+    hash_.update(data + done, n);
+    done += n;
+    lead = nullptr;
+    lead_bytes = 0;
+  }
+  uint8_t trailer[kChecksumTrailerBytes];
+  store_le<uint64_t>(trailer, hash_.digest());
+  return net::write_full(fd, trailer, sizeof(trailer), nullptr, 0, forever, &stop_connection_);
 }
 
 void TcpChannel::read_loop(int fd, uint64_t generation) {

@@ -47,6 +47,8 @@ class TcpChannel : public Channel {
   void run();
   void read_loop(int fd, uint64_t generation);
   Result<int> dial();
+  // Writes one SLICE frame (the writer thread's).
+  Status write_slice(int fd, const SliceRef& slice, const uint8_t* data);
   // With mu_ held: tears down connection `generation` and fails what it held.
   void disconnect(uint64_t generation, const Status& why);
   void fail(const RecordPtr& record, const Status& why);
@@ -67,6 +69,7 @@ class TcpChannel : public Channel {
   std::atomic<bool> closed_{false};
   std::atomic<bool> stop_connection_{false};
   bool streaming_ = false;
+  Xxh3Stream hash_;  // the writer's, for checksums sent after the payload
   std::thread reader_;
   std::thread writer_;  // last: it starts in the constructor and touches every member above
 };

@@ -151,8 +151,11 @@ Status TcpListener::handshake(Connection* c) {
   return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, Clock::now() + options_.handshake_timeout, &closed_);
 }
 
-Status TcpListener::receive_slice(Connection* c, const uint8_t* body, std::vector<uint8_t>& discard) {
-  const SliceRef slice = decode_slice_header(body);
+Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body,
+                                  std::vector<uint8_t>& discard, Xxh3Stream& hash) {
+  SliceRef slice = decode_slice_header(body);
+  const bool trailer = (frame.flags & kChecksumTrailer) != 0;
+  if (trailer && slice.checksum != 0) return corrupt("slice {} has a checksum in its header and after it", slice.index);
   if (slice.length == 0 || slice.length > options_.max_slice_bytes) {
     return corrupt("slice {} of transfer {} claims {} bytes", slice.index, slice.transfer, slice.length);
   }
@@ -166,7 +169,15 @@ Status TcpListener::receive_slice(Connection* c, const uint8_t* body, std::vecto
   const auto deadline = Clock::now() + options_.frame_timeout;
   Status s;
   if (landing.bytes != nullptr) {
-    s = net::read_full(c->fd, landing.bytes, slice.length, deadline, &closed_);
+    // Hashed piece by piece as it lands, while each piece is still in cache: the check costs
+    // no second pass over memory.
+    hash.reset();
+    for (uint32_t done = 0; s.ok() && done < slice.length;) {
+      const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
+      s = net::read_full(c->fd, landing.bytes + done, n, deadline, &closed_);
+      if (s.ok()) hash.update(landing.bytes + done, n);
+      done += n;
+    }
   } else {
     for (uint32_t left = slice.length; s.ok() && left > 0;) {  // a duplicate: read and throw away
       const uint32_t n = std::min<uint32_t>(left, static_cast<uint32_t>(discard.size()));
@@ -174,11 +185,16 @@ Status TcpListener::receive_slice(Connection* c, const uint8_t* body, std::vecto
       left -= n;
     }
   }
+  if (s.ok() && trailer) {
+    uint8_t checksum[kChecksumTrailerBytes];
+    s = net::read_full(c->fd, checksum, sizeof(checksum), deadline, &closed_);
+    slice.checksum = load_le<uint64_t>(checksum);
+  }
   if (!s.ok()) {
     sink_->complete(slice, landing, false);  // the slot goes back to missing
     return s.with_context(fmt::format("payload of slice {}", slice.index));
   }
-  const bool verified = landing.bytes != nullptr && checksum_matches(slice, landing.bytes);
+  const bool verified = landing.bytes != nullptr && hash.digest() == slice.checksum;
   const bool accepted = sink_->complete(slice, landing, verified);
   uint8_t ack[kFrameHeaderBytes + 16];
   write_frame_header(ack, kAck);
@@ -192,6 +208,7 @@ Status TcpListener::receive_slice(Connection* c, const uint8_t* body, std::vecto
 void TcpListener::serve(Connection* c) {
   Status s = handshake(c);
   std::vector<uint8_t> discard(kDiscardBytes);
+  Xxh3Stream hash;
   uint8_t frame[kFrameHeaderBytes + 40];
   while (s.ok() && !closed_) {
     s = net::read_full(c->fd, frame, kFrameHeaderBytes, Clock::now() + options_.idle_timeout, &closed_);
@@ -206,7 +223,7 @@ void TcpListener::serve(Connection* c) {
     if (!s.ok()) break;
     switch (header->type) {
       case kSlice:
-        s = receive_slice(c, frame + kFrameHeaderBytes, discard);
+        s = receive_slice(c, *header, frame + kFrameHeaderBytes, discard, hash);
         break;
       case kHeartbeat:
         break;

@@ -47,7 +47,8 @@ class TcpListener : public Listener {
   void accept_loop(int listen_fd);
   void serve(Connection* c);
   Status handshake(Connection* c);
-  Status receive_slice(Connection* c, const uint8_t* body, std::vector<uint8_t>& discard);
+  Status receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body, std::vector<uint8_t>& discard,
+                       Xxh3Stream& hash);
   void heartbeat_loop();
   void drop(Connection* c, const Status& why);
   void reap_finished();

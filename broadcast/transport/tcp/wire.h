@@ -2,7 +2,10 @@
 // header (u32 magic "DCW1", u8 type, u8 flags, u16 reserved) followed by a
 // body of a fixed size per type; a SLICE body (the shared slice header,
 // slice_header.h) is followed by the payload, read straight into the
-// receiver's staging.
+// receiver's staging. A SLICE with flag kChecksumTrailer carries 0 in the
+// header's checksum and the real one in 8 bytes after the payload: the sender
+// hashes each piece of the payload right after the kernel copied it (so the
+// hash reads cache, not memory) and only knows the checksum at the end.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +30,14 @@ enum FrameType : uint8_t {
 };
 
 inline constexpr size_t kFrameHeaderBytes = 8;
+inline constexpr size_t kChecksumTrailerBytes = 8;
+// Payloads are hashed in pieces of this size right after they are copied
+// (into the socket by the sender, out of it by the receiver), while in L2.
+inline constexpr uint32_t kHashedPieceBytes = 256 << 10;
+
+enum FrameFlags : uint8_t {
+  kChecksumTrailer = 1,  // SLICE only: the payload's checksum follows it (u64)
+};
 size_t frame_body_bytes(uint8_t type);  // 0 for unknown types
 
 struct FrameHeader {
@@ -34,7 +45,7 @@ struct FrameHeader {
   uint8_t flags = 0;
 };
 
-void write_frame_header(uint8_t* out, uint8_t type);
+void write_frame_header(uint8_t* out, uint8_t type, uint8_t flags = 0);
 Result<FrameHeader> parse_frame_header(const uint8_t* in);
 
 using net::Clock;
