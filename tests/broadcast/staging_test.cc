@@ -1,12 +1,14 @@
 // The receiver's staging: exactly-once arrival, validation of untrusted slice
 // headers, duplicates and checksum failures.
 #include "broadcast/transport/staging.h"
+#include "broadcast/transport/transfer.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <thread>
 
 namespace deltacast {
@@ -181,6 +183,36 @@ TEST(Staging, WaitReportsProgressOnTimeout) {
   Status s = area.wait(3, Millis(20));
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(s.message().find("0 of 25 slices"), std::string::npos) << s.message();
+}
+
+TEST(Staging, TheDigestComesFromTheVerifiedChecksumsAndKnowsTheirPlaces) {
+  std::vector<uint8_t> data(40000);
+  std::mt19937 rng(3);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());  // no two slices alike
+  const uint32_t slice_bytes = 4096;
+  const auto shape = TransferShape{5, data.size(), slice_bytes};
+  ThreadPool pool(2);
+  const uint64_t want = transfer_digest(slice_checksums(data.data(), shape, pool), data.size());
+
+  StagingArea area;
+  ASSERT_TRUE(area.expect(5, data.size(), slice_bytes).ok());
+  EXPECT_FALSE(area.digest(5).ok());  // nothing arrived yet
+  EXPECT_FALSE(area.digest(6).ok());  // not a transfer here
+  for (uint32_t i = 0; i < shape.slices(); ++i) ASSERT_TRUE(land(area, slice_of(5, data.size(), slice_bytes, i, data.data()), data.data()));
+  ASSERT_TRUE(area.digest(5).ok());
+  EXPECT_EQ(*area.digest(5), want);
+
+  // Slices 1 and 2 delivered in each other's places, each with the checksum of the bytes it
+  // carries: every slice verifies, the digest does not.
+  std::vector<uint8_t> swapped = data;
+  std::swap_ranges(swapped.begin() + slice_bytes, swapped.begin() + 2 * slice_bytes, swapped.begin() + 2 * slice_bytes);
+  StagingArea other;
+  ASSERT_TRUE(other.expect(5, data.size(), slice_bytes).ok());
+  for (uint32_t i = 0; i < shape.slices(); ++i) {
+    ASSERT_TRUE(land(other, slice_of(5, data.size(), slice_bytes, i, swapped.data()), swapped.data()));
+  }
+  ASSERT_TRUE(other.digest(5).ok());
+  EXPECT_NE(*other.digest(5), want);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "broadcast/transport/sprayer.h"
 #include "broadcast/transport/staging.h"
+#include "broadcast/transport/transfer.h"
 #include "broadcast/transport/tcp/channel.h"
 #include "broadcast/transport/tcp/listener.h"
 #include "broadcast/transport/tcp/transport.h"
@@ -239,6 +240,75 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
                              "unknown transfer", "claims", "handshake"}) {
     EXPECT_NE(all.find(reason), std::string::npos) << "no drop logged for '" << reason << "' in:\n" << all;
   }
+}
+
+// Reads frames until an acknowledgement (skipping the receiver's heartbeats); returns its status
+// (0 in place, 1 rejected) or -1 when the connection ended first.
+int read_ack(int fd) {
+  for (;;) {
+    uint8_t header[tcp::kFrameHeaderBytes];
+    if (recv(fd, header, sizeof(header), MSG_WAITALL) != static_cast<ssize_t>(sizeof(header))) return -1;
+    const uint8_t type = header[4];
+    std::vector<uint8_t> body(tcp::frame_body_bytes(type));
+    if (body.empty() || recv(fd, body.data(), body.size(), MSG_WAITALL) != static_cast<ssize_t>(body.size())) return -1;
+    if (type == tcp::kAck) return static_cast<int>(load_le<uint32_t>(body.data() + 12));
+  }
+}
+
+// A slice whose checksum follows its payload (how a sender that hashes while it sends writes it).
+std::vector<uint8_t> trailer_frame(const SliceRef& s, const uint8_t* payload, uint64_t trailer) {
+  std::vector<uint8_t> f(tcp::kFrameHeaderBytes + kSliceHeaderBytes);
+  tcp::write_frame_header(f.data(), tcp::kSlice, tcp::kChecksumTrailer);
+  encode_slice_header(s, f.data() + tcp::kFrameHeaderBytes);
+  f.insert(f.end(), payload, payload + s.length);
+  uint8_t t[8];
+  store_le<uint64_t>(t, trailer);
+  f.insert(f.end(), t, t + 8);
+  return f;
+}
+
+TEST(TcpLoopback, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
+  Receiver rx(1);
+  const Endpoint at = rx.listener->endpoints()[0];
+  const uint32_t slice = 64 << 10;
+  const auto data = pattern(2 * slice, 21);
+  ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
+  const uint64_t sum0 = xxh3_64(data.data(), slice);
+  const uint64_t sum1 = xxh3_64(data.data() + slice, slice);
+
+  RawClient client(at);
+  client.hello();
+  client.put(trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0 ^ 1));  // a wrong trailer
+  EXPECT_EQ(read_ack(client.fd), 1);  // rejected, the connection kept
+  EXPECT_EQ(rx.staging.progress(1).arrived, 0u);
+  EXPECT_EQ(rx.staging.progress(1).rejected, 1u);
+  client.put(trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0));
+  EXPECT_EQ(read_ack(client.fd), 0);
+  client.put(trailer_frame({1, data.size(), slice, 1, slice, 0}, data.data() + slice, sum1));
+  EXPECT_EQ(read_ack(client.fd), 0);
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(1000)).ok());
+  const auto got = rx.staging.bytes(1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  // The checksum recorded for each slice is the trailer's: the digest is the sender's.
+  ThreadPool pool(1);
+  EXPECT_EQ(*rx.staging.digest(1), transfer_digest(slice_checksums(data.data(), TransferShape{1, data.size(), slice}, pool),
+                                                     data.size()));
+
+  // A header checksum as well as a trailer, or a flag on a frame that has no trailer: dropped.
+  RawClient both(at);
+  both.hello();
+  both.put(trailer_frame({1, data.size(), slice, 0, slice, sum0}, data.data(), sum0));
+  EXPECT_TRUE(both.dropped(milliseconds(2000)));
+  RawClient flagged(at);
+  flagged.hello();
+  std::vector<uint8_t> beat(tcp::kFrameHeaderBytes + 8, 0);
+  tcp::write_frame_header(beat.data(), tcp::kHeartbeat, tcp::kChecksumTrailer);
+  flagged.put(beat);
+  EXPECT_TRUE(flagged.dropped(milliseconds(2000)));
+  std::string all;
+  for (const auto& d : rx.listener->recent_drops()) all += d + "\n";
+  EXPECT_NE(all.find("checksum in its header and after it"), std::string::npos) << all;
+  EXPECT_NE(all.find("flags"), std::string::npos) << all;
 }
 
 TEST(TcpLoopback, RefusedConnectionsAreAClearError) {

@@ -57,5 +57,24 @@ TEST(ContentHash, FromLeavesEqualsDirect) {
   EXPECT_EQ(content_hash_from_leaves(digests.data(), leaves, data.size()), content_hash(data.data(), data.size()));
 }
 
+TEST(Xxh3Stream, PiecesGiveTheOneShotValue) {
+  std::mt19937_64 rng(11);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{240}, size_t{1025}, size_t{300000}, size_t{3 << 20}}) {
+    std::vector<uint8_t> data(size);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    for (uint64_t seed : {uint64_t{0}, uint64_t{77}}) {
+      Xxh3Stream stream;
+      stream.reset(seed);
+      for (size_t at = 0; at < size;) {
+        const size_t n = std::min<size_t>(size - at, 1 + rng() % 70000);
+        stream.update(data.data() + at, n);
+        at += n;
+      }
+      EXPECT_EQ(stream.digest(), xxh3_64(data.data(), data.size(), seed)) << size << " seed " << seed;
+      EXPECT_EQ(stream.digest(), XXH3_64bits_withSeed(data.data(), data.size(), seed));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deltacast
