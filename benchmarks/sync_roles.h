@@ -87,6 +87,7 @@ struct SyncRun {
   std::string transport;  // the data transport in use
   std::vector<VersionRow> rows;
   double link_rate = 0;  // bytes/s one consumer received at in the fastest full round
+  std::vector<VersionRow> dense_rows;  // the dense-sync baselines, in order
 };
 
 // The version loop: the initial full sync, then for each of args.versions steps a sparse
