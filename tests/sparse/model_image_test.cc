@@ -42,16 +42,13 @@ std::vector<uint8_t> reference_image(const Model& m) {
   return image;
 }
 
+// Empty tensors, odd sizes, one tensor of several 4 MiB pieces and one of exactly one piece.
+const std::vector<std::pair<DType, uint64_t>> kMixedShapes = {
+    {DType::kBF16, 0}, {DType::kF32, 7}, {DType::kBF16, (5 << 20) + 3}, {DType::kU8, 0}, {DType::kU8, 4 << 20}, {DType::kF64, 1}};
+
 TEST(ModelImage, PackAndUnpackMatchTheReference) {
   ThreadPool pool(3);
-  // Empty tensors, odd sizes, one tensor of several pieces and one of exactly one piece.
-  const Model m = make_model({{DType::kBF16, 0},
-                              {DType::kF32, 7},
-                              {DType::kBF16, (5 << 20) + 3},
-                              {DType::kU8, 0},
-                              {DType::kU8, 4 << 20},
-                              {DType::kF64, 1}},
-                             1);
+  const Model m = make_model(kMixedShapes, 1);
   const ModelImage image(m.manifest);
   const auto want = reference_image(m);
   ASSERT_EQ(image.bytes(), want.size());
@@ -67,13 +64,7 @@ TEST(ModelImage, PackAndUnpackMatchTheReference) {
     at += m.manifest[i].nbytes();
   }
 
-  Model target = make_model({{DType::kBF16, 0},
-                             {DType::kF32, 7},
-                             {DType::kBF16, (5 << 20) + 3},
-                             {DType::kU8, 0},
-                             {DType::kU8, 4 << 20},
-                             {DType::kF64, 1}},
-                            2);
+  Model target = make_model(kMixedShapes, 2);
   image.unpack(packed.data() + 1, target.views, pool);
   for (size_t i = 0; i < m.views.size(); ++i) {
     EXPECT_EQ(std::memcmp(target.views[i].data, m.views[i].data, m.views[i].nbytes()), 0) << i;
