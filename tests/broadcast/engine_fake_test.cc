@@ -74,13 +74,19 @@ struct FakeCluster {
     auto v = producer().publish(full);
     EXPECT_TRUE(v.ok()) << v.status().to_string();
     EXPECT_TRUE(producer().wait(*v, testing::kEngineWait).ok());
+    for (const MemberRecord& m : producer().stats().members) settled_transfer = std::max(settled_transfer, m.transfer);
     return producer().report(*v).value_or(VersionReport{});
   }
-  // Waits until some consumer holds part of the version in flight.
+  // Waits until some consumer holds part of the version in flight. Progress reported for the
+  // transfer publish() last waited for does not count: the new round may not have begun yet.
   void wait_mid_version() {
     for (int i = 0; i < 5000; ++i) {
       const auto members = producer().stats().members;
-      if (std::any_of(members.begin(), members.end(), [](const MemberRecord& m) { return m.arrived > 4; })) return;
+      if (std::any_of(members.begin(), members.end(), [&](const MemberRecord& m) {
+            return m.transfer > settled_transfer && m.arrived > 4;
+          })) {
+        return;
+      }
       std::this_thread::sleep_for(milliseconds(1));
     }
     ADD_FAILURE() << "the version never got under way";
@@ -94,6 +100,8 @@ struct FakeCluster {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int>(i);
     return out;
   }
+
+  uint64_t settled_transfer = 0;  // the newest transfer publish() saw finish
 };
 
 TEST(FakeEngine, VersionsAreExactEverywhere) {
