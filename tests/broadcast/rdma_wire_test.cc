@@ -1,11 +1,12 @@
-// The RDMA wire's untrusted parts: connection private data, slot headers and
-// acknowledgements are refused unless well formed, and a slot header never
-// names more bytes than its slot holds, whatever the bytes.
+// The RDMA wire's untrusted parts: connection private data, offers and
+// replies are refused unless well formed, and an offer never names a slot the
+// connection lacks or more bytes than the receiver takes, whatever the bytes.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
+#include "broadcast/transport/rdma/verbs/slot_table.h"
 #include "broadcast/transport/rdma/wire.h"
 
 namespace deltacast::rdma {
@@ -19,12 +20,11 @@ TEST(RdmaWire, ConnectAndAcceptRoundTrip) {
   EXPECT_EQ(c->token, 0xabcdefu);
   EXPECT_EQ(c->rail_index, 3u);
   uint8_t reply[kAcceptBytes];
-  encode_accept(AcceptData{0x7f0000001000, 0x1234, 8, (4u << 20) + 64}, reply);
+  encode_accept(AcceptData{8, 64u << 20}, reply);
   auto a = decode_accept(reply, sizeof(reply));
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->slots_address, 0x7f0000001000u);
-  EXPECT_EQ(a->rkey, 0x1234u);
   EXPECT_EQ(a->slot_count, 8u);
+  EXPECT_EQ(a->max_slice_bytes, 64u << 20);
 }
 
 TEST(RdmaWire, MalformedConnectionDataIsRefused) {
@@ -38,64 +38,76 @@ TEST(RdmaWire, MalformedConnectionDataIsRefused) {
   hello[4] = 9;
   EXPECT_EQ(decode_connect(hello, sizeof(hello)).status().code(), StatusCode::kMismatch) << "other protocol";
   uint8_t reply[kAcceptBytes];
-  encode_accept(AcceptData{1, 1, 0, 4096}, reply);
+  encode_accept(AcceptData{0, 4096}, reply);
   EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "no slots";
-  encode_accept(AcceptData{1, 1, 4, 64}, reply);
-  EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "slots with no room for a payload";
+  encode_accept(AcceptData{(1u << 16) + 1, 4096}, reply);
+  EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "more slots than an immediate can name";
+  encode_accept(AcceptData{4, 0}, reply);
+  EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "no slice fits";
 }
 
-TEST(RdmaWire, SlotHeadersAreCheckedAgainstTheWriteAndTheSlot) {
-  const uint32_t slot_bytes = 64 + 4096;
+TEST(RdmaWire, OffersAreCheckedAgainstTheSlotsAndTheLimit) {
+  const uint32_t slots = 8, limit = 4096;
   SliceRef slice{7, 1 << 20, 4096, 3, 4096, 0x55};
-  uint8_t header[kSlotHeaderBytes];
-  encode_slot_header(slice, 0x10002, header);
-  auto back = decode_slot_header(header, 0x10002, slot_bytes);
+  uint8_t offer[kOfferBytes];
+  encode_offer(slice, verbs::SlotTable::immediate(2, 1), offer);
+  auto back = decode_offer(offer, sizeof(offer), slots, limit);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_EQ(back->transfer, 7u);
-  EXPECT_EQ(back->index, 3u);
-  EXPECT_EQ(back->length, 4096u);
-  EXPECT_EQ(back->checksum, 0x55u);
-  EXPECT_FALSE(decode_slot_header(header, 0x20002, slot_bytes).ok()) << "a header left from the slot's previous use";
-  EXPECT_FALSE(decode_slot_header(header, 0x10002, slot_bytes - 1).ok()) << "a payload longer than the slot";
+  EXPECT_EQ(back->imm, verbs::SlotTable::immediate(2, 1));
+  EXPECT_EQ(back->slice.transfer, 7u);
+  EXPECT_EQ(back->slice.index, 3u);
+  EXPECT_EQ(back->slice.length, 4096u);
+  EXPECT_EQ(back->slice.checksum, 0x55u);
+  EXPECT_FALSE(decode_offer(offer, sizeof(offer) - 1, slots, limit).ok()) << "short";
+  EXPECT_FALSE(decode_offer(offer, sizeof(offer), 2, limit).ok()) << "a slot the connection does not have";
+  EXPECT_FALSE(decode_offer(offer, sizeof(offer), slots, limit - 1).ok()) << "a slice over the limit";
   slice.length = 0;
-  encode_slot_header(slice, 1, header);
-  EXPECT_FALSE(decode_slot_header(header, 1, slot_bytes).ok()) << "an empty slice";
+  encode_offer(slice, 1, offer);
+  EXPECT_FALSE(decode_offer(offer, sizeof(offer), slots, limit).ok()) << "an empty slice";
+  encode_offer(SliceRef{7, 1 << 20, 4096, 3, 4096, 0x55}, 1, offer);
+  offer[0] ^= 1;
+  EXPECT_FALSE(decode_offer(offer, sizeof(offer), slots, limit).ok()) << "bad magic";
 }
 
-TEST(RdmaWire, RandomSlotBytesNeverPassForAnOversizedSlice) {
+TEST(RdmaWire, RandomOfferBytesNeverNameTooMuchOrAMissingSlot) {
   std::mt19937_64 rng(5);
-  const uint32_t slot_bytes = 64 + 8192;
-  uint8_t header[kSlotHeaderBytes];
+  const uint32_t slots = 8, limit = 8192;
+  uint8_t offer[kOfferBytes];
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
-    for (auto& b : header) b = static_cast<uint8_t>(rng());
-    const uint32_t imm = static_cast<uint32_t>(rng());
-    if (i % 2 == 0) {  // half with a valid prefix, so the length check itself is what is tested
+    for (auto& b : offer) b = static_cast<uint8_t>(rng());
+    if (i % 2 == 0) {  // half with a valid prefix, so the slot and length checks themselves are tested
       SliceRef forged{rng(), rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
-                      static_cast<uint32_t>(rng() % (2 * slot_bytes)), rng()};
-      encode_slot_header(forged, imm, header);
+                      static_cast<uint32_t>(rng() % (2 * limit)), rng()};
+      encode_offer(forged, verbs::SlotTable::immediate(static_cast<uint32_t>(rng() % (2 * slots)), 1), offer);
     }
-    auto s = decode_slot_header(header, imm, slot_bytes);
-    if (!s.ok()) continue;
+    auto o = decode_offer(offer, sizeof(offer), slots, limit);
+    if (!o.ok()) continue;
     ++accepted;
-    ASSERT_GT(s->length, 0u);
-    ASSERT_LE(s->length, slot_bytes - kSlotHeaderBytes);
+    ASSERT_GT(o->slice.length, 0u);
+    ASSERT_LE(o->slice.length, limit);
+    ASSERT_LT(verbs::SlotTable::slot_of(o->imm), slots);
   }
-  EXPECT_GT(accepted, 0) << "forged headers with small lengths pass the wire check (the sink judges the rest)";
+  EXPECT_GT(accepted, 0) << "forged offers with small lengths pass the wire check (the sink judges the rest)";
 }
 
-TEST(RdmaWire, AcknowledgementsRoundTripAndGarbageIsRefused) {
-  uint8_t ack[kAckBytes];
-  encode_ack(0x30001, true, ack);
-  auto a = decode_ack(ack, sizeof(ack));
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->imm, 0x30001u);
-  EXPECT_TRUE(a->accepted);
-  encode_ack(0x30001, false, ack);
-  EXPECT_FALSE(decode_ack(ack, sizeof(ack))->accepted);
-  EXPECT_FALSE(decode_ack(ack, sizeof(ack) - 1).ok());
-  ack[8] = 7;
-  EXPECT_FALSE(decode_ack(ack, sizeof(ack)).ok());
+TEST(RdmaWire, RepliesRoundTripAndGarbageIsRefused) {
+  uint8_t reply[kReplyBytes];
+  encode_reply(Reply{0x30001, ReplyKind::kGranted, 0x7f0012345000, 0xbeef}, reply);
+  auto r = decode_reply(reply, sizeof(reply));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->imm, 0x30001u);
+  EXPECT_EQ(r->kind, ReplyKind::kGranted);
+  EXPECT_EQ(r->address, 0x7f0012345000u);
+  EXPECT_EQ(r->rkey, 0xbeefu);
+  encode_reply(Reply{0x30001, ReplyKind::kRejected}, reply);
+  EXPECT_EQ(decode_reply(reply, sizeof(reply))->kind, ReplyKind::kRejected);
+  EXPECT_FALSE(decode_reply(reply, sizeof(reply) - 1).ok());
+  reply[8] = 7;
+  EXPECT_FALSE(decode_reply(reply, sizeof(reply)).ok()) << "an unknown kind";
+  reply[8] = 0;
+  reply[1] ^= 1;
+  EXPECT_FALSE(decode_reply(reply, sizeof(reply)).ok()) << "bad magic";
 }
 
 }  // namespace

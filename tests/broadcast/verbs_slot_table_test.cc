@@ -1,5 +1,5 @@
-// The sender's slot bookkeeping: an acknowledgement completes a slice only
-// when it names the slot's current sequence, exactly once.
+// The sender's slot bookkeeping: a reply concerns a slice only when it names
+// the slot's current sequence, and the final one completes it exactly once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +38,18 @@ TEST(SlotTable, StaleDuplicateAndOutOfRangeAcknowledgementsCompleteNothing) {
   EXPECT_FALSE(table.release(first).has_value()) << "a late acknowledgement of the slot's previous use";
   EXPECT_FALSE(table.release(SlotTable::immediate(7, 1)).has_value()) << "a slot this connection does not have";
   EXPECT_EQ(table.in_flight(), 2u);
+}
+
+TEST(SlotTable, FindingARecordKeepsItsSlotAndOnlyItsCurrentSequenceFindsIt) {
+  SlotTable table(2);
+  const uint32_t imm = *table.acquire(5);
+  EXPECT_EQ(table.find(imm), 5u) << "a grant names the record in flight";
+  EXPECT_EQ(table.find(imm), 5u) << "and leaves the slot taken";
+  EXPECT_EQ(table.in_flight(), 1u);
+  EXPECT_FALSE(table.find(imm + (1u << 16)).has_value()) << "another sequence of the same slot";
+  EXPECT_FALSE(table.find(SlotTable::immediate(9, 1)).has_value()) << "a slot this connection does not have";
+  EXPECT_EQ(table.release(imm), 5u);
+  EXPECT_FALSE(table.find(imm).has_value()) << "a reply after the final one";
 }
 
 TEST(SlotTable, ALostConnectionReturnsEveryRecordInFlightOnce) {

@@ -5,9 +5,15 @@ against the payload, so every transfer is verified by hash on the receiver.
 In one boot of the two VMs:
 - the sender's VM lists its RDMA ports (discovery);
 - a sender with the wrong token is refused, with the reason, on both ends;
-- a peer with the token writes forged slots (no header, a stale immediate, too many bytes, a slot
-  it does not have, a slice outside the transfer, a send): each time the receiver drops that
-  connection with the reason logged, while transfer 1 runs beside it unaffected;
+- a peer with the token breaks the offer and grant protocol (malformed offers, a slot it does not
+  have, a slice over the limit or outside its transfer, a second offer in a busy slot, a message
+  larger than an offer; writes with another immediate than the grant's, fewer bytes than the slice,
+  more bytes than the granted window, a second write once the grant was answered): each time the
+  receiver drops that connection with the reason logged (or its NIC refuses the write and the
+  connection ends), while transfer 1 runs beside it unaffected;
+- every slice of both transfers is written by the sender's NIC straight into the receiver's staging
+  memory (the receiver logs, per connection, the bytes written in place: they add up to the
+  transfers), with no copy on either end;
 - transfer 1, 96 MiB over rails 0 and 1: rail 1's link is taken down (`ip link set eth1 down` in
   the sender's VM) mid-transfer; the port event pauses it at once and the transfer completes on
   rail 0;
@@ -37,16 +43,22 @@ MIB = 1 << 20
 BYTES = 96 * MIB
 PORTS = (7471, 7472, 7473)
 RAILS = len(PORTS)
-# Forged slots and what the receiver says when it drops each (rdma/listener.cc, rdma/wire.cc, staging).
+# Attacks on the offer and grant protocol and what the receiver says when it drops each
+# (rdma/listener.cc, rdma/wire.cc, staging). A write the NIC refuses (outside the granted window,
+# or after the grant was revoked) fails the peer's queue pair; the receiver then sees the failed
+# completion or the peer's disconnect.
+REFUSED_BY_THE_NIC = "(work completion failed|RDMA_CM_EVENT_DISCONNECTED)"
 ATTACKS = {
-    "bad-magic": "has no slot header",
-    "stale-imm": "slot header names immediate",
-    "oversize": "the slot holds",
-    "slot-range": "write names slot",
+    "bad-magic": "malformed offer",
+    "slot-range": "offer names slot",
+    "oversize": "the limit is",
     "slice-range": "does not fit transfer",
-    # The receiving NIC refuses the send itself; the connection ends with the failed completion or,
-    # when the peer hangs up first, with its disconnect.
-    "send": "(work completion failed|RDMA_CM_EVENT_DISCONNECTED)",
+    "double-offer": "while its grant for slice 0 is open",
+    "send": REFUSED_BY_THE_NIC,  # larger than an offer: the receiving NIC refuses it
+    "stale-imm": "that no open grant allowed",
+    "short-write": "a write of 4096 bytes for slice 0",
+    "overrun": REFUSED_BY_THE_NIC,
+    "late-write": REFUSED_BY_THE_NIC,
 }
 
 
@@ -135,7 +147,7 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
         f"{bench} rails --json > /mnt/rails.json",
         # The wrong token first: refused on every attempt until it gives up (exit 9 if it got in).
         send([0, 1], f"--bytes {MIB} --token 666", "intruder", connect_ms=15000).rstrip() + " && exit 9",
-        # Forged slots from a peer with the token, while transfer 1 runs beside them.
+        # Protocol attacks from a peer with the token, while transfer 1 runs beside them.
         f"(for a in {' '.join(ATTACKS)}; do {hostile} --rail 198.18.0.1=198.18.0.2:{PORTS[0]} --token 220 "
         f"--attack $a; echo \"$a rc $?\"; done > /mnt/hostile.log 2>&1) &",
         send([0, 1], f"--bytes {BYTES} --seed 7 --fail-command 'ip link set eth1 down' --fail-at 400", "cut"),
@@ -168,6 +180,11 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
         assert f"{attack} rc 0" in hostile_log, f"the receiver kept a connection that wrote {attack}:\n{hostile_log}"
         assert re.search(f"dropping RDMA connection from 198\\.18\\.0\\.1:\\d+: .*{reason}", recv_log), \
             f"no logged reason for {attack}"
+
+    # No copy on the receiving side: each connection's slices were written into staging in place.
+    in_place = sum(int(n) for n in re.findall(r"(\d+) bytes written straight into staging", recv_log))
+    print(f"bytes written straight into staging: {in_place} (two transfers of {BYTES})")
+    assert in_place >= 2 * BYTES, f"only {in_place} bytes were written in place\n{context}"
 
     received = json_lines(read(work, "receiver", "recv.json"))
     assert len(received) == 2, context

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,16 +20,28 @@ constexpr int kPollMs = 50;
 
 }  // namespace
 
+// A registration of the memory one transfer's slices are read from (data - offset: the
+// transfer's base), made on its first slice and kept while the connection lives or until a
+// later transfer needs room and nothing in flight reads it.
+struct SourceMemory {
+  uint64_t transfer = 0;
+  const uint8_t* base = nullptr;
+  verbs::Registration registration;
+};
+
 struct RdmaChannel::Connection {
   std::unique_ptr<Dialed> link;
-  AlignedBuffer send_slots;
-  verbs::Registration send_registration;
+  AlignedBuffer offers;  // one offer message per slot
+  verbs::Registration offer_registration;
+  std::vector<SourceMemory> sources;
   std::unique_ptr<verbs::SlotTable> table;
   int subscription = 0;
 
   ~Connection() {
     if (subscription != 0) verbs::device_events().unsubscribe(subscription);
-    send_registration = verbs::Registration();  // before the protection domain goes with the link
+    // Before the protection domain goes with the link.
+    sources.clear();
+    offer_registration = verbs::Registration();
   }
 };
 
@@ -100,9 +113,9 @@ Status RdmaChannel::connect_once() {
   Dialed& link = *c->link;
   const uint32_t slots = std::min(link.remote.slot_count, config_.slots_per_connection);
   c->table = std::make_unique<verbs::SlotTable>(slots);
-  c->send_slots = AlignedBuffer(static_cast<size_t>(slots) * link.remote.slot_bytes);
-  DC_ASSIGN_OR_RETURN(c->send_registration, verbs::register_host(link.pd, c->send_slots.data(), c->send_slots.size(),
-                                                                 verbs::kLocalWrite));
+  c->offers = AlignedBuffer(static_cast<size_t>(slots) * kOfferBytes);
+  DC_ASSIGN_OR_RETURN(c->offer_registration,
+                      verbs::register_host(link.pd, c->offers.data(), c->offers.size(), verbs::kLocalWrite));
   const std::string device = ibv_get_device_name(link.id->verbs->device);
   if (Status watched = verbs::watch_device(device); !watched.ok()) {
     log().warn("rdma: {}: port events unavailable ({}); failures surface as failed completions only",
@@ -113,8 +126,8 @@ Status RdmaChannel::connect_once() {
     wake();
   });
   port_down_ = false;
-  log().debug("rdma: {} connected on {} port {} (queue pair {}), {} slots of {} bytes", rail_.to_string(), device,
-              link.id->port_num, link.queues.qp->qp_num, slots, link.remote.slot_bytes);
+  log().debug("rdma: {} connected on {} port {} (queue pair {}), {} offers in flight, slices up to {} bytes",
+              rail_.to_string(), device, link.id->port_num, link.queues.qp->qp_num, slots, link.remote.max_slice_bytes);
   connection_ = std::move(c);
   connected_ = true;
   return Status();
@@ -126,8 +139,9 @@ void RdmaChannel::teardown(const Status& why) {
     log().debug("rdma: {}: connection closed with {} slices out: {}", rail_.to_string(), inflight_.size(),
                 why.to_string());
   }
-  // What was out fails at once: the payloads were copied into this connection's send slots, so
-  // nothing reads the callers' memory any more, and their slices can go elsewhere now.
+  // What was out fails at once and its slices can go elsewhere now; the queue pair stops first,
+  // so that the NIC no longer reads the callers' memory once they are told.
+  if (connection_ != nullptr && connection_->link->queues.queue_pair) connection_->link->queues.queue_pair->to_error();
   std::map<uint64_t, Record> failed;
   failed.swap(inflight_);
   for (auto& [id, record] : failed) finish(std::move(record), why);
@@ -166,9 +180,26 @@ void RdmaChannel::reap_retired(bool all) {
   }
 }
 
+Result<uint32_t> RdmaChannel::source_key(const Record& record) {
+  Connection& c = *connection_;
+  const uint8_t* base = record.data - record.slice.offset();
+  for (const SourceMemory& m : c.sources) {
+    if (m.transfer == record.slice.transfer && m.base == base) return m.registration.lkey();
+  }
+  std::erase_if(c.sources, [&](const SourceMemory& m) {
+    return std::none_of(inflight_.begin(), inflight_.end(),
+                        [&](const auto& entry) { return entry.second.slice.transfer == m.transfer; });
+  });
+  // Read only: the NIC reads the slices from here, nobody writes.
+  DC_ASSIGN_OR_RETURN(verbs::Registration registration,
+                      verbs::register_host(c.link->pd, const_cast<uint8_t*>(base), record.slice.transfer_bytes, 0));
+  const uint32_t key = registration.lkey();
+  c.sources.push_back(SourceMemory{record.slice.transfer, base, std::move(registration)});
+  return key;
+}
+
 void RdmaChannel::pump() {
   Connection& c = *connection_;
-  const uint32_t slot_bytes = c.link->remote.slot_bytes;  // the receiver's, header included
   for (;;) {
     if (c.table->full()) return;
     Record record;
@@ -178,25 +209,27 @@ void RdmaChannel::pump() {
       record = std::move(queue_.front());
       queue_.pop_front();
     }
-    const uint32_t capacity = slot_bytes - static_cast<uint32_t>(kSlotHeaderBytes);
-    if (record.slice.length > capacity) {
-      finish(std::move(record), invalid_argument("{}: a slice of {} bytes exceeds the receiver's RDMA slot of {}",
-                                                 rail_.to_string(), record.slice.length, capacity));
+    if (record.slice.length > c.link->remote.max_slice_bytes) {
+      finish(std::move(record), invalid_argument("{}: a slice of {} bytes exceeds the receiver's limit of {}",
+                                                 rail_.to_string(), record.slice.length,
+                                                 c.link->remote.max_slice_bytes));
+      continue;
+    }
+    if (auto key = source_key(record); !key.ok()) {
+      finish(std::move(record), key.status().with_context(fmt::format("{}: registering transfer {}'s memory",
+                                                                      rail_.to_string(), record.slice.transfer)));
       continue;
     }
     if (inflight_.empty()) last_heard_ = Clock::now();  // the silence clock starts with the first slice out
+    ensure_checksum(record.slice, record.data);
     const uint64_t id = next_record_++;
     const uint32_t imm = *c.table->acquire(id);
     const uint32_t slot = verbs::SlotTable::slot_of(imm);
-    uint8_t* local = c.send_slots.data() + static_cast<size_t>(slot) * slot_bytes;
-    std::memcpy(local + kSlotHeaderBytes, record.data, record.slice.length);
-    ensure_checksum(record.slice, local + kSlotHeaderBytes);  // the copy just made is in cache
-    encode_slot_header(record.slice, imm, local);
-    const SliceRef slice = record.slice;
+    uint8_t* offer = c.offers.data() + static_cast<size_t>(slot) * kOfferBytes;
+    encode_offer(record.slice, imm, offer);
     inflight_.emplace(id, std::move(record));
-    const Status posted = c.link->queues.queue_pair->write_with_imm(
-        slot, {local, static_cast<uint32_t>(kSlotHeaderBytes + slice.length), c.send_registration.lkey()},
-        {c.link->remote.slots_address + static_cast<uint64_t>(slot) * slot_bytes, c.link->remote.rkey}, imm);
+    const Status posted = c.link->queues.queue_pair->send(
+        kOfferSendTag | slot, {offer, static_cast<uint32_t>(kOfferBytes), c.offer_registration.lkey()});
     if (!posted.ok()) {
       teardown(posted.with_context(rail_.to_string()));
       return;
@@ -204,9 +237,35 @@ void RdmaChannel::pump() {
   }
 }
 
+Status RdmaChannel::on_reply(const Reply& reply) {
+  Connection& c = *connection_;
+  const auto record_id = c.table->find(reply.imm);
+  if (!record_id) return Status();  // stale or forged: it concerns nothing in flight
+  auto it = inflight_.find(*record_id);
+  if (it == inflight_.end()) return Status();
+  Record& record = it->second;
+  if (reply.kind == ReplyKind::kGranted) {
+    if (record.written) return corrupt("{}: a second grant for slice {}", rail_.to_string(), record.slice.index);
+    DC_ASSIGN_OR_RETURN(uint32_t key, source_key(record));
+    record.written = true;
+    // Straight from the caller's memory to the granted place: the record id rides as wr_id.
+    return c.link->queues.queue_pair->write_with_imm(*record_id,
+                                                     {const_cast<uint8_t*>(record.data), record.slice.length, key},
+                                                     {reply.address, reply.rkey}, reply.imm);
+  }
+  (void)c.table->release(reply.imm);
+  Record done = std::move(record);
+  inflight_.erase(it);
+  Status result = reply.kind == ReplyKind::kInPlace
+                      ? Status()
+                      : corrupt("{}: receiver rejected slice {} of transfer {}", rail_.to_string(), done.slice.index,
+                                done.slice.transfer);
+  finish(std::move(done), std::move(result));
+  return Status();
+}
+
 Status RdmaChannel::drain_completions() {
   Dialed& c = *connection_->link;
-  verbs::SlotTable& table = *connection_->table;
   rearm_completions(c.queues.completion_channel);
   ibv_wc wc[16];
   for (;;) {
@@ -217,22 +276,13 @@ Status RdmaChannel::drain_completions() {
       if (wc[i].status != IBV_WC_SUCCESS) {
         return unavailable("{}: work completion failed: {}", rail_.to_string(), ibv_wc_status_str(wc[i].status));
       }
-      if ((wc[i].wr_id & kAckReceiveTag) == 0) continue;  // a write left: its acknowledgement completes it
+      if ((wc[i].wr_id & kReplyReceiveTag) == 0) continue;  // an offer or a write left: replies complete them
       const uint32_t index = static_cast<uint32_t>(wc[i].wr_id & 0xffffffffu);
-      uint8_t* buffer = c.acks.data() + index * kAckBytes;
-      DC_ASSIGN_OR_RETURN(Ack ack, decode_ack(buffer, wc[i].byte_len));
+      uint8_t* buffer = c.replies.data() + index * kReplyBytes;
+      DC_ASSIGN_OR_RETURN(Reply reply, decode_reply(buffer, wc[i].byte_len));
       DC_RETURN_IF_ERROR(c.queues.queue_pair->post_recv(
-          wc[i].wr_id, {buffer, static_cast<uint32_t>(kAckBytes), c.ack_registration.lkey()}));
-      const auto record_id = table.release(ack.imm);
-      if (!record_id) continue;  // stale or forged: it completes nothing
-      auto it = inflight_.find(*record_id);
-      if (it == inflight_.end()) continue;
-      Record record = std::move(it->second);
-      inflight_.erase(it);
-      Status result = ack.accepted ? Status()
-                                   : corrupt("{}: receiver rejected slice {} of transfer {}", rail_.to_string(),
-                                             record.slice.index, record.slice.transfer);
-      finish(std::move(record), std::move(result));
+          wc[i].wr_id, {buffer, static_cast<uint32_t>(kReplyBytes), c.reply_registration.lkey()}));
+      DC_RETURN_IF_ERROR(on_reply(reply));
     }
   }
 }

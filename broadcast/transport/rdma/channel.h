@@ -1,15 +1,16 @@
 // The RDMA backend's sender end of a rail: one reliable connection from the
 // rail's local address, kept up by one thread that connects (reconnecting
-// with backoff), copies each slice into a registered send slot (the caller's
-// memory is not registered: pinning each caller buffer would cost more than
-// the copy, and its lifetime is the caller's), writes it
-// into the receiver's matching slot, and completes it when the receiver's
-// acknowledgement comes back. A failed work completion (a retry timeout after
-// a silent loss, a flushed queue), a disconnect, the port going down, or
-// silence (slices out, nothing back for silence_limit) fails everything the
-// connection held at once, so the sprayer re-sends it on another rail; the
-// dead connection's verbs objects are destroyed on a thread of their own,
-// since disconnecting over a dead path can block for a long while.
+// with backoff), offers each slice to the receiver, writes it from the
+// caller's memory straight to the place the receiver grants (no copy: the
+// transfer's memory is registered once per connection, on its first slice),
+// and completes it when the receiver's final reply comes back. A failed work
+// completion (a retry timeout after a silent loss, a flushed queue), a
+// disconnect, the port going down, or silence (slices out, nothing back for
+// silence_limit) fails everything the connection held at once, so the
+// sprayer re-sends it on another rail; the dead connection's queue pair is
+// put in the error state first, so the NIC no longer reads the callers'
+// memory, and its verbs objects are destroyed on a thread of their own, since
+// disconnecting over a dead path can block for a long while.
 #pragma once
 
 #include <atomic>
@@ -43,6 +44,7 @@ class RdmaChannel : public Channel {
     SliceRef slice;
     const uint8_t* data = nullptr;
     SliceDone done;
+    bool written = false;  // granted and written: only the final reply is awaited
   };
   struct Connection;
 
@@ -53,6 +55,9 @@ class RdmaChannel : public Channel {
   void retire(std::unique_ptr<Connection> connection);
   void reap_retired(bool all);
   void pump();
+  // The registration of the memory `record` is read from: its transfer's, made on first use.
+  Result<uint32_t> source_key(const Record& record);
+  Status on_reply(const Reply& reply);
   Status drain_completions();
   void finish(Record record, Status result);
   void wake();

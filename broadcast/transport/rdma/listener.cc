@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "broadcast/transport/rdma/verbs/slot_table.h"
 #include "core/log.h"
 
 namespace deltacast::rdma {
@@ -26,24 +27,37 @@ std::string peer_of(rdma_cm_id* id) {
 
 }  // namespace
 
+// A slice's place in staging, lent to the peer that offered it until its write arrives.
+struct Grant {
+  bool open = false;
+  uint32_t imm = 0;
+  SliceRef slice;
+  Landing landing;
+  verbs::Registration window;  // exactly the slice's bytes, writable by the peer
+  std::shared_ptr<std::atomic<bool>> superseded;  // set when a newer copy of the slice took over
+};
+
 struct RdmaListener::Connection {
   rdma_cm_id* id = nullptr;
   std::string peer;
   // A protection domain of its own: a memory key is valid on every queue pair of its domain, so
-  // in a shared one a peer that guessed another connection's key could write into its slots.
+  // in a shared one a peer that learned another connection's key could write where it was granted.
   ibv_pd* pd = nullptr;
   QueueResources queues;
-  AlignedBuffer slots;
-  verbs::Registration slot_registration;  // once, for the connection's life
-  AlignedBuffer acks;
-  verbs::Registration ack_registration;
+  AlignedBuffer receives;  // offers land here (writes with immediate consume a receive too)
+  verbs::Registration receive_registration;
+  AlignedBuffer replies;  // per slot: the grant's and the final answer's
+  verbs::Registration reply_registration;
   uint32_t slot_count = 0;
-  uint32_t slot_bytes = 0;
+  std::vector<Grant> grants;  // by slot
+  uint64_t slices_in_place = 0;  // written by the peer's NIC into staging and accepted
+  uint64_t bytes_in_place = 0;
 
   ~Connection() {
     queues.destroy();
-    slot_registration = verbs::Registration();
-    ack_registration = verbs::Registration();
+    grants.clear();
+    receive_registration = verbs::Registration();
+    reply_registration = verbs::Registration();
     if (pd != nullptr) ibv_dealloc_pd(pd);
   }
 };
@@ -116,6 +130,7 @@ void RdmaListener::run() {
     std::vector<Connection*> turn;
     for (auto& [raw, owned] : connections_) turn.push_back(raw);
     for (Connection* c : turn) busy = serve_some(c) || busy;
+    drop_superseded();
     uint64_t drained = 0;
     (void)!read(wake_fd_, &drained, sizeof(drained));
   }
@@ -176,28 +191,30 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   c->id = id;
   c->peer = peer;
   c->slot_count = config_.slots_per_connection;
-  c->slot_bytes = config_.slot_payload_bytes + static_cast<uint32_t>(kSlotHeaderBytes);
+  c->grants.resize(c->slot_count);
+  const uint32_t depth = kReceivesPerSlot * c->slot_count;
   const auto set_up = [&]() -> Status {
     Device& d = **device;
     c->pd = ibv_alloc_pd(id->verbs);
     if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
-    c->slots = AlignedBuffer(static_cast<size_t>(c->slot_count) * c->slot_bytes);
-    DC_ASSIGN_OR_RETURN(c->slot_registration, verbs::register_host(c->pd, c->slots.data(), c->slots.size(),
-                                                                   verbs::kLocalWrite | verbs::kRemoteWrite));
-    c->acks = AlignedBuffer(c->slot_count * kAckBytes);
-    DC_ASSIGN_OR_RETURN(c->ack_registration,
-                        verbs::register_host(c->pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
-    DC_RETURN_IF_ERROR(c->queues.create(id, c->pd, c->slot_count, config_.timeouts, d.completions, c.get()));
+    c->receives = AlignedBuffer(static_cast<size_t>(depth) * kOfferBytes);
+    DC_ASSIGN_OR_RETURN(c->receive_registration,
+                        verbs::register_host(c->pd, c->receives.data(), c->receives.size(), verbs::kLocalWrite));
+    c->replies = AlignedBuffer(static_cast<size_t>(depth) * kReplyBytes);
+    DC_ASSIGN_OR_RETURN(c->reply_registration,
+                        verbs::register_host(c->pd, c->replies.data(), c->replies.size(), verbs::kLocalWrite));
+    DC_RETURN_IF_ERROR(c->queues.create(id, c->pd, depth, config_.timeouts, d.completions, c.get()));
     verbs::QueuePair& qp = *c->queues.queue_pair;
     DC_RETURN_IF_ERROR(qp.to_init());
-    // One empty receive per slot: a write with immediate consumes one and names its slot.
-    for (uint32_t i = 0; i < c->slot_count; ++i) DC_RETURN_IF_ERROR(qp.post_recv(i, {}));
+    for (uint32_t i = 0; i < depth; ++i) {
+      DC_RETURN_IF_ERROR(qp.post_recv(
+          i, {c->receives.data() + static_cast<size_t>(i) * kOfferBytes, static_cast<uint32_t>(kOfferBytes),
+              c->receive_registration.lkey()}));
+    }
     DC_RETURN_IF_ERROR(qp.to_ready_to_receive());
     DC_RETURN_IF_ERROR(qp.to_ready_to_send());
     uint8_t reply[kAcceptBytes];
-    encode_accept(AcceptData{reinterpret_cast<uint64_t>(c->slots.data()), c->slot_registration.rkey(), c->slot_count,
-                             c->slot_bytes},
-                  reply);
+    encode_accept(AcceptData{c->slot_count, config_.max_slice_bytes}, reply);
     rdma_conn_param param{};
     param.private_data = reply;
     param.private_data_len = sizeof(reply);
@@ -210,8 +227,7 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
     c.reset();  // its verbs objects go before the id they were made for
     return refuse(id, peer, s);
   }
-  log().debug("rdma: accepted {} (queue pair {}), {} slots of {} bytes", peer, c->queues.qp->qp_num, c->slot_count,
-              c->slot_bytes);
+  log().debug("rdma: accepted {} (queue pair {}), {} offers in flight", peer, c->queues.qp->qp_num, c->slot_count);
   by_id_[id] = c.get();
   Connection* raw = c.get();
   connections_[raw] = std::move(c);
@@ -229,30 +245,97 @@ bool RdmaListener::serve_some(Connection* c) {
   for (int i = 0; i < *n && failed.ok(); ++i) {
     if (wc[i].status != IBV_WC_SUCCESS) {
       failed = unavailable("work completion failed: {}", ibv_wc_status_str(wc[i].status));
-    } else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-      failed = serve_slot(*c, ntohl(wc[i].imm_data));
-      if (failed.ok()) failed = c->queues.queue_pair->post_recv(wc[i].wr_id, {});
-    } else if (wc[i].opcode == IBV_WC_RECV) {
-      failed = corrupt("a send where only writes with immediate belong");
+      continue;
+    }
+    if (wc[i].opcode != IBV_WC_RECV && wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) continue;  // a reply left
+    uint8_t* buffer = c->receives.data() + wc[i].wr_id * kOfferBytes;
+    failed = wc[i].opcode == IBV_WC_RECV ? serve_offer(*c, buffer, wc[i].byte_len)
+                                         : serve_write(*c, ntohl(wc[i].imm_data), wc[i].byte_len);
+    if (failed.ok()) {
+      failed = c->queues.queue_pair->post_recv(
+          wc[i].wr_id, {buffer, static_cast<uint32_t>(kOfferBytes), c->receive_registration.lkey()});
     }
   }
   if (!failed.ok()) drop(c, failed);
   return *n > 0;
 }
 
-Status RdmaListener::serve_slot(Connection& c, uint32_t imm) {
-  const uint32_t slot = imm & 0xffffu;
+Status RdmaListener::serve_offer(Connection& c, const uint8_t* message, uint32_t length) {
+  DC_ASSIGN_OR_RETURN(Offer offer, decode_offer(message, length, c.slot_count, config_.max_slice_bytes));
+  Grant& grant = c.grants[verbs::SlotTable::slot_of(offer.imm)];
+  if (grant.open) {
+    return corrupt("offer in slot {} while its grant for slice {} is open", verbs::SlotTable::slot_of(offer.imm),
+                   grant.slice.index);
+  }
+  // A newer copy that supersedes this one (its path stalled) marks it; the serving thread then
+  // drops the connection, as over TCP, which revokes the grant before the slice is let go.
+  auto superseded = std::make_shared<std::atomic<bool>>(false);
+  DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(offer.slice, [this, superseded] {
+                        superseded->store(true);
+                        superseded_ = true;
+                        const uint64_t one = 1;
+                        (void)!write(wake_fd_, &one, sizeof(one));
+                      }));
+  if (landing.bytes == nullptr) {  // a duplicate: nothing to write
+    const bool accepted = sink_->complete(offer.slice, landing, false);
+    return reply(c, Reply{offer.imm, accepted ? ReplyKind::kInPlace : ReplyKind::kRejected});
+  }
+  auto window = verbs::register_host(c.pd, landing.bytes, offer.slice.length, verbs::kRemoteWrite);
+  if (!window.ok()) {
+    sink_->complete(offer.slice, landing, false);
+    return window.status().with_context(fmt::format("lending slice {}'s place", offer.slice.index));
+  }
+  grant = Grant{true, offer.imm, offer.slice, std::move(landing), std::move(*window), std::move(superseded)};
+  return reply(c, Reply{offer.imm, ReplyKind::kGranted, reinterpret_cast<uint64_t>(grant.landing.bytes),
+                        grant.window.rkey()});
+}
+
+Status RdmaListener::serve_write(Connection& c, uint32_t imm, uint32_t length) {
+  const uint32_t slot = verbs::SlotTable::slot_of(imm);
   if (slot >= c.slot_count) return corrupt("write names slot {}, the connection has {}", slot, c.slot_count);
-  const uint8_t* bytes = c.slots.data() + static_cast<size_t>(slot) * c.slot_bytes;
-  DC_ASSIGN_OR_RETURN(SliceRef slice, decode_slot_header(bytes, imm, c.slot_bytes));
-  // The copy out of the slot is synchronous, so there is nothing in flight to cancel.
-  DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice, [] {}));
-  if (landing.bytes != nullptr) std::memcpy(landing.bytes, bytes + kSlotHeaderBytes, slice.length);
-  const bool verified = landing.bytes != nullptr && checksum_matches(slice, landing.bytes);
+  Grant& grant = c.grants[slot];
+  if (!grant.open || grant.imm != imm) return corrupt("a write with immediate {:#x} that no open grant allowed", imm);
+  // Revoked before anything else: from here no write of the peer's reaches these bytes.
+  grant.window = verbs::Registration();
+  grant.open = false;
+  const Landing landing = std::move(grant.landing);
+  const SliceRef slice = grant.slice;
+  if (length != slice.length) {
+    sink_->complete(slice, landing, false);
+    return corrupt("a write of {} bytes for slice {}, which has {}", length, slice.index, slice.length);
+  }
+  const bool verified = checksum_matches(slice, landing.bytes);
   const bool accepted = sink_->complete(slice, landing, verified);
-  uint8_t* ack = c.acks.data() + static_cast<size_t>(slot) * kAckBytes;
-  encode_ack(imm, accepted, ack);
-  return c.queues.queue_pair->send(slot, {ack, static_cast<uint32_t>(kAckBytes), c.ack_registration.lkey()});
+  if (accepted) {
+    ++c.slices_in_place;
+    c.bytes_in_place += slice.length;
+  }
+  return reply(c, Reply{imm, accepted ? ReplyKind::kInPlace : ReplyKind::kRejected});
+}
+
+Status RdmaListener::reply(Connection& c, const Reply& answer) {
+  // Two buffers per slot: a grant may still be on its way out when the final answer is written.
+  const size_t index = static_cast<size_t>(verbs::SlotTable::slot_of(answer.imm)) * kReceivesPerSlot +
+                       (answer.kind == ReplyKind::kGranted ? 0 : 1);
+  uint8_t* out = c.replies.data() + index * kReplyBytes;
+  encode_reply(answer, out);
+  return c.queues.queue_pair->send(index, {out, static_cast<uint32_t>(kReplyBytes), c.reply_registration.lkey()});
+}
+
+void RdmaListener::drop_superseded() {
+  if (!superseded_.exchange(false)) return;
+  std::vector<std::pair<Connection*, uint32_t>> stalled;
+  for (auto& [raw, owned] : connections_) {
+    for (const Grant& g : owned->grants) {
+      if (g.open && g.superseded->load()) {
+        stalled.emplace_back(raw, g.slice.index);
+        break;
+      }
+    }
+  }
+  for (auto [c, index] : stalled) {
+    drop(c, unavailable("stalled in slice {}, which a newer copy on another connection superseded", index));
+  }
 }
 
 void RdmaListener::drop(Connection* c, const Status& why) {
@@ -262,7 +345,16 @@ void RdmaListener::drop(Connection* c, const Status& why) {
   connections_.erase(it);
   by_id_.erase(c->id);
   if (!closed_) note_drop(c->peer, why);
+  log().debug("rdma: connection from {}: {} slices, {} bytes written straight into staging", c->peer,
+              c->slices_in_place, c->bytes_in_place);
   if (c->queues.queue_pair) c->queues.queue_pair->to_error();
+  // Open grants: revoked, then their slices let go (back to missing, for another copy).
+  for (Grant& g : c->grants) {
+    if (!g.open) continue;
+    g.window = verbs::Registration();
+    g.open = false;
+    sink_->complete(g.slice, g.landing, false);
+  }
   rdma_disconnect(c->id);
   rdma_cm_id* id = c->id;
   owned.reset();  // queue pair, registrations and protection domain first, then the id

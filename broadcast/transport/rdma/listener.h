@@ -1,13 +1,13 @@
 // The RDMA backend's receiver end: listens with the connection manager on one
 // or more addresses (one per rail) and serves every connection from one
 // thread. A connection request must carry the token; an accepted connection
-// gets its own slots, registered once for its life in a protection domain of
-// its own (a memory key works on every queue pair of its domain: in a shared
-// one, a peer that guessed another's key could write into its slots). Each
-// filled slot is checked like any untrusted frame, its payload
-// copied into the place the SliceSink hands out, its checksum checked, and an
-// acknowledgement sent back. Anything malformed drops that connection alone,
-// with the reason logged.
+// gets a protection domain of its own (a memory key works on every queue pair
+// of its domain: in a shared one, a peer that learned another's key could
+// write where that one was granted). Each offer is checked like any untrusted
+// frame; its slice's place in staging, and nothing else, is registered for
+// the peer to write into, and deregistered as soon as the write arrives,
+// before the checksum is checked where the bytes landed and the answer sent.
+// Anything malformed drops that connection alone, with the reason logged.
 #pragma once
 
 #include <atomic>
@@ -45,7 +45,11 @@ class RdmaListener : public Listener {
   Result<Device*> device_for(ibv_context* context);
   // Serves up to a few of the connection's completions; true when there were any.
   bool serve_some(Connection* c);
-  Status serve_slot(Connection& c, uint32_t imm);
+  Status serve_offer(Connection& c, const uint8_t* message, uint32_t length);
+  Status serve_write(Connection& c, uint32_t imm, uint32_t length);
+  Status reply(Connection& c, const Reply& answer);
+  // Connections one of whose grants a newer copy of its slice superseded: dropped, as over TCP.
+  void drop_superseded();
   void drop(Connection* c, const Status& why);
   void refuse(rdma_cm_id* id, const std::string& peer, const Status& why);
   void note_drop(const std::string& peer, const Status& why);
@@ -58,6 +62,7 @@ class RdmaListener : public Listener {
   std::vector<rdma_cm_id*> listen_ids_;
   int wake_fd_ = -1;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> superseded_{false};  // some grant was cancelled: look for it
   // Owned by the serving thread.
   std::map<ibv_context*, Device> devices_;
   std::map<Connection*, std::unique_ptr<Connection>> connections_;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "broadcast/transport/rdma/verbs/slot_table.h"
 #include "broadcast/transport/slice_header.h"
 #include "core/byte_io.h"
 #include "core/log.h"
@@ -32,13 +33,11 @@ Result<ConnectData> decode_connect(const uint8_t* in, size_t length) {
 }
 
 void encode_accept(const AcceptData& data, uint8_t* out) {
+  std::memset(out, 0, kAcceptBytes);
   store_le<uint32_t>(out, kMagic);
   store_le<uint32_t>(out + 4, kProtocolVersion);
-  store_le<uint64_t>(out + 8, data.slots_address);
-  store_le<uint32_t>(out + 16, data.rkey);
-  store_le<uint32_t>(out + 20, data.slot_count);
-  store_le<uint32_t>(out + 24, data.slot_bytes);
-  store_le<uint32_t>(out + 28, 0);
+  store_le<uint32_t>(out + 8, data.slot_count);
+  store_le<uint32_t>(out + 12, data.max_slice_bytes);
 }
 
 Result<AcceptData> decode_accept(const uint8_t* in, size_t length) {
@@ -47,46 +46,49 @@ Result<AcceptData> decode_accept(const uint8_t* in, size_t length) {
   if (const uint32_t v = load_le<uint32_t>(in + 4); v != kProtocolVersion) {
     return mismatch("receiver speaks protocol {}, this sender {}", v, kProtocolVersion);
   }
-  AcceptData d{load_le<uint64_t>(in + 8), load_le<uint32_t>(in + 16), load_le<uint32_t>(in + 20),
-               load_le<uint32_t>(in + 24)};
-  if (d.slot_count == 0 || d.slot_count > (1u << 16) || d.slot_bytes <= kSlotHeaderBytes) {
-    return corrupt("receiver lends {} slots of {} bytes", d.slot_count, d.slot_bytes);
+  const AcceptData d{load_le<uint32_t>(in + 8), load_le<uint32_t>(in + 12)};
+  if (d.slot_count == 0 || d.slot_count > (1u << 16) || d.max_slice_bytes == 0) {
+    return corrupt("receiver takes {} offers at once, slices up to {} bytes", d.slot_count, d.max_slice_bytes);
   }
   return d;
 }
 
-void encode_slot_header(const SliceRef& slice, uint32_t imm, uint8_t* out) {
-  std::memset(out, 0, kSlotHeaderBytes);
+void encode_offer(const SliceRef& slice, uint32_t imm, uint8_t* out) {
+  std::memset(out, 0, kOfferBytes);
   store_le<uint32_t>(out, kMagic);
   store_le<uint32_t>(out + 4, imm);
   encode_slice_header(slice, out + 8);
 }
 
-Result<SliceRef> decode_slot_header(const uint8_t* in, uint32_t imm, uint32_t slot_bytes) {
-  if (load_le<uint32_t>(in) != kMagic) return corrupt("slot written with immediate {:#x} has no slot header", imm);
-  if (const uint32_t written = load_le<uint32_t>(in + 4); written != imm) {
-    return corrupt("slot header names immediate {:#x}, the write carried {:#x}", written, imm);
+Result<Offer> decode_offer(const uint8_t* in, size_t length, uint32_t slot_count, uint32_t max_slice_bytes) {
+  if (length != kOfferBytes || load_le<uint32_t>(in) != kMagic) return corrupt("malformed offer ({} bytes)", length);
+  const uint32_t imm = load_le<uint32_t>(in + 4);
+  if (verbs::SlotTable::slot_of(imm) >= slot_count) {
+    return corrupt("offer names slot {}, the connection has {}", verbs::SlotTable::slot_of(imm), slot_count);
   }
   const SliceRef slice = decode_slice_header(in + 8);
-  if (slice.length == 0 || slice.length > slot_bytes - kSlotHeaderBytes) {
-    return corrupt("slice {} of transfer {} claims {} bytes, the slot holds {}", slice.index, slice.transfer,
-                   slice.length, slot_bytes - kSlotHeaderBytes);
+  if (slice.length == 0 || slice.length > max_slice_bytes) {
+    return corrupt("slice {} of transfer {} claims {} bytes, the limit is {}", slice.index, slice.transfer,
+                   slice.length, max_slice_bytes);
   }
-  return slice;
+  return Offer{imm, slice};
 }
 
-void encode_ack(uint32_t imm, bool accepted, uint8_t* out) {
+void encode_reply(const Reply& reply, uint8_t* out) {
+  std::memset(out, 0, kReplyBytes);
   store_le<uint32_t>(out, kMagic);
-  store_le<uint32_t>(out + 4, imm);
-  store_le<uint32_t>(out + 8, accepted ? 0 : 1);
-  store_le<uint32_t>(out + 12, 0);
+  store_le<uint32_t>(out + 4, reply.imm);
+  store_le<uint32_t>(out + 8, static_cast<uint32_t>(reply.kind));
+  store_le<uint64_t>(out + 16, reply.address);
+  store_le<uint32_t>(out + 24, reply.rkey);
 }
 
-Result<Ack> decode_ack(const uint8_t* in, size_t length) {
-  if (length != kAckBytes || load_le<uint32_t>(in) != kMagic) return corrupt("malformed acknowledgement ({} bytes)", length);
-  const uint32_t status = load_le<uint32_t>(in + 8);
-  if (status > 1) return corrupt("acknowledgement with status {}", status);
-  return Ack{load_le<uint32_t>(in + 4), status == 0};
+Result<Reply> decode_reply(const uint8_t* in, size_t length) {
+  if (length != kReplyBytes || load_le<uint32_t>(in) != kMagic) return corrupt("malformed reply ({} bytes)", length);
+  const uint32_t kind = load_le<uint32_t>(in + 8);
+  if (kind > static_cast<uint32_t>(ReplyKind::kRejected)) return corrupt("reply of kind {}", kind);
+  return Reply{load_le<uint32_t>(in + 4), static_cast<ReplyKind>(kind), load_le<uint64_t>(in + 16),
+               load_le<uint32_t>(in + 24)};
 }
 
 namespace {
@@ -265,14 +267,14 @@ std::string printable(const void* data, size_t length) {
 }  // namespace
 
 Dialed::~Dialed() {
-  ack_registration = verbs::Registration();
+  reply_registration = verbs::Registration();
   queues.destroy();
   if (pd != nullptr) ibv_dealloc_pd(pd);
   if (id != nullptr) rdma_destroy_id(id);
   if (events != nullptr) rdma_destroy_event_channel(events);
 }
 
-Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t depth,
+Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t slots,
                                      const QpTimeouts& timeouts, std::chrono::milliseconds timeout) {
   auto c = std::make_unique<Dialed>();
   c->events = rdma_create_event_channel();
@@ -309,13 +311,16 @@ Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& he
 
   c->pd = ibv_alloc_pd(c->id->verbs);
   if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
+  const uint32_t depth = kReceivesPerSlot * slots;
   DC_RETURN_IF_ERROR(c->queues.create(c->id, c->pd, depth, timeouts, nullptr, nullptr));
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_init());
-  c->acks = AlignedBuffer(depth * kAckBytes);
-  DC_ASSIGN_OR_RETURN(c->ack_registration, verbs::register_host(c->pd, c->acks.data(), c->acks.size(), verbs::kLocalWrite));
+  c->replies = AlignedBuffer(depth * kReplyBytes);
+  DC_ASSIGN_OR_RETURN(c->reply_registration,
+                      verbs::register_host(c->pd, c->replies.data(), c->replies.size(), verbs::kLocalWrite));
   for (uint32_t i = 0; i < depth; ++i) {
     DC_RETURN_IF_ERROR(c->queues.queue_pair->post_recv(
-        kAckReceiveTag | i, {c->acks.data() + i * kAckBytes, static_cast<uint32_t>(kAckBytes), c->ack_registration.lkey()}));
+        kReplyReceiveTag | i,
+        {c->replies.data() + i * kReplyBytes, static_cast<uint32_t>(kReplyBytes), c->reply_registration.lkey()}));
   }
 
   uint8_t request[kConnectBytes];

@@ -5,19 +5,27 @@
 // addresses. The sender's connect request carries CONNECT private data
 // (u32 magic "DCR1", u32 protocol, u64 token, u32 rail index, u32 reserved);
 // the receiver's accept carries ACCEPT private data (u32 magic, u32 protocol,
-// u64 slots address, u32 rkey, u32 slot count, u32 slot bytes, u32 reserved).
+// u32 offer slots, u32 largest slice, 16 bytes reserved).
 //
-// The receiver lends each connection `slot count` slots of `slot bytes`,
-// registered once. A slice travels as one RDMA WRITE with immediate into a
-// free slot: a SLOT header (u32 magic, u32 immediate, then the same 40-byte
-// slice header as on TCP, 16 bytes reserved) followed by the payload. The
-// immediate (slot | sequence << 16, verbs::SlotTable) tells the receiver which
-// slot just filled. The receiver validates the header like any untrusted
-// frame, copies the payload into the staging place its SliceSink hands out
-// (writes from peers never land in staging directly: only what begin()
-// accepted gets there), and answers with an ACK sent (u32 magic, u32
-// immediate, u32 status: 0 in place, 1 rejected, u32 reserved), which frees
-// the slot.
+// Slices go straight from the sender's memory to their place in the
+// receiver's staging memory, with no copy on either end, and a peer can only
+// write where the receiver told it to:
+// 1. The sender SENDs an OFFER (u32 magic, u32 immediate, the same 40-byte
+//    slice header as on TCP, 16 bytes reserved) from one of its offer slots;
+//    the immediate (slot | sequence << 16, verbs::SlotTable) names it.
+// 2. The receiver validates the header like any untrusted frame, asks its
+//    SliceSink where the slice goes, registers exactly those bytes for remote
+//    writes (in the connection's own protection domain) and answers with a
+//    REPLY (u32 magic, u32 immediate, u32 kind, u32 reserved, u64 address,
+//    u32 rkey, u32 reserved) of kind GRANTED naming them. A slice the
+//    receiver already holds is answered IN PLACE at once.
+// 3. The sender writes the slice from its registered memory to that address
+//    with one RDMA WRITE with the offer's immediate.
+// 4. The receiver deregisters the grant (a late or repeated write now fails
+//    at the NIC and ends the connection), checks the slice's checksum where
+//    it landed, and answers IN PLACE or REJECTED, which frees the slot.
+// A write whose immediate matches no open grant, or whose length is not the
+// slice's, drops the connection.
 #pragma once
 
 #include <rdma/rdma_cma.h>
@@ -35,11 +43,11 @@
 namespace deltacast::rdma {
 
 inline constexpr uint32_t kMagic = 0x31524344;  // "DCR1"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kConnectBytes = 24;
 inline constexpr size_t kAcceptBytes = 32;
-inline constexpr size_t kSlotHeaderBytes = 64;
-inline constexpr size_t kAckBytes = 16;
+inline constexpr size_t kOfferBytes = 64;
+inline constexpr size_t kReplyBytes = 32;
 
 struct ConnectData {
   uint64_t token = 0;
@@ -49,26 +57,35 @@ void encode_connect(const ConnectData& data, uint8_t* out);
 Result<ConnectData> decode_connect(const uint8_t* in, size_t length);
 
 struct AcceptData {
-  uint64_t slots_address = 0;
-  uint32_t rkey = 0;
-  uint32_t slot_count = 0;
-  uint32_t slot_bytes = 0;  // header included
+  uint32_t slot_count = 0;       // offers in flight at once
+  uint32_t max_slice_bytes = 0;  // the largest slice the receiver takes
 };
 void encode_accept(const AcceptData& data, uint8_t* out);
-// Checks what a sender can check: sane slot geometry.
+// Checks what a sender can check: a sane number of slots and slice limit.
 Result<AcceptData> decode_accept(const uint8_t* in, size_t length);
 
-void encode_slot_header(const SliceRef& slice, uint32_t imm, uint8_t* out);
-// Validates an untrusted slot: magic, the immediate it was written with, and a
-// payload that fits the slot.
-Result<SliceRef> decode_slot_header(const uint8_t* in, uint32_t imm, uint32_t slot_bytes);
-
-void encode_ack(uint32_t imm, bool accepted, uint8_t* out);
-struct Ack {
+struct Offer {
   uint32_t imm = 0;
-  bool accepted = false;
+  SliceRef slice;
 };
-Result<Ack> decode_ack(const uint8_t* in, size_t length);
+void encode_offer(const SliceRef& slice, uint32_t imm, uint8_t* out);
+// Validates an untrusted offer: its size, magic, a slot the connection has,
+// and a slice length within the receiver's limit.
+Result<Offer> decode_offer(const uint8_t* in, size_t length, uint32_t slot_count, uint32_t max_slice_bytes);
+
+enum class ReplyKind : uint32_t {
+  kGranted = 0,   // write the slice to address/rkey
+  kInPlace = 1,   // the slice is in place and verified: done
+  kRejected = 2,  // the slice was refused (failed its checksum): send it again
+};
+struct Reply {
+  uint32_t imm = 0;
+  ReplyKind kind = ReplyKind::kRejected;
+  uint64_t address = 0;
+  uint32_t rkey = 0;
+};
+void encode_reply(const Reply& reply, uint8_t* out);
+Result<Reply> decode_reply(const uint8_t* in, size_t length);
 
 // Timeouts that decide how fast a silent loss surfaces as a failed work
 // completion: local ACK timeout 4.096 us * 2^ack_timeout, retried retry_count
@@ -115,18 +132,24 @@ void rearm_completions(ibv_comp_channel* channel);
 // Copies up to `max` completions to `out`; an error when the CQ is broken.
 Result<int> poll_completions(ibv_cq* cq, ibv_wc* out, int max);
 
-// wr_id of the sender's acknowledgement receives (their index in the low bits); writes use the slot.
-inline constexpr uint64_t kAckReceiveTag = 1ull << 32;
+// wr_id tags on the sender: reply receives and offer sends (their index in the low bits); writes
+// carry the record they send.
+inline constexpr uint64_t kReplyReceiveTag = 1ull << 62;
+inline constexpr uint64_t kOfferSendTag = 1ull << 61;
+
+// Receives each end keeps posted per slot: an offer and a write on the receiver, a grant and a
+// final reply on the sender.
+inline constexpr uint32_t kReceivesPerSlot = 2;
 
 // The sender's end of one connection, handshake done: a queue pair in RTS
-// with `depth` acknowledgement receives posted, and the receiver's slots.
+// with `kReceivesPerSlot * slots` reply receives posted, and the receiver's terms.
 struct Dialed {
   rdma_event_channel* events = nullptr;
   rdma_cm_id* id = nullptr;
   ibv_pd* pd = nullptr;
   QueueResources queues;
-  AlignedBuffer acks;
-  verbs::Registration ack_registration;
+  AlignedBuffer replies;
+  verbs::Registration reply_registration;
   AcceptData remote;
 
   Dialed() = default;
@@ -135,9 +158,10 @@ struct Dialed {
   ~Dialed();
 };
 
-// Connects from the rail's local address to the receiver within `timeout`;
-// every failure names its step (and a refusal, the receiver's reason).
-Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t depth,
+// Connects from the rail's local address to the receiver within `timeout`,
+// for `slots` offers in flight; every failure names its step (and a refusal,
+// the receiver's reason).
+Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t slots,
                                      const QpTimeouts& timeouts, std::chrono::milliseconds timeout);
 
 }  // namespace deltacast::rdma

@@ -23,14 +23,21 @@ std::optional<uint32_t> SlotTable::acquire(uint64_t record) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> SlotTable::release(uint32_t imm) {
+std::optional<uint64_t> SlotTable::find(uint32_t imm) const {
   const uint32_t slot = slot_of(imm);
   if (slot >= slots()) return std::nullopt;
-  Entry& e = entries_[slot];
+  const Entry& e = entries_[slot];
   if (!e.busy || e.sequence != sequence_of(imm)) return std::nullopt;
+  return e.record;
+}
+
+std::optional<uint64_t> SlotTable::release(uint32_t imm) {
+  const auto record = find(imm);
+  if (!record) return std::nullopt;
+  Entry& e = entries_[slot_of(imm)];
   e.busy = false;
   --in_flight_;
-  return e.record;
+  return record;
 }
 
 std::vector<uint64_t> SlotTable::release_all() {

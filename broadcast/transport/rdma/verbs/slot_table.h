@@ -1,10 +1,10 @@
-// The sender's bookkeeping of the receiver's slots on one RDMA connection.
-// The receiver lends each connection a fixed set of registered slots; a slice
-// is written into a free one with RDMA WRITE with immediate, and the immediate
-// names the slot and a per-slot sequence number. The receiver's acknowledgement
-// echoes the immediate: only an echo of the slot's current sequence completes
-// a slice, so a late or forged acknowledgement can never complete the next
-// slice written into the same slot. Not thread-safe: one connection thread owns it.
+// The sender's bookkeeping of its offer slots on one RDMA connection. The
+// receiver takes a fixed number of offers in flight per connection; each
+// slice offered takes a free slot, and an immediate names the slot and a
+// per-slot sequence number. The receiver's replies (the grant and the final
+// answer) echo the immediate: only an echo of the slot's current sequence
+// concerns a slice, so a late or forged reply can never grant or complete the
+// next slice offered from the same slot. Not thread-safe: one connection thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,8 @@ class SlotTable {
   // Takes a free slot for `record`; returns the immediate to write with, or
   // nothing when every slot is in flight.
   std::optional<uint32_t> acquire(uint64_t record);
+  // The record in flight in the slot `imm` names, at that sequence (the slot stays taken).
+  std::optional<uint64_t> find(uint32_t imm) const;
   // An acknowledgement arrived: the record it completes, freeing its slot, or
   // nothing when the immediate names no slot in flight at that sequence.
   std::optional<uint64_t> release(uint32_t imm);
