@@ -48,7 +48,9 @@ class Channel {
  public:
   virtual ~Channel() = default;
   // Queues a slice; never blocks on the network and never calls `done` from
-  // inside send(). `data` must stay valid until `done` runs.
+  // inside send(). `data` must stay valid until `done` runs. The slices of one
+  // transfer come from one buffer of transfer_bytes (data - slice.offset() is
+  // its start), which a backend may register once for all of them (RDMA).
   virtual void send(const SliceRef& slice, const uint8_t* data, SliceDone done) = 0;
   // Connected and taking slices.
   virtual bool ready() const = 0;
