@@ -25,8 +25,6 @@ std::string peer_of(rdma_cm_id* id) {
   return fmt::format("{}:{}", text, ntohs(in->sin_port));
 }
 
-}  // namespace
-
 // A slice's place in staging, lent to the peer that offered it until its write arrives.
 struct Grant {
   bool open = false;
@@ -36,6 +34,16 @@ struct Grant {
   verbs::Registration window;  // exactly the slice's bytes, writable by the peer
   std::shared_ptr<std::atomic<bool>> superseded;  // set when a newer copy of the slice took over
 };
+
+// Ends a grant: the window is revoked first, so that no write of the peer's reaches the bytes
+// once they are let go; returns the landing to complete.
+Landing close_grant(Grant& grant) {
+  grant.window = verbs::Registration();
+  grant.open = false;
+  return std::move(grant.landing);
+}
+
+}  // namespace
 
 struct RdmaListener::Connection {
   rdma_cm_id* id = nullptr;
@@ -295,11 +303,8 @@ Status RdmaListener::serve_write(Connection& c, uint32_t imm, uint32_t length) {
   if (slot >= c.slot_count) return corrupt("write names slot {}, the connection has {}", slot, c.slot_count);
   Grant& grant = c.grants[slot];
   if (!grant.open || grant.imm != imm) return corrupt("a write with immediate {:#x} that no open grant allowed", imm);
-  // Revoked before anything else: from here no write of the peer's reaches these bytes.
-  grant.window = verbs::Registration();
-  grant.open = false;
-  const Landing landing = std::move(grant.landing);
   const SliceRef slice = grant.slice;
+  const Landing landing = close_grant(grant);  // before anything else
   if (length != slice.length) {
     sink_->complete(slice, landing, false);
     return corrupt("a write of {} bytes for slice {}, which has {}", length, slice.index, slice.length);
@@ -350,10 +355,7 @@ void RdmaListener::drop(Connection* c, const Status& why) {
   if (c->queues.queue_pair) c->queues.queue_pair->to_error();
   // Open grants: revoked, then their slices let go (back to missing, for another copy).
   for (Grant& g : c->grants) {
-    if (!g.open) continue;
-    g.window = verbs::Registration();
-    g.open = false;
-    sink_->complete(g.slice, g.landing, false);
+    if (g.open) sink_->complete(g.slice, close_grant(g), false);
   }
   rdma_disconnect(c->id);
   rdma_cm_id* id = c->id;

@@ -126,32 +126,18 @@ class CmQueuePairOps : public verbs::QueuePairOps {
 
   Status post_write_with_imm(uint64_t wr_id, const verbs::LocalBuffer& local, const verbs::RemoteBuffer& remote,
                              uint32_t imm) override {
-    ibv_sge sge{reinterpret_cast<uint64_t>(local.address), local.length, local.lkey};
     ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
     wr.imm_data = htonl(imm);
     wr.wr.rdma.remote_addr = remote.address;
     wr.wr.rdma.rkey = remote.rkey;
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) return io_error("ibv_post_send(write): {}", std::strerror(rc));
-    return Status();
+    return post(wr, wr_id, local, "write");
   }
 
   Status post_send(uint64_t wr_id, const verbs::LocalBuffer& local) override {
-    ibv_sge sge{reinterpret_cast<uint64_t>(local.address), local.length, local.lkey};
     ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) return io_error("ibv_post_send(send): {}", std::strerror(rc));
-    return Status();
+    return post(wr, wr_id, local, "send");
   }
 
   Status post_recv(uint64_t wr_id, const verbs::LocalBuffer& local) override {
@@ -166,6 +152,18 @@ class CmQueuePairOps : public verbs::QueuePairOps {
   }
 
  private:
+  // Posts `wr` (its opcode and remote part filled in) as one signaled request reading `local`.
+  Status post(ibv_send_wr& wr, uint64_t wr_id, const verbs::LocalBuffer& local, const char* what) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(local.address), local.length, local.lkey};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) return io_error("ibv_post_send({}): {}", what, std::strerror(rc));
+    return Status();
+  }
+
   rdma_cm_id* id_;
   ibv_qp* qp_;
   QpTimeouts timeouts_;
