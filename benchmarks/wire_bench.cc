@@ -39,6 +39,7 @@ struct WireArgs {
   uint64_t bytes = 512ull << 20;
   std::string slice = "auto";
   std::string mode = "spray";
+  std::string checksums = "payload";
   bool netns = false;
   std::vector<std::string> rail_rates;
   std::vector<std::string> listen;
@@ -59,7 +60,9 @@ struct WireArgs {
 };
 
 // The payload both ends can regenerate from the seed (the receiver of --role recv checks it).
-void fill(uint8_t* out, uint64_t bytes, uint64_t seed) {
+// Returns its content-hash leaf digests (core/hash.h), each leaf hashed right after it was
+// written, as a producer hashes a version while it builds it.
+std::vector<uint64_t> fill(uint8_t* out, uint64_t bytes, uint64_t seed) {
   uint64_t x = seed * 0x9e3779b97f4a7c15ull;
   const auto next = [&x] {  // splitmix64: fast, and both ends regenerate the same bytes
     uint64_t z = (x += 0x9e3779b97f4a7c15ull);
@@ -67,12 +70,19 @@ void fill(uint8_t* out, uint64_t bytes, uint64_t seed) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   };
-  uint64_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    const uint64_t r = next();
-    std::memcpy(out + i, &r, 8);
+  std::vector<uint64_t> leaves(content_hash_leaf_count(bytes));
+  for (size_t leaf = 0; leaf < leaves.size(); ++leaf) {
+    const uint64_t at = leaf * kHashLeafBytes;
+    const uint64_t end = std::min<uint64_t>(bytes, at + kHashLeafBytes);
+    uint64_t i = at;  // leaves are whole 8-byte words but the last
+    for (; i + 8 <= end; i += 8) {
+      const uint64_t r = next();
+      std::memcpy(out + i, &r, 8);
+    }
+    for (; i < end; ++i) out[i] = static_cast<uint8_t>(next());
+    leaves[leaf] = xxh3_64(out + at, end - at);
   }
-  for (; i < bytes; ++i) out[i] = static_cast<uint8_t>(next());
+  return leaves;
 }
 
 double rate_to_bps(const std::string& rate) {
@@ -164,7 +174,8 @@ std::vector<double> baseline_streams(Setup& s, double seconds) {
   return gbps;
 }
 
-nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<const uint8_t> data) {
+nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<const uint8_t> data,
+                         std::span<const uint64_t> leaves) {
   std::vector<SprayEvent> events;
   std::mutex events_mu;
   s.sprayer->set_observer([&](const SprayEvent& e) {
@@ -198,7 +209,10 @@ nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<
       throttled = SteadyClock::now();
     }
   });
-  auto result = s.sprayer->send(id, data.data(), data.size());
+  // --checksums payload: slices go out with checksums derived from the leaf digests taken as the
+  // payload was made (as the engine's producer sends); channel: each channel hashes as it sends.
+  auto result = s.sprayer->send(id, data.data(), data.size(),
+                                args.checksums == "payload" ? leaves : std::span<const uint64_t>{});
   const TimePoint end = SteadyClock::now();
   faults.join();
   s.sprayer->set_observer(nullptr);
@@ -307,7 +321,7 @@ void print_table(const nlohmann::json& report) {
 int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails, const std::string& netns) {
   if (Status st = connect_rails(args, rails, netns, s); !st.ok()) return fail(st);
   AlignedBuffer payload(args.bytes);
-  fill(payload.data(), args.bytes, args.seed);
+  const std::vector<uint64_t> leaves = fill(payload.data(), args.bytes, args.seed);
   const std::span<const uint8_t> data(payload.data(), args.bytes);
   if (s.listener) {
     s.receive = AlignedBuffer(args.bytes);
@@ -330,7 +344,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   for (int t = 0; t < args.trials; ++t) {
     const std::vector<double> before = baseline_streams(s, args.baseline_seconds);
     const double before_sum = std::accumulate(before.begin(), before.end(), 0.0);
-    nlohmann::json trial = run_trial(args, s, first_id + static_cast<uint64_t>(t), data);
+    nlohmann::json trial = run_trial(args, s, first_id + static_cast<uint64_t>(t), data, leaves);
     if (before_sum > 0 && !trial.contains("error")) {
       trial["baseline_gbps"] = before_sum;
       trial["ratio_to_baseline"] = trial["aggregate_gbps"].get<double>() / before_sum;
@@ -361,6 +375,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
                            {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
                                                                                 : nlohmann::json(s.transport.fallback)},
                            {"mode", args.mode},
+                           {"sender_checksums", args.checksums},
                            {"netns", args.netns},
                            {"rails", static_cast<int>(rails.size())},
                            {"bytes", args.bytes},
@@ -476,7 +491,7 @@ int run_recv(const WireArgs& args) {
     if (!id.ok()) return fail(id.status());
     const auto received = staging.bytes(*id);
     expected.resize(received.size());
-    fill(expected.data(), expected.size(), args.seed);
+    (void)fill(expected.data(), expected.size(), args.seed);
     const bool verified = std::equal(received.begin(), received.end(), expected.begin());
     all_verified = all_verified && verified;
     const TransferProgress p = staging.progress(*id);
@@ -510,6 +525,11 @@ void add_wire_command(CLI::App& app) {
   cmd->add_option("--rails", args->rails, "Rails (role both)")->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--bytes", args->bytes, "Bytes per transfer (recv: the most it accepts)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--slice", args->slice, "Slice size: auto (bandwidth x latency) or a size like 256k")->capture_default_str();
+  cmd->add_option("--checksums", args->checksums,
+                  "payload: slice checksums from the leaf digests taken as the payload was made (as the engine "
+                  "sends); channel: each channel hashes its slices as it sends them")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"payload", "channel"}));
   cmd->add_option("--mode", args->mode, "spray or roundrobin (the striping baseline)")->capture_default_str()->check(CLI::IsMember({"spray", "roundrobin"}));
   cmd->add_flag("--netns", args->netns, "Two network namespaces joined by veth rails (needs root)");
   cmd->add_option("--rail-rate", args->rail_rates, "tbf rate per rail with --netns, e.g. 1gbit,1gbit,200mbit")->delimiter(',');

@@ -59,20 +59,68 @@ uint64_t content_hash(const void* data, size_t size) {
   return content_hash_from_leaves(digests, leaves, size);
 }
 
-uint64_t content_hash(const void* data, size_t size, ThreadPool& pool) {
+void ContentHashStream::reset() {
+  leaves_.clear();
+  partial_bytes_ = 0;
+  total_ = 0;
+}
+
+void ContentHashStream::update(const void* data, size_t size) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  total_ += size;
+  while (size > 0) {
+    if (partial_bytes_ == 0 && size >= kHashLeafBytes) {
+      leaves_.push_back(XXH3_64bits(bytes, kHashLeafBytes));
+      bytes += kHashLeafBytes;
+      size -= kHashLeafBytes;
+      continue;
+    }
+    if (partial_bytes_ == 0) partial_.reset();
+    const size_t n = std::min(size, kHashLeafBytes - partial_bytes_);
+    partial_.update(bytes, n);
+    partial_bytes_ += n;
+    bytes += n;
+    size -= n;
+    if (partial_bytes_ == kHashLeafBytes) {
+      leaves_.push_back(partial_.digest());
+      partial_bytes_ = 0;
+    }
+  }
+}
+
+uint64_t ContentHashStream::digest() const {
+  if (total_ == 0) return content_hash(nullptr, 0);
+  if (partial_bytes_ == 0) return content_hash_from_leaves(leaves_.data(), leaves_.size(), total_);
+  std::vector<uint64_t> all(leaves_);
+  all.push_back(partial_.digest());
+  return content_hash_from_leaves(all.data(), all.size(), total_);
+}
+
+std::vector<uint64_t> content_hash_leaves(const void* data, size_t size, ThreadPool& pool) {
   const size_t leaves = content_hash_leaf_count(size);
-  if (leaves <= 16 || pool.size() == 1) return content_hash(data, size);
   std::vector<uint64_t> digests(leaves);
   const auto* bytes = static_cast<const uint8_t*>(data);
   constexpr size_t kLeavesPerTask = 64;
-  pool.parallel_for((leaves + kLeavesPerTask - 1) / kLeavesPerTask, [&](size_t task) {
+  const auto hash_task = [&](size_t task) {
     const size_t end = std::min(leaves, (task + 1) * kLeavesPerTask);
     for (size_t leaf = task * kLeavesPerTask; leaf < end; ++leaf) {
       const size_t offset = leaf * kHashLeafBytes;
       digests[leaf] = XXH3_64bits(bytes + offset, std::min<size_t>(kHashLeafBytes, size - offset));
     }
-  });
-  return content_hash_from_leaves(digests.data(), leaves, size);
+  };
+  const size_t tasks = (leaves + kLeavesPerTask - 1) / kLeavesPerTask;
+  if (tasks == 1 || pool.size() == 1) {
+    for (size_t t = 0; t < tasks; ++t) hash_task(t);
+  } else {
+    pool.parallel_for(tasks, hash_task);
+  }
+  return digests;
+}
+
+uint64_t content_hash(const void* data, size_t size, ThreadPool& pool) {
+  if (content_hash_leaf_count(size) <= 16 || pool.size() == 1) return content_hash(data, size);
+  const std::vector<uint64_t> digests = content_hash_leaves(data, size, pool);
+  return content_hash_from_leaves(digests.data(), digests.size(), size);
 }
 
 uint64_t model_hash(const TensorView* tensors, size_t count, ThreadPool& pool) {

@@ -11,10 +11,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace deltacast {
 
 inline constexpr size_t kHashLeafBytes = 64 * 1024;
+
+class ThreadPool;
 
 // Plain XXH3-64 of a byte range.
 uint64_t xxh3_64(const void* data, size_t size, uint64_t seed = 0);
@@ -41,11 +44,32 @@ class Xxh3Stream {
 // The tree hash described above. Empty input is one empty leaf.
 uint64_t content_hash(const void* data, size_t size);
 
+// content_hash() fed piece by piece as the bytes land: each leaf is hashed as
+// soon as it is complete (in one shot when a piece holds it whole), while it is
+// still in cache, so the check costs no second pass over memory.
+class ContentHashStream {
+ public:
+  void reset();
+  void update(const void* data, size_t size);
+  // content_hash() of everything fed since reset().
+  uint64_t digest() const;
+
+ private:
+  std::vector<uint64_t> leaves_;  // digests of the complete leaves
+  Xxh3Stream partial_;            // the leaf in progress when a piece ended inside it
+  size_t partial_bytes_ = 0;
+  size_t total_ = 0;
+};
+
+// The leaf digests of content_hash(data, size), in order (content_hash_leaf_count(size) of them):
+// what a producer keeps for a buffer so that the content hash of any leaf-aligned range of it
+// (content_hash_from_leaves over that range's leaves) costs no pass over the bytes.
+std::vector<uint64_t> content_hash_leaves(const void* data, size_t size, ThreadPool& pool);
+
 // Finishes a content hash from precomputed leaf digests (how a GPU or a
 // multi-threaded caller that hashed the leaves itself gets the same value).
 uint64_t content_hash_from_leaves(const uint64_t* leaf_digests, size_t leaf_count, size_t total_size);
 
-class ThreadPool;
 struct TensorView;
 
 // content_hash() with the leaves hashed in parallel on `pool` (same value).

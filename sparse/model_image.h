@@ -25,8 +25,11 @@ class ModelImage {
   // Where tensor i starts in the image.
   uint64_t offset(size_t tensor) const { return offsets_[tensor]; }
 
-  // Copies `tensors` (host memory, matching the manifest) into `image` (bytes() long).
-  void pack(std::span<const TensorView> tensors, uint8_t* image, ThreadPool& pool) const;
+  // Copies `tensors` (host memory, matching the manifest) into `image` (bytes() long) and
+  // returns the image's content-hash leaf digests (core/hash.h), each leaf hashed right after
+  // its bytes were copied, while they are in cache: the round derives every slice's checksum
+  // from them instead of reading the image again.
+  std::vector<uint64_t> pack(std::span<const TensorView> tensors, uint8_t* image, ThreadPool& pool) const;
   // Copies `image` into `tensors`.
   void unpack(const uint8_t* image, std::span<const TensorView> tensors, ThreadPool& pool) const;
 
@@ -37,6 +40,9 @@ class ModelImage {
     uint64_t offset = 0;  // within the tensor
     uint64_t length = 0;
   };
+
+  // Copies image bytes [at, at + length) from the tensors they belong to.
+  void copy_out(std::span<const TensorView> tensors, uint64_t at, uint64_t length, uint8_t* image) const;
 
   std::vector<uint64_t> offsets_;
   std::vector<Piece> pieces_;

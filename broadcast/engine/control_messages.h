@@ -32,7 +32,7 @@ using Json = nlohmann::json;
 namespace control {
 
 // Bumped whenever a message changes; a join with another protocol is refused.
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;  // 3: slice checksums (and so digests) are content hashes
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;

@@ -24,6 +24,7 @@ struct Producer::Blob {
   uint64_t version = 0;
   std::shared_ptr<AlignedBuffer> memory;  // from the pool: may be larger than `bytes`
   uint64_t bytes = 0;
+  std::vector<uint64_t> leaves;  // content-hash leaf digests of the bytes: the round's slice checksums come from them
 };
 
 // A published version waiting for (or in) its round.
@@ -42,6 +43,8 @@ Producer::Blob Producer::make_blob(const EncodedVersion& encoded) {
   blob.bytes = blob_bytes(encoded.buckets);
   blob.memory = blob_pool_.acquire(blob.bytes);
   pack_blob_into(encoded.buckets, blob.memory->data(), hash_pool_.get());
+  // A delta's blob is a few percent of the model: one pass over it, while it is fresh in cache.
+  blob.leaves = content_hash_leaves(blob.memory->data(), blob.bytes, *hash_pool_);
   return blob;
 }
 
@@ -50,7 +53,7 @@ Producer::Blob Producer::make_image() {
   blob.version = shadow_.version();
   blob.bytes = image_.bytes();
   blob.memory = blob_pool_.acquire(blob.bytes);
-  image_.pack(shadow_.views(), blob.memory->data(), *hash_pool_);
+  blob.leaves = image_.pack(shadow_.views(), blob.memory->data(), *hash_pool_);
   return blob;
 }
 
@@ -210,6 +213,7 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
   spec.full = pending->full;
   spec.data = pending->blob.memory->data();
   spec.bytes = pending->blob.bytes;
+  spec.leaves = pending->blob.leaves;
   for (const MemberRecord& m : membership_->snapshot()) {
     if (pending->full || m.base == pending->base) spec.targets.push_back(m.id);
   }
@@ -286,6 +290,7 @@ void Producer::run_catch_up() {
   spec.full = true;
   spec.data = full->memory->data();
   spec.bytes = full->bytes;
+  spec.leaves = full->leaves;
   spec.targets = behind;
   log().info("producer: full sync of version {} ({} bytes) to {} consumer(s) that are behind", spec.version, spec.bytes,
              behind.size());

@@ -99,9 +99,10 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       it->second.failed_version = 0;
     }
   });
-  // One pass over the bytes, in parallel: every hop verifies each slice against these as it
-  // lands, and each consumer checks the digest from them, so no one hashes the bytes again.
-  const std::vector<uint64_t> checksums = slice_checksums(spec.data, shape, hash_pool_);
+  // Every hop verifies each slice against these as it lands, and each consumer checks the digest
+  // from them, so no one hashes the bytes again. They come from the leaf digests taken while the
+  // version's bytes were made (no pass over them here) when slices start on leaves.
+  const std::vector<uint64_t> checksums = slice_checksums(spec.data, shape, spec.leaves, hash_pool_);
   const control::Announce announce{spec.version, spec.base, spec.full, spec.transfer, spec.bytes, slice_bytes,
                                    transfer_digest(checksums, spec.bytes), {plan, directory}};
   for (uint32_t id : targets) membership_.send(id, announce);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "broadcast/engine/membership.h"
@@ -35,6 +36,7 @@ struct RoundSpec {
   bool full = false;
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;
+  std::span<const uint64_t> leaves;  // content-hash leaf digests of the data, if known (else it is hashed)
   std::vector<uint32_t> targets;
 };
 

@@ -35,6 +35,9 @@ struct Rail {
   double busy_mark = 0;
 };
 
+// Slices per rail of a transfer sent before any rail's rate is known.
+constexpr double kFirstSlicesPerRail = 64;
+
 // A rail's rate is only taken from this much busy time in one transfer.
 constexpr double kMinRailBusySeconds = 0.002;
 
@@ -70,6 +73,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   TimePoint last_progress{};
   std::thread scheduler;
   bool stop = false;
+  bool draining = false;  // close() is waiting for this transfer's copies to come back
 
   bool active() const { return table.is_open(); }
   uint64_t transfer() const { return table.shape().id; }
@@ -100,6 +104,14 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       rail.telemetry.bytes_acked += c.bytes;
       if (current && table.deliver(c.slice, now)) last_progress = now;
       emit(SprayEvent::kAcked, c, now);
+      if (current && !draining && !table.finished() && failure.ok()) {
+        // The acknowledgement made room on this rail: the next queued slices go out from here,
+        // on the channel's thread, instead of waking the scheduler for each slice (on a machine
+        // with few cores that wake-up is a context switch per slice).
+        place_queued(now);
+        table.track_backlog(now);
+        return;
+      }
     } else {
       ++rail.telemetry.errors;
       if (!c.expired) rail.health.on_failure(now);  // an expired copy was counted when it expired
@@ -221,6 +233,24 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     }
   }
 
+  // New slices (and re-sends) to the rails that can take them.
+  void place_queued(TimePoint now) {
+    while (auto slice = table.next_queued()) {
+      const int r = choose(*slice, table.shape().length(*slice), now);
+      if (r < 0) break;
+      table.take(*slice);
+      post(static_cast<uint32_t>(r), *slice, false, now);
+    }
+  }
+
+  // Slices were offered: they go to rails with room from the caller's thread (a relay offers
+  // each slice as it lands); the scheduler thread, awake since open(), keeps the deadlines.
+  void place_offered(TimePoint now) {
+    if (!failure.ok()) return;
+    place_queued(now);
+    table.track_backlog(now);
+  }
+
   // One round of scheduling for the open transfer; returns when to look again.
   TimePoint step(std::unique_lock<std::mutex>& lock) {
     const TimePoint now = SteadyClock::now();
@@ -243,13 +273,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       return now;
     }
     send_probes(now);
-    // New slices (and re-sends) to the rails that can take them.
-    while (auto slice = table.next_queued()) {
-      const int r = choose(*slice, table.shape().length(*slice), now);
-      if (r < 0) break;
-      table.take(*slice);
-      post(static_cast<uint32_t>(r), *slice, false, now);
-    }
+    place_queued(now);
     table.track_backlog(now);
     return next;
   }
@@ -270,12 +294,16 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     if (options.slice_bytes != 0) return options.slice_bytes;
     double slowest = 0;
     for (uint32_t r = 0; r < rails.size(); ++r) {
-      if (!usable(r, now)) continue;
-      const double rate = rails[r].estimate.rate();
+      if (!usable(r, now) || rails[r].estimate.bandwidth() <= 0) continue;
+      const double rate = rails[r].estimate.bandwidth();
       slowest = slowest == 0 ? rate : std::min(slowest, rate);
     }
-    if (slowest == 0) slowest = RailEstimator::kAssumedBandwidth;
-    const double want = slowest * std::chrono::duration<double>(options.slice_time).count();
+    // No rail measured yet (a first transfer): nothing says how fast the rails are, so the
+    // transfer is cut into kFirstSlicesPerRail slices per rail, enough for every rail's rate to
+    // be measured early and for a failed slice to cost little, without paying per-slice costs
+    // thousands of times on fast rails.
+    const double want = slowest > 0 ? slowest * std::chrono::duration<double>(options.slice_time).count()
+                                     : static_cast<double>(total) / (kFirstSlicesPerRail * rails.size());
     uint64_t size = std::bit_floor(static_cast<uint64_t>(std::max(want, 1.0)));
     size = std::clamp<uint64_t>(size, options.min_slice_bytes, options.max_slice_bytes);
     // A small transfer still goes in several slices, so that every rail can help.
@@ -294,6 +322,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     for (const auto& [id, c] : copies) {
       if (c.transfer == transfer() && std::find(stuck.begin(), stuck.end(), c.rail) == stuck.end()) stuck.push_back(c.rail);
     }
+    draining = true;  // every completion from here on wakes this wait
     if (!stuck.empty()) {
       // Acked copies finish on their own in a moment; only copies that are not moving need a reset.
       cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !outstanding(); });
@@ -306,6 +335,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     }
     table.close(SteadyClock::now());
     data = nullptr;
+    draining = false;
   }
 
   std::string describe_rails(TimePoint now) {
@@ -393,27 +423,41 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
   s.data = data;
   s.failure = Status();
   s.last_progress = now;
+  s.cv.notify_all();  // the scheduler sleeps without a deadline while no transfer is open
   return shape;
 }
 
 void Sprayer::offer(uint32_t slice, uint64_t checksum) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.table.offer(slice, SteadyClock::now(), checksum)) s.cv.notify_all();
+  const TimePoint now = SteadyClock::now();
+  if (s.table.offer(slice, now, checksum)) s.place_offered(now);
 }
 
 void Sprayer::offer(uint32_t slice) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.table.offer(slice, SteadyClock::now())) s.cv.notify_all();
+  const TimePoint now = SteadyClock::now();
+  if (s.table.offer(slice, now)) s.place_offered(now);
 }
 
 void Sprayer::offer_all() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active()) return;
-  s.table.offer_all(SteadyClock::now());
-  s.cv.notify_all();
+  const TimePoint now = SteadyClock::now();
+  s.table.offer_all(now);
+  s.place_offered(now);
+}
+
+void Sprayer::offer_all(std::span<const uint64_t> checksums) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active()) return;
+  const TimePoint now = SteadyClock::now();
+  const uint32_t slices = s.table.shape().slices();
+  for (uint32_t i = 0; i < slices && i < checksums.size(); ++i) (void)s.table.offer(i, now, checksums[i]);
+  s.place_offered(now);
 }
 
 void Sprayer::skip(uint32_t slice) {
@@ -447,9 +491,14 @@ void Sprayer::close() {
   s.drain(lock);
 }
 
-Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes) {
-  DC_RETURN_IF_ERROR(open(transfer, data, bytes).status());
-  offer_all();
+Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes,
+                                     std::span<const uint64_t> leaves) {
+  DC_ASSIGN_OR_RETURN(const TransferShape shape, open(transfer, data, bytes));
+  if (const auto checksums = slice_checksums_from_leaves(leaves, shape)) {
+    offer_all(*checksums);
+  } else {
+    offer_all();
+  }
   auto result = wait();
   close();
   return result;

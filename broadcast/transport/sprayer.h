@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ Result<SprayMode> parse_spray_mode(std::string_view name);
 
 struct SprayOptions {
   SprayMode mode = SprayMode::kSpray;
-  uint32_t slice_bytes = 0;          // 0: bandwidth x latency of the slowest usable rail
+  uint32_t slice_bytes = 0;          // 0: the slowest measured rail's rate x slice_time (64 per rail before any is measured)
   Millis slice_time{2};              // ... this much transmission time per slice
   uint32_t min_slice_bytes = 64 << 10;
   uint32_t max_slice_bytes = 4 << 20;
@@ -86,7 +87,11 @@ class Sprayer {
   // is acknowledged, or an error when no rail delivered anything for
   // stall_timeout (nothing half-delivered is reported as done). `data` only
   // needs to live until send() returns.
-  Result<TransferResult> send(uint64_t transfer, const uint8_t* data, uint64_t bytes);
+  // `leaves`: the content-hash leaf digests of the bytes (core/hash.h), taken where they were
+  // made; when the slices start on leaves every slice goes out with the checksum derived from
+  // them, otherwise (or without leaves) each channel hashes its slices as it sends them.
+  Result<TransferResult> send(uint64_t transfer, const uint8_t* data, uint64_t bytes,
+                              std::span<const uint64_t> leaves = {});
 
   // The same, slice by slice, for relays that forward slices as they arrive:
   // open() a transfer (closing any other), offer() each slice once its bytes
@@ -102,6 +107,8 @@ class Sprayer {
   // changed since is refused by the next receiver instead of passed on).
   void offer(uint32_t slice, uint64_t checksum);
   void offer_all();
+  // Every slice, each with its checksum (checksums[i] for slice i).
+  void offer_all(std::span<const uint64_t> checksums);
   void skip(uint32_t slice);
   Result<TransferResult> wait(Millis timeout = Millis::max());
   void close();

@@ -238,7 +238,7 @@ std::vector<uint32_t> StagingArea::changed_slices(uint64_t transfer) const {
     if (t->state[i].load() != kArrived) continue;
     const uint64_t offset = static_cast<uint64_t>(i) * t->slice_bytes;
     const uint64_t length = std::min<uint64_t>(t->slice_bytes, t->bytes - offset);
-    if (xxh3_64(t->memory + offset, length) != t->arrived_checksum[i]) changed.push_back(i);
+    if (content_hash(t->memory + offset, length) != t->arrived_checksum[i]) changed.push_back(i);
   }
   return changed;
 }

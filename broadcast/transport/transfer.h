@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -54,5 +55,15 @@ uint64_t transfer_digest(std::span<const uint64_t> slice_checksums, uint64_t byt
 
 // Every slice's checksum of `data` cut as `shape` says (in parallel on `pool`).
 std::vector<uint64_t> slice_checksums(const uint8_t* data, const TransferShape& shape, ThreadPool& pool);
+
+// The same from the content-hash leaf digests of the whole transfer (core/hash.h), taken where
+// its bytes were made: no pass over the bytes. Slices must start on leaves (slice_bytes a
+// multiple of kHashLeafBytes); nullopt when they do not or `leaves` is not the transfer's.
+std::optional<std::vector<uint64_t>> slice_checksums_from_leaves(std::span<const uint64_t> leaves,
+                                                                  const TransferShape& shape);
+
+// From the leaves when they fit the shape, else by hashing the bytes.
+std::vector<uint64_t> slice_checksums(const uint8_t* data, const TransferShape& shape, std::span<const uint64_t> leaves,
+                                      ThreadPool& pool);
 
 }  // namespace deltacast

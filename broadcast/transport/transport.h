@@ -31,7 +31,10 @@ struct SliceRef {
   uint32_t slice_bytes = 0;
   uint32_t index = 0;
   uint32_t length = 0;
-  uint64_t checksum = 0;  // XXH3-64 of the slice's bytes, computed once by the sender
+  // content_hash() of the slice's bytes (core/hash.h: XXH3-64 of each 64 KiB
+  // leaf, then of the leaf digests): computed once where the bytes were made,
+  // or derived from that buffer's leaf digests when slices start on leaves.
+  uint64_t checksum = 0;
   // False: not computed yet; the channel computes it just before it sends the
   // bytes, so that the hash and the send read them from memory once.
   bool has_checksum = true;
@@ -74,13 +77,13 @@ inline bool wait_ready(const Channel& channel, Millis timeout) {
 // What a channel calls on a slice it is about to send (see SliceRef::has_checksum).
 inline void ensure_checksum(SliceRef& slice, const uint8_t* bytes) {
   if (slice.has_checksum) return;
-  slice.checksum = xxh3_64(bytes, slice.length);
+  slice.checksum = content_hash(bytes, slice.length);
   slice.has_checksum = true;
 }
 
 // What a receiving backend checks once a payload is in place.
 inline bool checksum_matches(const SliceRef& slice, const uint8_t* bytes) {
-  return xxh3_64(bytes, slice.length) == slice.checksum;
+  return content_hash(bytes, slice.length) == slice.checksum;
 }
 
 // Where a slice's payload goes on the receiver.

@@ -48,7 +48,7 @@ std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
 
 uint64_t slice_checksum(const std::vector<uint8_t>& data, uint32_t slice) {
   const size_t offset = size_t{slice} * kSliceBytes;
-  return xxh3_64(data.data() + offset, std::min<size_t>(kSliceBytes, data.size() - offset));
+  return content_hash(data.data() + offset, std::min<size_t>(kSliceBytes, data.size() - offset));
 }
 
 // Forwards a whole transfer, one stripe, to the child with id `id` at `to`.

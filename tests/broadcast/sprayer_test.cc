@@ -16,6 +16,8 @@
 #include "broadcast/testing/fake/transport.h"
 #include "broadcast/testing/faulty_channel.h"
 #include "broadcast/transport/staging.h"
+#include "core/hash.h"
+#include "core/thread_pool.h"
 
 namespace deltacast {
 namespace {
@@ -220,7 +222,7 @@ TEST(Sprayer, RelaysOfferSlicesAsTheyArriveAndSkipWhatTheChildHas) {
   // The child already holds the first 10 slices (delivered another way).
   for (uint32_t i = 0; i < 10; ++i) {
     SliceRef s{1, b.data.size(), slice_bytes, i, slice_bytes, 0};
-    s.checksum = xxh3_64(b.data.data() + s.offset(), s.length);
+    s.checksum = content_hash(b.data.data() + s.offset(), s.length);
     ASSERT_TRUE(*fake::deliver(b.staging, s, b.data.data() + s.offset()));
     b.sprayer->skip(i);
   }
@@ -274,6 +276,53 @@ TEST(Sprayer, ProbesNeverSendSlicesThisSenderDoesNotHold) {
   auto r = b.sprayer->wait(milliseconds(5000));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   b.sprayer->close();
+}
+
+// Slices go out with the checksums derived from the leaf digests they are given (no channel
+// hashes them), and the receiver holds the sender to them: leaves of other bytes get every
+// slice refused, and the transfer fails rather than completing with unverified bytes.
+TEST(Sprayer, ChecksumsFromTheCallersLeavesAreTheOnesVerified) {
+  ThreadPool pool(2);
+  {
+    Bench b({200e6, 200e6}, fast_options(), (4 << 20) + 777);
+    const std::vector<uint64_t> leaves = content_hash_leaves(b.data.data(), b.data.size(), pool);
+    ASSERT_TRUE(b.staging.expect(1, b.data.size()).ok());
+    auto r = b.sprayer->send(1, b.data.data(), b.data.size(), leaves);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(b.delivered_exactly(1));
+    const TransferShape shape{1, b.data.size(), r->slice_bytes};
+    EXPECT_EQ(*b.staging.digest(1), transfer_digest(slice_checksums(b.data.data(), shape, pool), b.data.size()));
+  }
+  {
+    SprayOptions o = fast_options();
+    o.stall_timeout = milliseconds(600);
+    Bench b({200e6, 200e6}, o, 1 << 20);
+    std::vector<uint8_t> other(b.data);
+    other[70000] ^= 0x10;  // one bit in the second leaf
+    const std::vector<uint64_t> leaves = content_hash_leaves(other.data(), other.size(), pool);
+    ASSERT_TRUE(b.staging.expect(2, b.data.size()).ok());
+    auto r = b.sprayer->send(2, b.data.data(), b.data.size(), leaves);
+    EXPECT_FALSE(r.ok());
+    EXPECT_FALSE(b.staging.complete(2));
+  }
+}
+
+// Before any rail is measured a transfer is cut into 64 slices per rail; afterwards the slices
+// follow the measured rates.
+TEST(Sprayer, AFirstTransferIsCutByItsSizeThenByTheRailsRates) {
+  SprayOptions o = fast_options();
+  o.slice_bytes = 0;
+  Bench b({200e6, 200e6}, o, 32 << 20);
+  auto first = b.send(1);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->slice_bytes, uint32_t{256} << 10);  // 32 MiB / (64 x 2 rails)
+  EXPECT_TRUE(b.delivered_exactly(1));
+  auto second = b.send(2);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  // 2 ms of a rail measured near 200 MB/s: 256 KiB (bit_floor of ~400 KB).
+  EXPECT_GE(second->slice_bytes, uint32_t{128} << 10);
+  EXPECT_LE(second->slice_bytes, uint32_t{512} << 10);
+  EXPECT_TRUE(b.delivered_exactly(2));
 }
 
 TEST(Sprayer, EmptyAndTinyTransfers) {

@@ -17,7 +17,7 @@ namespace {
 SliceRef slice_of(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, uint32_t index, const uint8_t* data) {
   SliceRef s{transfer, bytes, slice_bytes, index, 0, 0};
   s.length = static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - s.offset()));
-  s.checksum = xxh3_64(data + s.offset(), s.length);
+  s.checksum = content_hash(data + s.offset(), s.length);
   return s;
 }
 
@@ -183,6 +183,34 @@ TEST(Staging, WaitReportsProgressOnTimeout) {
   Status s = area.wait(3, Millis(20));
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(s.message().find("0 of 25 slices"), std::string::npos) << s.message();
+}
+
+// Slice checksums derived from a buffer's leaf digests are the ones hashing the slices gives,
+// for every slice size that is whole leaves (the last slice short, or a single short slice);
+// sizes that cut leaves, and leaves of another length, are refused.
+TEST(TransferShape, SliceChecksumsFromLeavesAreTheSlicesContentHashes) {
+  ThreadPool pool(2);
+  std::mt19937 rng(4);
+  for (const uint64_t bytes : {uint64_t{0}, uint64_t{1000}, uint64_t{kHashLeafBytes}, uint64_t{(3 << 20) + 12345}}) {
+    std::vector<uint8_t> data(bytes);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    const std::vector<uint64_t> leaves = content_hash_leaves(data.data(), data.size(), pool);
+    for (const uint32_t slice_bytes : {uint32_t{64} << 10, uint32_t{256} << 10, uint32_t{4} << 20}) {
+      const TransferShape shape{1, bytes, slice_bytes};
+      const auto derived = slice_checksums_from_leaves(leaves, shape);
+      ASSERT_TRUE(derived.has_value()) << bytes << " in " << slice_bytes;
+      EXPECT_EQ(*derived, slice_checksums(data.data(), shape, pool)) << bytes << " in " << slice_bytes;
+      for (uint32_t i = 0; i < shape.slices(); ++i) {
+        EXPECT_EQ((*derived)[i], content_hash(data.data() + shape.offset(i), shape.length(i)));
+      }
+      EXPECT_EQ(slice_checksums(data.data(), shape, leaves, pool), *derived);
+    }
+    const TransferShape cut{1, bytes, 48 << 10};
+    EXPECT_FALSE(slice_checksums_from_leaves(leaves, cut).has_value());
+    EXPECT_EQ(slice_checksums(data.data(), cut, leaves, pool), slice_checksums(data.data(), cut, pool));
+    const std::vector<uint64_t> short_by_one(leaves.begin(), leaves.end() - 1);
+    EXPECT_FALSE(slice_checksums_from_leaves(short_by_one, TransferShape{1, bytes, 64 << 10}).has_value());
+  }
 }
 
 TEST(Staging, TheDigestComesFromTheVerifiedChecksumsAndKnowsTheirPlaces) {

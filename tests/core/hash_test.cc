@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "core/thread_pool.h"
+
 namespace deltacast {
 namespace {
 
@@ -72,6 +74,57 @@ TEST(Xxh3Stream, PiecesGiveTheOneShotValue) {
       }
       EXPECT_EQ(stream.digest(), xxh3_64(data.data(), data.size(), seed)) << size << " seed " << seed;
       EXPECT_EQ(stream.digest(), XXH3_64bits_withSeed(data.data(), data.size(), seed));
+    }
+  }
+}
+
+
+TEST(ContentHashStream, PiecesOfAnySizeGiveTheContentHash) {
+  std::mt19937_64 rng(12);
+  ContentHashStream stream;  // reused across inputs, as a receiver reuses its own
+  for (size_t size : {size_t{0}, size_t{1}, size_t{kHashLeafBytes - 1}, size_t{kHashLeafBytes}, size_t{kHashLeafBytes + 1},
+                      size_t{300000}, size_t{(3 << 20) + 17}}) {
+    std::vector<uint8_t> data(size);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    for (int split = 0; split < 4; ++split) {
+      stream.reset();
+      for (size_t at = 0; at < size;) {
+        // Whole leaves, pieces straddling leaf ends, and single bytes.
+        const size_t limit = split == 0 ? 256 * 1024 : split == 1 ? 70000 : split == 2 ? 3 : kHashLeafBytes;
+        const size_t n = std::min<size_t>(size - at, 1 + rng() % limit);
+        stream.update(data.data() + at, n);
+        at += n;
+      }
+      EXPECT_EQ(stream.digest(), content_hash(data.data(), data.size())) << size << " split " << split;
+    }
+  }
+  // A flipped bit anywhere changes the value.
+  std::vector<uint8_t> data(200000, 9);
+  stream.reset();
+  stream.update(data.data(), data.size());
+  const uint64_t clean = stream.digest();
+  data[131072] ^= 1;
+  stream.reset();
+  stream.update(data.data(), data.size());
+  EXPECT_NE(stream.digest(), clean);
+}
+
+TEST(ContentHashLeaves, GiveTheContentHashOfEveryLeafAlignedRange) {
+  std::mt19937_64 rng(13);
+  ThreadPool pool(3);
+  for (size_t size : {size_t{0}, size_t{100}, size_t{5 * kHashLeafBytes}, size_t{(200 * kHashLeafBytes) + 999}}) {
+    std::vector<uint8_t> data(size);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    const std::vector<uint64_t> leaves = content_hash_leaves(data.data(), size, pool);
+    ASSERT_EQ(leaves.size(), content_hash_leaf_count(size));
+    EXPECT_EQ(content_hash_from_leaves(leaves.data(), leaves.size(), size), content_hash(data.data(), size));
+    // A range starting on a leaf: its own content hash, from its leaves alone.
+    for (size_t first = 0; first < leaves.size(); first += 7) {
+      const size_t offset = first * kHashLeafBytes;
+      const size_t length = std::min<size_t>(size - offset, 4 * kHashLeafBytes);
+      const size_t count = content_hash_leaf_count(length);
+      EXPECT_EQ(content_hash_from_leaves(leaves.data() + first, count, length), content_hash(data.data() + offset, length))
+          << size << " at leaf " << first;
     }
   }
 }

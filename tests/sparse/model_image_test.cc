@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/aligned_buffer.h"
+#include "core/hash.h"
 
 namespace deltacast {
 namespace {
@@ -54,7 +55,8 @@ TEST(ModelImage, PackAndUnpackMatchTheReference) {
   ASSERT_EQ(image.bytes(), want.size());
   ASSERT_EQ(image.bytes(), m.manifest.total_bytes());
   std::vector<uint8_t> packed(image.bytes() + 2, 0xEE);
-  image.pack(m.views, packed.data() + 1, pool);
+  const std::vector<uint64_t> leaves = image.pack(m.views, packed.data() + 1, pool);
+  EXPECT_EQ(leaves, content_hash_leaves(want.data(), want.size(), pool));
   EXPECT_EQ(packed.front(), 0xEE);
   EXPECT_EQ(packed.back(), 0xEE);
   EXPECT_TRUE(std::equal(want.begin(), want.end(), packed.begin() + 1));
@@ -93,8 +95,30 @@ TEST(ModelImage, AModelOfEmptyTensorsIsAnEmptyImage) {
   Model m = make_model({{DType::kBF16, 0}, {DType::kF32, 0}}, 5);
   const ModelImage image(m.manifest);
   EXPECT_EQ(image.bytes(), 0u);
-  image.pack(m.views, nullptr, pool);
+  const std::vector<uint64_t> leaves = image.pack(m.views, nullptr, pool);
+  ASSERT_EQ(leaves.size(), 1u);
+  EXPECT_EQ(content_hash_from_leaves(leaves.data(), 1, 0), content_hash(nullptr, 0));
   image.unpack(nullptr, m.views, pool);
+}
+
+// Leaves that straddle many small tensors, empty ones among them, and a stretch boundary.
+TEST(ModelImage, PackHashesEveryLeafOfTheImageWhateverTensorsItSpans) {
+  ThreadPool pool(3);
+  std::mt19937_64 rng(6);
+  std::vector<std::pair<DType, uint64_t>> shapes;
+  for (int i = 0; i < 60; ++i) {
+    const uint64_t n = rng() % 5 == 0 ? 0 : 1 + rng() % 150000;
+    shapes.push_back({i % 3 == 0 ? DType::kU8 : DType::kBF16, n});
+  }
+  const Model m = make_model(shapes, 7);
+  const ModelImage image(m.manifest);
+  ASSERT_GT(image.bytes(), uint64_t{4} << 20);  // more than one stretch
+  const auto want = reference_image(m);
+  std::vector<uint8_t> packed(image.bytes());
+  const std::vector<uint64_t> leaves = image.pack(m.views, packed.data(), pool);
+  EXPECT_EQ(packed, want);
+  EXPECT_EQ(leaves, content_hash_leaves(want.data(), want.size(), pool));
+  EXPECT_EQ(content_hash_from_leaves(leaves.data(), leaves.size(), want.size()), content_hash(want.data(), want.size()));
 }
 
 TEST(ModelImage, ATensorAboveTwoToTheThirtyOneElements) {
@@ -108,9 +132,11 @@ TEST(ModelImage, ATensorAboveTwoToTheThirtyOneElements) {
   const ModelImage image(manifest);
   ASSERT_EQ(image.bytes(), n + 6);
   ASSERT_EQ(image.offset(1), 6u);
-  image.pack(std::vector<TensorView>{{small.data(), DType::kBF16, 3, {}}, {huge.data(), DType::kI8, n, {}}},
-             image_memory.data(), pool);
+  const std::vector<uint64_t> leaves =
+      image.pack(std::vector<TensorView>{{small.data(), DType::kBF16, 3, {}}, {huge.data(), DType::kI8, n, {}}},
+                 image_memory.data(), pool);
   EXPECT_EQ(std::memcmp(image_memory.data() + 6, huge.data(), n), 0);
+  EXPECT_EQ(leaves, content_hash_leaves(image_memory.data(), n + 6, pool));
   image.unpack(image_memory.data(),
                std::vector<TensorView>{{small_out.data(), DType::kBF16, 3, {}}, {huge_out.data(), DType::kI8, n, {}}},
                pool);

@@ -43,7 +43,7 @@
 namespace deltacast::rdma {
 
 inline constexpr uint32_t kMagic = 0x31524344;  // "DCR1"
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;  // 3: slice checksums are content hashes (core/hash.h)
 inline constexpr size_t kConnectBytes = 24;
 inline constexpr size_t kAcceptBytes = 32;
 inline constexpr size_t kOfferBytes = 64;

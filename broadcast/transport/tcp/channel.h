@@ -69,7 +69,7 @@ class TcpChannel : public Channel {
   std::atomic<bool> closed_{false};
   std::atomic<bool> stop_connection_{false};
   bool streaming_ = false;
-  Xxh3Stream hash_;  // the writer's, for checksums sent after the payload
+  ContentHashStream hash_;  // the writer's, for checksums sent after the payload
   std::thread reader_;
   std::thread writer_;  // last: it starts in the constructor and touches every member above
 };

@@ -152,7 +152,7 @@ Status TcpListener::handshake(Connection* c) {
 }
 
 Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body,
-                                  std::vector<uint8_t>& discard, Xxh3Stream& hash) {
+                                  std::vector<uint8_t>& discard, ContentHashStream& hash) {
   SliceRef slice = decode_slice_header(body);
   const bool trailer = (frame.flags & kChecksumTrailer) != 0;
   if (trailer && slice.checksum != 0) return corrupt("slice {} has a checksum in its header and after it", slice.index);
@@ -208,7 +208,7 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
 void TcpListener::serve(Connection* c) {
   Status s = handshake(c);
   std::vector<uint8_t> discard(kDiscardBytes);
-  Xxh3Stream hash;
+  ContentHashStream hash;
   uint8_t frame[kFrameHeaderBytes + 40];
   while (s.ok() && !closed_) {
     s = net::read_full(c->fd, frame, kFrameHeaderBytes, Clock::now() + options_.idle_timeout, &closed_);

@@ -48,7 +48,7 @@ class TcpListener : public Listener {
   void serve(Connection* c);
   Status handshake(Connection* c);
   Status receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body, std::vector<uint8_t>& discard,
-                       Xxh3Stream& hash);
+                       ContentHashStream& hash);
   void heartbeat_loop();
   void drop(Connection* c, const Status& why);
   void reap_finished();

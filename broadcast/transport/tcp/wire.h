@@ -17,7 +17,7 @@
 namespace deltacast::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x31574344;  // "DCW1"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: slice checksums are content hashes (core/hash.h)
 
 enum FrameType : uint8_t {
   kHello = 1,      // sender -> receiver: u32 protocol, u32 rail index, u64 token, u64 sender id
