@@ -28,7 +28,7 @@ def test_spraying_fills_the_rails_and_beats_round_robin():
     # The median of three transfers: on two shared cores a single transfer now and then loses 10% to a
     # neighbour's burst, which says nothing about the sprayer.
     spray = wire("--bytes", str(512 * MIB), "--mode", "spray", "--trials", "3")
-    striped = wire("--bytes", str(256 * MIB), "--mode", "roundrobin", "--baseline-seconds", "0.5")
+    striped = wire("--bytes", str(256 * MIB), "--mode", "roundrobin", "--baseline-seconds", "0.5", "--trials", "1")
     print(f"spray {spray['aggregate_gbps']:.2f} Gbit/s, plain streams {spray['baseline_stream_gbps']:.2f}, "
           f"round robin {striped['aggregate_gbps']:.2f}")
     assert spray["verified"] and striped["verified"]
@@ -56,7 +56,7 @@ def test_a_cut_rail_heals_within_100ms_and_comes_back():
 
 def test_a_throttled_rail_loses_its_share_within_a_second():
     report = wire("--bytes", str(512 * MIB), "--throttle-rail", "0", "--throttle-to", "50mbit", "--throttle-at",
-                  "300", "--baseline-seconds", "0.3")
+                  "300", "--baseline-seconds", "0.3", "--trials", "1")
     t = report["trials"][0]
     fair = 0.05 / (0.05 + 1 + 0.2)
     print(f"throttled rail share {t['throttle_share_before']:.3f} before, {t['throttle_share_after_1s']:.3f} after 1 s "
