@@ -163,6 +163,9 @@ void add_sync_command(CLI::App& app) {
   cmd->add_option("--rail", args->rail_addresses, "Roles producer/consumer: this process's address on each rail (repeat)");
   cmd->add_option("--token", args->token, "Shared token of producer and consumers")->capture_default_str();
   cmd->add_option("--name", args->name, "Role consumer: name shown in the producer's logs");
+  cmd->add_option("--node", args->node,
+                  "Role consumer: the host it counts as (default: the host name); consumers of one node take each "
+                  "version over its rails once");
   cmd->add_flag("--commands", args->commands,
                 "Role producer: take commands on stdin (members N, publish [full|LR], republish, wait V, check V, stats, quit)");
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");

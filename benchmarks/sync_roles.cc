@@ -288,6 +288,7 @@ int run_consumer_role(const SyncArgs& args) {
   options.token = args.token;
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("consumer-{}", getpid()) : args.name;
+  options.node = args.node;
   options.threads = args.threads;
   options.transport = args.transport;
   auto consumer = Consumer::create(*manifest, views, options);

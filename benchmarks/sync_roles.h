@@ -43,6 +43,7 @@ struct SyncArgs {
   std::vector<std::string> rail_addresses;  // either role: this side's address per rail
   uint64_t token = 0xdc5eed;
   std::string name;
+  std::string node;  // role consumer: the host it counts as (empty: the host name)
   bool commands = false;                    // producer role: take commands on stdin
   bool die_with_parent = false;
   double timeout_seconds = 600;

@@ -141,6 +141,7 @@ Status Consumer::join(int fd) {
     std::lock_guard<std::mutex> lock(mu_);
     hello.token = options_.token;
     hello.name = options_.name;
+    hello.node = options_.node.empty() ? net::host_name() : options_.node;
     hello.transport = std::string(transport_->name());
     hello.manifest_hash = manifest_.hash();
     hello.manifest = manifest_.tensors();

@@ -37,6 +37,10 @@ struct ConsumerOptions {
   std::string transport = "tcp";
   std::shared_ptr<Transport> transport_backend;  // given: used instead of `transport` (tests: the fake backend)
   std::string name;
+  // The host this consumer runs on (empty: the host name). Consumers of one node take each
+  // version over the node's rails once: the planner chains them one after another, so all but
+  // the first take each stripe from a neighbour on the same host (local traffic, not the NICs).
+  std::string node;
   unsigned threads = 0;             // verify/apply threads (0: all cores)
   bool auto_commit = true;          // commit as soon as a version is verified; false: only in pull()
   Millis reconnect_min{100};

@@ -247,17 +247,19 @@ void from_json(const Json& j, PlanWire& m) {
 
 void to_json(Json& j, const Join& m) {
   Json rails = endpoints_json(m.rails);
-  j = {{"protocol", m.protocol},         {"token", m.token},     {"name", m.name},
+  j = {{"protocol", m.protocol},         {"token", m.token},     {"name", m.name}, {"node", m.node},
        {"transport", m.transport},       {"manifest_hash", m.manifest_hash},
        {"manifest", manifest_json(m.manifest)}, {"version", m.version}, {"epoch", m.epoch},
        {"rails", rails}};
 }
 
 void from_json(const Json& j, Join& m) {
-  const Fields f(j, "join", {"protocol", "token", "name", "transport", "manifest_hash", "manifest", "version", "epoch", "rails"});
+  const Fields f(j, "join",
+                 {"protocol", "token", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails"});
   m.protocol = f.u32("protocol");
   m.token = f.u64("token");
   m.name = f.text("name");
+  m.node = f.text("node", 255);
   m.transport = f.text("transport", 32);
   m.manifest_hash = f.u64("manifest_hash");
   m.manifest = as_manifest(f.at("manifest"), f.where("manifest"));

@@ -32,7 +32,8 @@ using Json = nlohmann::json;
 namespace control {
 
 // Bumped whenever a message changes; a join with another protocol is refused.
-inline constexpr uint32_t kProtocolVersion = 3;  // 3: slice checksums (and so digests) are content hashes
+// 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node.
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -55,6 +56,7 @@ struct Join {
   uint32_t protocol = kProtocolVersion;
   uint64_t token = 0;
   std::string name;
+  std::string node;       // the host it runs on: members of one node take each version over its rails once
   std::string transport;  // the data transport it receives with ("tcp", "rdma", ...)
   uint64_t manifest_hash = 0;
   std::vector<TensorSpec> manifest;  // to name the first difference when the hashes differ

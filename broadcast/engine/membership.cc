@@ -118,6 +118,7 @@ void Membership::admit(int fd) {
   MemberRecord record;
   if (s.ok()) {
     record.name = join->name;
+    record.node = join->node;
     record.peer = peer;
     record.rails = join->rails;
     record.base = join->epoch == options_.epoch ? join->version : 0;

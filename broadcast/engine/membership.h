@@ -44,6 +44,7 @@ struct MembershipOptions {
 struct MemberRecord {
   uint32_t id = 0;
   std::string name;
+  std::string node;        // the host it runs on (empty: a node of its own)
   std::string peer;        // control connection's remote address
   PeerEndpoints rails;     // data endpoints, one per rail
   bool alive = true;

@@ -28,24 +28,66 @@ std::vector<uint32_t> Plan::heads() const {
 
 uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::clamp<size_t>(consumers, 1, 4)); }
 
-Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow) {
+namespace {
+
+// One node's members as they go in every chain: the fast ones (rotated per stripe), then its
+// slow ones, slowest last.
+struct NodeGroup {
+  std::vector<uint32_t> fast;
+  std::vector<uint32_t> slow;
+  size_t slowest = 0;  // 1 + the position in the slow list of its slowest member (0: none)
+};
+
+}  // namespace
+
+Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow,
+                 const NodeOf& nodes) {
   Plan plan;
   if (members.empty() || stripes == 0) return plan;
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
-  std::vector<uint32_t> fast;
-  for (uint32_t id : members) {
-    if (std::find(slow.begin(), slow.end(), id) == slow.end()) fast.push_back(id);
-  }
   for (uint32_t id : slow) {
     if (std::binary_search(members.begin(), members.end(), id)) plan.slow.push_back(id);
   }
+  // Groups in the order of their first member's id; a member with no node is a group alone.
+  std::vector<NodeGroup> groups;
+  std::map<std::string, size_t> group_of_node;
+  for (uint32_t id : members) {
+    const auto node = nodes.find(id);
+    size_t g = groups.size();
+    if (node != nodes.end()) {
+      g = group_of_node.emplace(node->second, groups.size()).first->second;
+    }
+    if (g == groups.size()) groups.emplace_back();
+    const auto at = std::find(plan.slow.begin(), plan.slow.end(), id);
+    if (at == plan.slow.end()) {
+      groups[g].fast.push_back(id);
+    } else {
+      const size_t rank = static_cast<size_t>(at - plan.slow.begin()) + 1;
+      groups[g].slow.push_back(id);
+      groups[g].slowest = std::max(groups[g].slowest, rank);
+    }
+  }
+  const auto slow_rank = [&](uint32_t id) { return std::find(plan.slow.begin(), plan.slow.end(), id) - plan.slow.begin(); };
+  for (auto& group : groups) {
+    std::sort(group.slow.begin(), group.slow.end(), [&](uint32_t a, uint32_t b) { return slow_rank(a) < slow_rank(b); });
+  }
+  // Nodes without slow members rotate at the heads; the others follow, the slowest last.
+  std::vector<const NodeGroup*> fast_groups, slow_groups;
+  for (const auto& group : groups) (group.slowest == 0 ? fast_groups : slow_groups).push_back(&group);
+  std::stable_sort(slow_groups.begin(), slow_groups.end(),
+                   [](const NodeGroup* a, const NodeGroup* b) { return a->slowest < b->slowest; });
   plan.chains.resize(stripes);
   for (uint32_t s = 0; s < stripes; ++s) {
     auto& chain = plan.chains[s];
-    const size_t shift = fast.empty() ? 0 : (s * fast.size() / stripes) % fast.size();
-    for (size_t i = 0; i < fast.size(); ++i) chain.push_back(fast[(i + shift) % fast.size()]);
-    chain.insert(chain.end(), plan.slow.begin(), plan.slow.end());
+    const auto append = [&](const NodeGroup& group) {
+      for (size_t i = 0; i < group.fast.size(); ++i) chain.push_back(group.fast[(i + s) % group.fast.size()]);
+      chain.insert(chain.end(), group.slow.begin(), group.slow.end());
+    };
+    const size_t n = fast_groups.size();
+    const size_t shift = n == 0 ? 0 : (s * n / stripes) % n;
+    for (size_t i = 0; i < n; ++i) append(*fast_groups[(i + shift) % n]);
+    for (const NodeGroup* group : slow_groups) append(*group);
   }
   return plan;
 }

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace deltacast {
@@ -32,9 +34,18 @@ struct Plan {
   std::vector<uint32_t> heads() const;
 };
 
+// Which node (host) each member runs on; members missing from it are each a node of their own.
+using NodeOf = std::map<uint32_t, std::string>;
+
 // Chains over `members` (any order; the plan orders them by id) for `stripes` stripes, with the
-// members of `slow` (slowest last) at every tail.
-Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow = {});
+// members of `slow` (slowest last) at every tail. Members of one node (`nodes`) are consecutive
+// in every chain, so each stripe enters each node once and a node's rails carry every version
+// once whatever the number of its members; the rest of the node takes the stripe from the
+// member it entered at, over the node's own loopback. Nodes rotate over the stripes (every node
+// is first in some stripe) and so do the members within a node (each is the entry of some
+// stripes); a slow member goes last in its node, and nodes holding slow members go last.
+Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow = {},
+                 const NodeOf& nodes = {});
 
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.

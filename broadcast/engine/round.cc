@@ -60,10 +60,12 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // Members still here and their data endpoints.
   std::vector<uint32_t> in_plan;
   std::map<uint32_t, PeerEndpoints> directory;
+  NodeOf nodes;  // members of one node take each stripe from one another, not over the node's rails again
   for (const MemberRecord& m : membership_.snapshot()) {
     if (std::find(spec.targets.begin(), spec.targets.end(), m.id) == spec.targets.end()) continue;
     in_plan.push_back(m.id);
     directory[m.id] = m.rails;
+    if (!m.node.empty()) nodes[m.id] = m.node;
   }
   const std::vector<uint32_t> targets = in_plan;
   for (uint32_t id : spec.targets) {
@@ -81,7 +83,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
                                    rate);
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
   stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
-  Plan plan = plan_chains(in_plan, stripes, verdict.slow);
+  Plan plan = plan_chains(in_plan, stripes, verdict.slow, nodes);
   rates_.adopt(targets, verdict);
   result.first_plan = plan;
   log().debug("version {}: {} stripes of {}-byte slices; chains {}; healthy {:.0f} MB/s; slow {}", spec.version,
@@ -159,7 +161,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       relay_.forget_peer(id);
     }
     if (in_plan.empty()) continue;
-    plan = plan_chains(in_plan, stripes, rates_.judge(in_plan).slow);
+    plan = plan_chains(in_plan, stripes, rates_.judge(in_plan).slow, nodes);
     ++result.replans;
     std::map<uint32_t, std::vector<bool>> have;
     control::Replan replan{spec.transfer, {plan, directory}, {}};

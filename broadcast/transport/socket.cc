@@ -222,4 +222,10 @@ std::string peer_name(int fd) {
   return fmt::format("{}:{}", text, ntohs(a.sin_port));
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 }  // namespace deltacast::net

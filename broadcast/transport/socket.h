@@ -36,6 +36,8 @@ Result<std::pair<int, Endpoint>> listen_socket(const std::string& netns, const E
 // Connects `fd` from `local` to `remote` within `timeout`.
 Status connect_socket(int fd, const Endpoint& local, const Endpoint& remote, std::chrono::milliseconds timeout);
 std::string peer_name(int fd);
+// This machine's host name ("localhost" if it has none).
+std::string host_name();
 
 // Moves the calling thread into a network namespace for good (the threads of
 // a channel or listener that works inside one).

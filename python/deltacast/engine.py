@@ -27,6 +27,14 @@ def _transport(value):
     return value
 
 
+def _node(value):
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value or len(value.encode()) > 255:
+        raise InvalidArgumentError(f"node: {value!r} is not a host name (a non-empty string of at most 255 bytes)")
+    return value
+
+
 def _addresses(value, what):
     if value is None:
         return []
@@ -161,12 +169,16 @@ class Consumer(_Engine):
     ``transport``: as the producer's (``"tcp"``, ``"rdma"`` or ``"auto"``); a
     consumer on another transport than the producer's is refused at join
     (deltacast.MismatchError naming both).
+    ``node``: the host this consumer runs on (default: the host name).
+    Consumers of one node take each version over the node's rails once: the
+    planner chains them one after another, and all but the first take each
+    stripe from a neighbour on the same host.
     """
 
     _role = "consumer"
 
     def __init__(self, named_tensors, connect, token=None, rails=None, name=None, threads=0,
-                 join_timeout=30.0, transport="tcp"):
+                 join_timeout=30.0, transport="tcp", node=None):
         items = named_items(named_tensors)
         addresses = _addresses(connect, "connect")
         if not addresses:
@@ -175,7 +187,7 @@ class Consumer(_Engine):
         self._engine = _core.Consumer(names, caps, dtypes, connect=addresses, token=parse_token(token),
                                       rails=_addresses(rails, "rails"), name=name or _default_name(),
                                       threads=int(threads), join_timeout=float(join_timeout),
-                                      transport=_transport(transport))
+                                      transport=_transport(transport), node=_node(node))
         self._background = False
 
     @property

@@ -161,6 +161,7 @@ PyConsumer::PyConsumer(const std::vector<std::string>& names, const std::vector<
   options.token = args.token;
   options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
   options.name = args.name;
+  options.node = args.node;
   options.threads = args.threads;
   options.transport = args.transport;
   options.auto_commit = false;  // pull() commits, until start() asks for background commits

@@ -57,6 +57,7 @@ struct ConsumerArgs {
   unsigned threads = 0;
   double join_timeout = 30;
   std::string transport = "tcp";
+  std::string node;  // empty: the host name
 };
 
 class PyConsumer {

@@ -37,13 +37,13 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport) {
-             ConsumerArgs args{std::move(connect), token, std::move(rails), std::move(name), threads, join_timeout,
-                               std::move(transport)};
+                       std::string transport, std::string node) {
+             ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
+                               threads,            join_timeout, std::move(transport), std::move(node)};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
-           py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"))
+           py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"), py::arg("node"))
       .def_property_readonly("transport", &PyConsumer::transport)
       .def("pull", &PyConsumer::pull, py::arg("timeout"))
       .def("start", &PyConsumer::start, py::arg("on_commit"))

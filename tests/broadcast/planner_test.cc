@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <random>
 #include <set>
 
@@ -70,6 +72,47 @@ TEST(Planner, SlowMembersThatLeftAreLeftOut) {
   EXPECT_EQ(plan.slow, std::vector<uint32_t>{20});
   for (const auto& chain : plan.chains) EXPECT_EQ(chain, (chain.front() == 10 ? std::vector<uint32_t>{10, 30, 20}
                                                                               : std::vector<uint32_t>{30, 10, 20}));
+}
+
+// Members of one node are consecutive in every chain: each stripe crosses into each node once,
+// so a node's rails carry each version once. Nodes rotate at the heads and so do the entries
+// within a node; a slow member goes last in its node and its node last.
+TEST(Planner, EachStripeEntersEachNodeOnce) {
+  // ids interleave across nodes, so grouping is the planner's doing, not the ids'.
+  const NodeOf nodes = {{10, "a"}, {20, "b"}, {30, "a"}, {40, "b"}, {50, "a"}, {60, "b"}, {70, "c"}};
+  for (uint32_t stripes = 1; stripes <= 6; ++stripes) {
+    const Plan plan = plan_chains(members(7), stripes, {}, nodes);
+    std::set<std::string> head_nodes;
+    std::map<std::string, std::set<uint32_t>> entries;
+    for (const auto& chain : plan.chains) {
+      ASSERT_EQ(chain.size(), 7u);
+      std::vector<std::string> order;  // node of each position, runs collapsed
+      for (uint32_t id : chain) {
+        if (order.empty() || order.back() != nodes.at(id)) {
+          order.push_back(nodes.at(id));
+          entries[nodes.at(id)].insert(id);
+        }
+      }
+      EXPECT_EQ(order.size(), 3u) << "a node entered twice in stripes " << stripes;
+      head_nodes.insert(nodes.at(chain.front()));
+    }
+    EXPECT_EQ(head_nodes.size(), std::min<size_t>(3, stripes)) << stripes << " stripes";
+    if (stripes >= 3) {
+      EXPECT_EQ(entries["a"].size(), 3u) << "each of a's members is an entry for some stripe";
+    }
+  }
+  // A slow member: last within its node, and its node last in every chain.
+  const Plan plan = plan_chains(members(7), 4, {30}, nodes);
+  for (const auto& chain : plan.chains) {
+    EXPECT_EQ(chain.back(), 30u);
+    EXPECT_EQ(nodes.at(chain[4]), "a");
+    EXPECT_EQ(nodes.at(chain[5]), "a");
+  }
+  // Members with no node are a node each: the plan is the one without nodes.
+  EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, {}).chains, plan_chains(members(7), 4, {20, 60}, {{999, "x"}}).chains);
+  NodeOf singles;
+  for (uint32_t id : members(7)) singles[id] = std::to_string(id) + "n";
+  EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, singles).chains, plan_chains(members(7), 4, {20, 60}).chains);
 }
 
 TEST(Planner, EmptyInputsGiveAnEmptyPlan) {

@@ -3,7 +3,8 @@ each its own process in its own namespace, joined by two switched planes
 (every host has one shaped port on each: two rails per process). Versions are
 checked bit for bit on every consumer (the hash of every tensor against the
 producer's); consumers and the producer are SIGKILLed mid-version; ports are
-throttled for real."""
+throttled for real. Node groups: several consumer processes in one namespace
+(one node) take each version over the node's rails once."""
 import json
 import os
 import queue
@@ -100,13 +101,26 @@ class Cluster:
         self.producer.proc.stdin.flush()
         return self.producer.next(answer, timeout)
 
-    def start_consumer(self, host, elements=None, token=None):
-        argv = [binary("deltacast-bench"), "sync", "--role", "consumer", "--name", host, "--elements",
+    def start_consumer(self, host, elements=None, token=None, name=None):
+        """A consumer process on `host` (its namespace is its node); `name` for several on one host."""
+        name = name or host
+        argv = [binary("deltacast-bench"), "sync", "--role", "consumer", "--name", name, "--node", host, "--elements",
                 str(elements or self.elements), "--token", str(token or self.token), *self.coordinators(),
                 *self.rails(host)]
-        proc = self.tb.spawn(host, argv, stdout=subprocess.PIPE, stderr=log_sink(host), text=True)
-        self.consumers[host] = Events(proc, host)
-        return self.consumers[host]
+        proc = self.tb.spawn(host, argv, stdout=subprocess.PIPE, stderr=log_sink(name), text=True)
+        self.consumers[name] = Events(proc, name)
+        return self.consumers[name]
+
+    def received_bytes(self, host):
+        """Bytes that arrived on the host's rails (every interface of its namespace but loopback)."""
+        out = subprocess.run(self.tb.netns_argv(host, ["cat", "/proc/net/dev"]), capture_output=True, text=True,
+                             check=True).stdout
+        total = 0
+        for line in out.splitlines()[2:]:
+            name, counters = line.split(":", 1)
+            if name.strip() != "lo":
+                total += int(counters.split()[0])
+        return total
 
     def set_rates(self, rate, hosts=None):
         """Shapes both planes' ports of `hosts` (default: every host) to `rate`."""
@@ -339,5 +353,47 @@ def test_relay_keeps_a_full_sync_near_link_speed_for_any_consumer_count(make_tes
         for n, t in times.items():
             assert t <= 1.3 * bound, f"{n} consumers: {t:.3f} s against a bound of {bound:.3f} s"
         assert max(times.values()) <= 1.25 * min(times.values()), times
+    finally:
+        c.close()
+
+
+def test_a_node_takes_each_version_over_its_rails_once(make_testbed):
+    """Two nodes of three consumer processes each: a version crosses each node's rails once (the
+    node's members chain one after another and pass it on over the node's loopback); a member
+    killed mid-version, then another, and the rest of its node still commit exactly."""
+    nodes = {"n0": ["n0a", "n0b", "n0c"], "n1": ["n1a", "n1b", "n1c"]}
+    tb = make_testbed(["p", *nodes], planes=["1gbit", "1gbit"])
+    c = Cluster(tb, elements=1 << 24)  # 32 MiB of bf16
+    try:
+        c.start_producer()
+        for host, names in nodes.items():
+            for name in names:
+                c.start_consumer(host, name=name)
+        assert c.command("members 6 60", "members")["ok"]
+        for argument in ["", "3e-7", "full", "1e-6"]:
+            before = {host: c.received_bytes(host) for host in nodes}
+            version = c.publish(argument)
+            report = c.wait(version)
+            assert report["committed"] == 6, report
+            for host in nodes:
+                ratio = (c.received_bytes(host) - before[host]) / report["wire_bytes"]
+                print(f"{argument or 'first'}: node {host} received {ratio:.3f}x the version's "
+                      f"{report['wire_bytes']} wire bytes")
+                # Frames carry 66 bytes of headers per 1448 of payload (+4.6%), plus acknowledgements
+                # and control; without groups a node of three takes up to 3x.
+                limit = 1.10 if report["wire_bytes"] > (1 << 20) else 1.5
+                assert ratio <= limit, (host, ratio)
+            assert_exact(c, version, count=6)
+        # Slow ports make a full version take a while: members die mid-version.
+        c.set_rates("200mbit", hosts=["p", *nodes])
+        version = c.publish("full")
+        time.sleep(0.4)
+        for victim in ["n0a", "n1c"]:
+            c.consumers[victim].proc.send_signal(signal.SIGKILL)
+            c.consumers[victim].proc.wait()
+            time.sleep(0.2)
+        report = c.wait(version, 120)
+        assert report["committed"] == 4, report
+        assert_exact(c, version, count=4)
     finally:
         c.close()

@@ -133,6 +133,17 @@ def test_the_transport_is_chosen_and_reported():
         deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, transport=None)
 
 
+def test_consumers_of_one_node_sync_and_a_bad_node_is_refused():
+    with deltacast.Producer(weights(), token=TOKEN) as p, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN, node="rack1-gpu3") as a, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN, node="rack1-gpu3") as b:
+        v = p.publish()
+        assert a.pull(timeout=10) == v and b.pull(timeout=10) == v
+    for bad in ["", 7, "x" * 256]:
+        with pytest.raises(deltacast.InvalidArgumentError, match="node"):
+            deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, node=bad)
+
+
 @pytest.mark.skipif(has_rdma_device(), reason="this machine has an RDMA device: there is no fallback to see")
 def test_rdma_without_a_device_falls_back_to_tcp_on_both_ends():
     with deltacast.Producer(weights(), token=TOKEN, transport="rdma") as p, \

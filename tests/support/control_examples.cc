@@ -26,6 +26,7 @@ std::vector<Message> every_control_message() {
   Join join;
   join.token = 0xfeedfacecafebeefull;
   join.name = "rollout-3";
+  join.node = "gpu-node-7";
   join.transport = "rdma";
   join.manifest_hash = 42;
   join.manifest = {{"a.weight", DType::kBF16, {4, 8}}, {"b", DType::kF32, {3}}};
