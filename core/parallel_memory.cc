@@ -6,7 +6,7 @@
 namespace deltacast {
 
 namespace {
-constexpr size_t kPieceBytes = 4 << 20;
+constexpr size_t kPieceBytes = kParallelPieceBytes;
 constexpr size_t kPageBytes = 4096;
 
 size_t pieces(size_t bytes) { return (bytes + kPieceBytes - 1) / kPieceBytes; }

@@ -10,6 +10,10 @@
 
 namespace deltacast {
 
+// The unit of parallel memory work: large enough that a copy runs at memory speed, small enough
+// to spread a model over every thread (and a whole number of content-hash leaves, core/hash.h).
+inline constexpr size_t kParallelPieceBytes = 4 << 20;
+
 // memcpy(dst, src, bytes) in pieces spread over `pool`; the ranges must not overlap.
 void parallel_copy(uint8_t* dst, const uint8_t* src, size_t bytes, ThreadPool& pool);
 

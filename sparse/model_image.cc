@@ -4,12 +4,13 @@
 #include <cstring>
 
 #include "core/hash.h"
+#include "core/parallel_memory.h"
 
 namespace deltacast {
 
 namespace {
-// Large enough that a copy runs at memory speed, small enough to spread a model over every thread.
-constexpr uint64_t kPieceBytes = 4 << 20;
+constexpr uint64_t kPieceBytes = kParallelPieceBytes;
+static_assert(kPieceBytes % kHashLeafBytes == 0, "stretches of the image are whole leaves");
 }  // namespace
 
 ModelImage::ModelImage(const Manifest& manifest) {

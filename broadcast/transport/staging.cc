@@ -225,24 +225,6 @@ std::vector<uint8_t> StagingArea::present(uint64_t transfer) const {
   return out;
 }
 
-std::vector<uint32_t> StagingArea::changed_slices(uint64_t transfer) const {
-  std::shared_ptr<Transfer> t;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = transfers_.find(transfer);
-    if (it == transfers_.end()) return {};
-    t = it->second;
-  }
-  std::vector<uint32_t> changed;
-  for (uint32_t i = 0; i < t->slices; ++i) {
-    if (t->state[i].load() != kArrived) continue;
-    const uint64_t offset = static_cast<uint64_t>(i) * t->slice_bytes;
-    const uint64_t length = std::min<uint64_t>(t->slice_bytes, t->bytes - offset);
-    if (content_hash(t->memory + offset, length) != t->arrived_checksum[i]) changed.push_back(i);
-  }
-  return changed;
-}
-
 Result<uint64_t> StagingArea::digest(uint64_t transfer) const {
   std::shared_ptr<Transfer> t;
   {

@@ -74,9 +74,6 @@ class StagingArea : public SliceSink {
   TransferProgress progress(uint64_t transfer) const;
   // Which slices of a transfer have arrived (empty if unknown).
   std::vector<uint8_t> present(uint64_t transfer) const;
-  // Arrived slices whose bytes no longer match the checksum they arrived with
-  // (diagnosis of a transfer whose whole-content hash failed).
-  std::vector<uint32_t> changed_slices(uint64_t transfer) const;
   // The transfer's digest (transfer.h) from the checksums its slices were
   // verified against on arrival: no pass over the bytes. Every slice must have arrived.
   Result<uint64_t> digest(uint64_t transfer) const;

@@ -138,18 +138,6 @@ TEST(Staging, ACopyIsRefusedWhileAStalledOneWillNotStop) {
   EXPECT_EQ(area.progress(4).arrived, 1u);
 }
 
-TEST(Staging, ChangedSlicesNamesBytesAlteredAfterArrival) {
-  std::vector<uint8_t> data(10000);
-  std::iota(data.begin(), data.end(), 0);
-  std::vector<uint8_t> memory(data.size());
-  StagingArea area;
-  ASSERT_TRUE(area.expect(3, data.size(), 4096, memory.data()).ok());
-  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(land(area, slice_of(3, data.size(), 4096, i, data.data()), data.data()));
-  EXPECT_TRUE(area.changed_slices(3).empty());
-  memory[4096 + 17] ^= 1;
-  EXPECT_EQ(area.changed_slices(3), std::vector<uint32_t>{1});
-}
-
 TEST(Staging, ARunningReceiveKeepsTheCallersMemoryAfterForget) {
   std::vector<uint8_t> data(8192, 5);
   auto memory = std::make_shared<std::vector<uint8_t>>(data.size());
