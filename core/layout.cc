@@ -153,16 +153,26 @@ Result<Layout> Layout::resolve(const std::vector<TensorSpec>& logical, std::vect
   layout.first_run_.assign(logical.size() + 1, layout.runs_.size());
   for (size_t i = layout.runs_.size(); i-- > 0;) layout.first_run_[layout.runs_[i].tensor] = i;
   for (size_t t = logical.size(); t-- > 0;) layout.first_run_[t] = std::min(layout.first_run_[t], layout.first_run_[t + 1]);
+  layout.reach_.resize(layout.runs_.size());
+  for (size_t i = 0; i < layout.runs_.size(); ++i) {
+    const ElementRun& r = layout.runs_[i];
+    const bool first_of_tensor = i == 0 || layout.runs_[i - 1].tensor != r.tensor;
+    layout.reach_[i] = std::max(first_of_tensor ? 0 : layout.reach_[i - 1], r.logical + r.length);
+  }
   return layout;
 }
 
 std::vector<ElementRun> Layout::intersect(uint32_t tensor, uint64_t begin, uint64_t end) const {
   std::vector<ElementRun> out;
   if (tensor + 1 >= first_run_.size() || begin >= end) return out;
-  const auto first = runs_.begin() + static_cast<std::ptrdiff_t>(first_run_[tensor]);
-  const auto last = runs_.begin() + static_cast<std::ptrdiff_t>(first_run_[tensor + 1]);
   // Runs of one local tensor never overlap in the logical tensor, but two local tensors may hold
-  // the same elements (tied weights): every run starting before `end` is looked at.
+  // the same elements (tied weights): the scan starts at the first run whose tensor's runs so far
+  // reach past `begin` (reach_ only grows), and looks at every run starting before `end`.
+  const auto reach_first = reach_.begin() + static_cast<std::ptrdiff_t>(first_run_[tensor]);
+  const auto reach_last = reach_.begin() + static_cast<std::ptrdiff_t>(first_run_[tensor + 1]);
+  const auto from_reach = std::upper_bound(reach_first, reach_last, begin);
+  const auto first = runs_.begin() + (from_reach - reach_.begin());
+  const auto last = runs_.begin() + static_cast<std::ptrdiff_t>(first_run_[tensor + 1]);
   for (auto it = first; it != last && it->logical < end; ++it) {
     const uint64_t from = std::max(begin, it->logical);
     const uint64_t to = std::min(end, it->logical + it->length);

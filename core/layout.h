@@ -79,6 +79,7 @@ class Layout {
   std::vector<TensorSpec> local_specs_;
   std::vector<ElementRun> runs_;
   std::vector<size_t> first_run_;  // per logical tensor, its first index in runs_ (and one past the last tensor)
+  std::vector<uint64_t> reach_;    // per run, the furthest logical end of its tensor's runs up to it (binary search)
 };
 
 // Ownership across producers: every element of every logical tensor owned by exactly one of

@@ -155,8 +155,8 @@ void Membership::admit(int fd) {
       [this, id](const Status& why) { on_close(id, why); });
   ++changes_;
   cv_.notify_all();
-  log().info("coordinator: consumer {} '{}' joined from {} with {} rails over {} (holds version {})", id, record.name,
-             peer, record.rails.size(), options_.transport, record.base);
+  log().info("coordinator: consumer {} '{}' on node '{}' joined from {} with {} rails over {} (holds version {})", id,
+             record.name, record.node, peer, record.rails.size(), options_.transport, record.base);
 }
 
 void Membership::on_close(uint32_t id, const Status& why) {

@@ -147,6 +147,36 @@ TEST(Layout, IntersectClipsRunsToAChunk) {
   EXPECT_EQ(layout->held_elements(0), 0u);
 }
 
+// Against a scan of every run, with local tensors overlapping in the logical one (tied weights).
+TEST(Layout, IntersectFindsWhatAScanOfEveryRunFinds) {
+  const std::vector<TensorSpec> logical = {{"a", DType::kBF16, {12, 10}}, {"b", DType::kBF16, {7, 9}}};
+  std::mt19937_64 rng(22);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<LocalTensorSpec> locals;
+    for (int k = 0; k < 4; ++k) {
+      const bool on_a = rng() % 2 == 0;
+      const uint32_t dim = rng() % 2;
+      const uint64_t size = on_a ? logical[0].shape[dim] : logical[1].shape[dim];
+      const uint64_t begin = rng() % size;
+      locals.push_back({fmt::format("l{}", k), {{on_a ? "a" : "b", false, dim, begin, begin + 1 + rng() % (size - begin)}}});
+    }
+    auto layout = Layout::resolve(logical, locals);
+    ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+    for (int q = 0; q < 30; ++q) {
+      const uint32_t tensor = rng() % 2;
+      const uint64_t numel = logical[tensor].numel();
+      const uint64_t begin = rng() % numel;
+      const uint64_t end = begin + rng() % (numel - begin + 1);
+      std::vector<ElementRun> want;
+      for (const ElementRun& r : layout->runs()) {
+        const uint64_t from = std::max(begin, r.logical), to = std::min(end, r.logical + r.length);
+        if (r.tensor == tensor && from < to) want.push_back({tensor, from, to - from, r.local_tensor, r.local + (from - r.logical)});
+      }
+      EXPECT_EQ(layout->intersect(tensor, begin, end), want) << "round " << round << " [" << begin << ", " << end << ")";
+    }
+  }
+}
+
 TEST(Layout, BadDeclarationsAreRefusedNamingTheTensor) {
   const auto logical = group();
   const auto refused = [&](std::vector<LocalTensorSpec> locals, const std::string& words) {
