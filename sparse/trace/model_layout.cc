@@ -1,5 +1,11 @@
 #include "sparse/trace/model_layout.h"
 
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
 #include <fmt/format.h>
 
 namespace deltacast {
@@ -78,6 +84,71 @@ std::vector<TensorSpec> moe_layout(uint64_t total, DType dtype, uint64_t experts
   if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
   if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
   return tensors;
+}
+
+Result<std::vector<LocalTensorSpec>> tensor_parallel_views(const std::vector<TensorSpec>& model, uint32_t rank,
+                                                           uint32_t world) {
+  if (world == 0 || rank >= world) return invalid_argument("tensor-parallel rank {} of {}", rank, world);
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const auto& t : model) by_name[t.name] = &t;
+  // Rank `rank`'s share of dimension `dim` of `tensor`.
+  const auto share = [&](const std::string& tensor, uint32_t dim) -> Result<PieceSpec> {
+    const TensorSpec& t = *by_name.at(tensor);
+    const uint64_t size = t.shape.at(dim);
+    if (size < world) {
+      return invalid_argument("'{}': dimension {} has {} entries, fewer than {} ranks", tensor, dim, size, world);
+    }
+    const uint64_t each = size / world;
+    return PieceSpec{tensor, false, dim, rank * each, rank + 1 == world ? size : (rank + 1) * each};
+  };
+  const auto whole = [](const TensorSpec& t) {
+    return t.shape.empty() ? PieceSpec{t.name, true, 0, 0, 1} : PieceSpec{t.name, false, 0, 0, t.shape[0]};
+  };
+  std::vector<LocalTensorSpec> views;
+  std::set<std::string> used;
+  for (const auto& t : model) {
+    if (used.count(t.name) || t.numel() == 0) continue;  // an empty tensor holds nothing to view
+    const auto dot = t.name.rfind("attn.q.weight");
+    if (dot != std::string::npos && dot + 13 == t.name.size()) {
+      const std::string layer = t.name.substr(0, dot);
+      const std::string k = layer + "attn.k.weight", v = layer + "attn.v.weight";
+      if (by_name.count(k) && by_name.count(v)) {
+        LocalTensorSpec qkv{layer + "attn.qkv_proj.weight", {}, 0};
+        for (const std::string& part : {t.name, k, v}) {
+          DC_ASSIGN_OR_RETURN(PieceSpec piece, share(part, 0));
+          qkv.pieces.push_back(piece);
+          used.insert(part);
+        }
+        views.push_back(std::move(qkv));
+        continue;
+      }
+    }
+    const auto renamed = [&](const char* from, const char* to) -> std::optional<std::string> {
+      const auto at = t.name.rfind(from);
+      if (at == std::string::npos || at + std::strlen(from) != t.name.size()) return std::nullopt;
+      return t.name.substr(0, at) + to;
+    };
+    std::optional<std::string> name;
+    uint32_t dim = 0;
+    if ((name = renamed("attn.o.weight", "attn.o_proj.weight"))) {
+      dim = 1;
+    } else if ((name = renamed("mlp.up.weight", "mlp.up_proj.weight"))) {
+      dim = 0;
+    } else if ((name = renamed("mlp.down.weight", "mlp.down_proj.weight"))) {
+      dim = 1;
+    } else if (t.name == "embed.weight" || t.name == "lm_head.weight") {
+      name = t.name;
+      dim = 0;
+    }
+    if (name && t.shape.size() == 2) {
+      DC_ASSIGN_OR_RETURN(PieceSpec piece, share(t.name, dim));
+      views.push_back({*name, {piece}, 0});
+    } else {
+      views.push_back({t.name, {whole(t)}, 0});
+    }
+    used.insert(t.name);
+  }
+  return views;
 }
 
 }  // namespace deltacast

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/manifest.h"
 
 namespace deltacast {
@@ -23,5 +24,15 @@ std::vector<TensorSpec> transformer_layout(uint64_t total_elements, DType dtype)
 // as in the MoE models whose per-tensor apply loops are slow. Small totals
 // fall back to transformer_layout.
 std::vector<TensorSpec> moe_layout(uint64_t total_elements, DType dtype, uint64_t experts = 128);
+
+// What tensor-parallel rank `rank` of `world` holds of a transformer_layout model, as an inference
+// engine lays it out: per layer a fused `attn.qkv_proj.weight` (its rows of q, then of k, then of
+// v), `attn.o_proj.weight` (its columns of o), `mlp.up_proj.weight` (its rows of up),
+// `mlp.down_proj.weight` (its columns of down); the embedding and the output head split by rows
+// (vocabulary-parallel); norms and anything else whole on every rank. Dimensions split evenly,
+// the last rank taking the remainder. Errors when `world` is 0, `rank` >= `world`, or a split
+// dimension is smaller than `world`.
+Result<std::vector<LocalTensorSpec>> tensor_parallel_views(const std::vector<TensorSpec>& model, uint32_t rank,
+                                                           uint32_t world);
 
 }  // namespace deltacast

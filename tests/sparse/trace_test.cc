@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -117,6 +118,39 @@ TEST(ModelLayout, MoeAddsUpExactlyWithTensorsInTheThousands) {
       EXPECT_GT(experts, 2000u) << total;
     }
   }
+}
+
+// Tensor-parallel views of the synthetic transformer: each rank's views resolve, the split
+// tensors are held once across the ranks and the rest by every rank, and qkv is fused.
+TEST(ModelLayout, TensorParallelViewsSplitTheMatricesAndFuseQkv) {
+  const auto model = transformer_layout(8 << 20, DType::kBF16);
+  for (uint32_t world : {1u, 2u, 4u}) {
+    std::vector<Layout> ranks;
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      auto views = tensor_parallel_views(model, rank, world);
+      ASSERT_TRUE(views.ok()) << views.status().to_string();
+      auto layout = Layout::resolve(model, *views);
+      ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+      ranks.push_back(std::move(layout).value());
+    }
+    const auto& specs = ranks[0].local_specs();
+    const auto qkv = std::find_if(specs.begin(), specs.end(), [](const TensorSpec& t) { return t.name == "layers.0.attn.qkv_proj.weight"; });
+    ASSERT_NE(qkv, specs.end());
+    const uint64_t h = model[0].shape[1];
+    EXPECT_EQ(qkv->shape, (std::vector<uint64_t>{3 * h / world, h}));
+    for (uint32_t t = 0; t < model.size(); ++t) {
+      uint64_t held = 0;
+      for (const Layout& l : ranks) held += l.held_elements(t);
+      const bool split = model[t].shape.size() == 2;  // every matrix of this model is split
+      EXPECT_EQ(held, split ? model[t].numel() : world * model[t].numel()) << model[t].name << " over " << world;
+    }
+  }
+  EXPECT_FALSE(tensor_parallel_views(model, 2, 2).ok());
+  EXPECT_FALSE(tensor_parallel_views(model, 0, 0).ok());
+  const auto too_many = tensor_parallel_views({{"embed.weight", DType::kBF16, {3, 8}}}, 0, 4);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("'embed.weight': dimension 0 has 3 entries, fewer than 4 ranks"),
+            std::string::npos);
 }
 
 TEST(RlTrace, Step3ChangesAboutPointEightPercentOfBf16) {
