@@ -18,6 +18,10 @@ assert report["mode"] == "loopback" and report["consumers"] == 3
 rows = report["versions"]
 assert len(rows) == 5, rows
 assert rows[0]["full"] and all(not r["full"] for r in rows[1:])
+assert [r["step"] for r in rows] == list(range(len(rows))), "steps number the rows 0, 1, 2, ..."
+# Each step's dense baseline is a version of its own, published right after the step's delta.
+assert [r["version"] for r in rows] == [1] + [2 * k for k in range(1, len(rows))], [r["version"] for r in rows]
+assert [d["version"] for d in report["dense_syncs"]] == [2 * k + 1 for k in range(1, len(rows))], report["dense_syncs"]
 for r in rows:
     for key in ["version", "density", "wire_bytes", "dense_bytes", "seconds", "lower_bound_seconds", "dense_seconds",
                 "gloo_seconds", "exact", "encode_seconds", "wire_seconds", "apply_seconds", "committed"]:

@@ -385,7 +385,7 @@ def test_a_node_takes_each_version_over_its_rails_once(make_testbed):
                 assert ratio <= limit, (host, ratio)
             assert_exact(c, version, count=6)
         # Slow ports make a full version take a while: members die mid-version.
-        c.set_rates("200mbit", hosts=["p", *nodes])
+        c.set_rates("100mbit", hosts=["p", *nodes])
         version = c.publish("full")
         time.sleep(0.4)
         for victim in ["n0a", "n1c"]:
