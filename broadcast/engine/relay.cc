@@ -54,7 +54,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   data_ = data;
   stripes_ = std::max<uint32_t>(1, stripes);
   present_.assign(shape.slices(), source_checksums != nullptr ? 1 : 0);
-  // Empty: every slice is here but unhashed, and the channels hash each as they send it.
+  // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   children_.assign(stripes_, 0);
 }
@@ -110,19 +110,13 @@ Status Relay::set_children(const std::vector<uint32_t>& children, const std::map
   return status;
 }
 
-void Relay::offer(Sprayer& sender, uint32_t slice) {
-  if (checksums_.empty()) {
-    sender.offer(slice);
-  } else {
-    sender.offer(slice, checksums_[slice]);
-  }
-}
+void Relay::offer(Sprayer& sender, uint32_t slice) { sender.offer(slice, checksums_[slice]); }
 
 void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_ || transfer != shape_.id || slice >= shape_.slices() || present_[slice]) return;
   present_[slice] = 1;
-  if (!checksums_.empty()) checksums_[slice] = checksum;
+  checksums_[slice] = checksum;
   const uint32_t child = children_[slice % stripes_];
   if (child == 0) return;
   auto it = senders_.find(child);

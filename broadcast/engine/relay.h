@@ -34,9 +34,9 @@ class Relay {
   explicit Relay(RelayOptions options) : options_(std::move(options)) {}
   ~Relay();
 
-  // Starts forwarding `shape` (its bytes at `data`); `all_present`: every slice is here already.
-  // `source_checksums` given: every slice is here already (the producer) with these checksums
-  // (empty: the channels hash each slice as they send it); nullptr: slices arrive one by one (on_slice).
+  // Starts forwarding `shape` (its bytes at `data`). `source_checksums` (one per slice) given:
+  // every slice is here already (the producer) with these checksums; nullptr: slices arrive one
+  // by one (on_slice), each with the checksum it was verified against.
   void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
              const std::vector<uint64_t>* source_checksums);
   // children[s]: who gets stripe s from this node (0: nobody); `have[id]`: slices that child holds.

@@ -108,8 +108,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
         // The acknowledgement made room on this rail: the next queued slices go out from here,
         // on the channel's thread, instead of waking the scheduler for each slice (on a machine
         // with few cores that wake-up is a context switch per slice).
-        place_queued(now);
-        table.track_backlog(now);
+        place(now);
         return;
       }
     } else {
@@ -243,9 +242,10 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     }
   }
 
-  // Slices were offered: they go to rails with room from the caller's thread (a relay offers
-  // each slice as it lands); the scheduler thread, awake since open(), keeps the deadlines.
-  void place_offered(TimePoint now) {
+  // Queued slices to rails with room, from whichever thread made room or work: the scheduler's,
+  // a channel's delivering an acknowledgement, or the caller offering slices (a relay offers each
+  // as it lands). The scheduler thread, awake since open(), keeps the deadlines.
+  void place(TimePoint now) {
     if (!failure.ok()) return;
     place_queued(now);
     table.track_backlog(now);
@@ -273,8 +273,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       return now;
     }
     send_probes(now);
-    place_queued(now);
-    table.track_backlog(now);
+    place(now);
     return next;
   }
 
@@ -431,14 +430,14 @@ void Sprayer::offer(uint32_t slice, uint64_t checksum) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   const TimePoint now = SteadyClock::now();
-  if (s.table.offer(slice, now, checksum)) s.place_offered(now);
+  if (s.table.offer(slice, now, checksum)) s.place(now);
 }
 
 void Sprayer::offer(uint32_t slice) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   const TimePoint now = SteadyClock::now();
-  if (s.table.offer(slice, now)) s.place_offered(now);
+  if (s.table.offer(slice, now)) s.place(now);
 }
 
 void Sprayer::offer_all() {
@@ -447,7 +446,7 @@ void Sprayer::offer_all() {
   if (!s.active()) return;
   const TimePoint now = SteadyClock::now();
   s.table.offer_all(now);
-  s.place_offered(now);
+  s.place(now);
 }
 
 void Sprayer::offer_all(std::span<const uint64_t> checksums) {
@@ -457,7 +456,7 @@ void Sprayer::offer_all(std::span<const uint64_t> checksums) {
   const TimePoint now = SteadyClock::now();
   const uint32_t slices = s.table.shape().slices();
   for (uint32_t i = 0; i < slices && i < checksums.size(); ++i) (void)s.table.offer(i, now, checksums[i]);
-  s.place_offered(now);
+  s.place(now);
 }
 
 void Sprayer::skip(uint32_t slice) {
