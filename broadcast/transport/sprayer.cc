@@ -74,6 +74,9 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   std::thread scheduler;
   bool stop = false;
   bool draining = false;  // close() is waiting for this transfer's copies to come back
+  uint32_t waiters = 0;   // callers in wait(): only they can be told that the transfer stalled
+  TimePoint waiting_since{};  // ... and only of a stall that lasted while they waited
+  bool stall_reported = false;
 
   bool active() const { return table.is_open(); }
   uint64_t transfer() const { return table.shape().id; }
@@ -257,12 +260,20 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     TimePoint next = now + std::chrono::milliseconds(10);
     // A stall is only a stall while something offered is still undelivered.
     if (table.offered_count() == table.done_count()) last_progress = now;
-    if (now - last_progress > options.stall_timeout) {
-      failure = unavailable("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer(),
-                            options.stall_timeout.count(), table.done_count(), table.shape().slices(),
-                            describe_rails(now));
-      cv.notify_all();
-      return next;
+    if (now - std::max(last_progress, waiters > 0 ? waiting_since : last_progress) > options.stall_timeout) {
+      const std::string why =
+          fmt::format("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer(),
+                      options.stall_timeout.count(), table.done_count(), table.shape().slices(), describe_rails(now));
+      if (waiters > 0) {
+        failure = unavailable("{}", why);
+        cv.notify_all();
+        return next;
+      }
+      // Nobody waits (a relay forwarding slices as they land): giving up would starve the child
+      // for the rest of the round even once the rails come back, so the sprayer keeps trying and
+      // the round, which watches every member's progress, decides. Said once, so it is not silent.
+      if (!stall_reported) log().warn("{}; still trying (the round decides)", why);
+      stall_reported = true;
     }
     if (const auto paused = expire(now, next); !paused.empty()) {
       // A rail that stalls silently gets a fresh connection: its stuck bytes fail at once and,
@@ -421,6 +432,7 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
   }
   s.data = data;
   s.failure = Status();
+  s.stall_reported = false;
   s.last_progress = now;
   s.cv.notify_all();  // the scheduler sleeps without a deadline while no transfer is open
   return shape;
@@ -470,9 +482,15 @@ Result<TransferResult> Sprayer::wait(Millis timeout) {
   std::unique_lock<std::mutex> lock(s.mu);
   if (!s.active()) return failed_precondition("no transfer is open");
   const auto ready = [&] { return s.table.finished() || !s.failure.ok(); };
+  if (s.waiters++ == 0) s.waiting_since = SteadyClock::now();
+  bool in_time = true;
   if (timeout == Millis::max()) {
     s.cv.wait(lock, ready);
-  } else if (!s.cv.wait_for(lock, timeout, ready)) {
+  } else {
+    in_time = s.cv.wait_for(lock, timeout, ready);
+  }
+  --s.waiters;
+  if (!in_time) {
     return deadline_exceeded("transfer {}: {} of {} slices delivered within {} ms", s.transfer(), s.table.done_count(),
                              s.table.shape().slices(), timeout.count());
   }

@@ -41,7 +41,7 @@ struct SprayOptions {
   Millis min_deadline{30};           // ... plus a margin of at least this (more on a jittery rail),
   Millis first_deadline{500};        // ... or this before the rail's bandwidth is measured
   double probe_share = 0.02;         // slices sent to a rail other than the best one
-  Millis stall_timeout{5000};        // no slice delivered for this long fails the transfer
+  Millis stall_timeout{5000};        // no slice delivered for this long fails the transfer (for a waiter)
   RailHealthOptions health;
   uint64_t seed = 1;
 };
@@ -97,9 +97,11 @@ class Sprayer {
   // open() a transfer (closing any other), offer() each slice once its bytes
   // are in place, skip() those the receiver already holds, wait() for the
   // rest. Offered slices go out from the sprayer's own thread. A stall only
-  // counts while offered slices are undelivered. `data` must live until
-  // close(), which abandons what is left. slice_bytes 0: chosen from the
-  // rails' rates. Returns the transfer's shape.
+  // counts while offered slices are undelivered, and only fails the transfer
+  // for a caller in wait(): without one (a relay) it is logged once and the
+  // sprayer keeps trying. `data` must live until close(), which abandons what
+  // is left. slice_bytes 0: chosen from the rails' rates. Returns the
+  // transfer's shape.
   Result<TransferShape> open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes = 0);
   void offer(uint32_t slice);
   // Offers a slice whose checksum is already known (a relay forwards the checksum the slice

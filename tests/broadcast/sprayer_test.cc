@@ -203,6 +203,39 @@ TEST(Sprayer, AllRailsDownIsAClearErrorInBoundedTime) {
   EXPECT_FALSE(b.staging.complete(1)) << "nothing half-delivered is reported as done";
 }
 
+// A relay offers slices and never waits: when its rails stall for longer than the stall limit
+// it keeps trying (the round, which sees every member's progress, decides), so the child still
+// gets the slices once a rail is back. A caller that waits is told of a stall as before.
+TEST(Sprayer, ARelayKeepsTryingThroughAStallNobodyWaitsOn) {
+  SprayOptions o = fast_options();
+  o.stall_timeout = milliseconds(300);
+  Bench b({100e6, 100e6}, o, 4 << 20);
+  b.set_link(0, false, 100e6);
+  b.set_link(1, false, 100e6);
+  ASSERT_TRUE(b.staging.expect(1, b.data.size(), 64 << 10).ok());
+  ASSERT_TRUE(b.sprayer->open(1, b.data.data(), b.data.size(), 64 << 10).ok());
+  b.sprayer->offer_all();
+  std::this_thread::sleep_for(milliseconds(1000));  // three stall limits with every rail down
+  EXPECT_FALSE(b.staging.complete(1));
+  b.set_link(0, true, 100e6);
+  b.set_link(1, true, 100e6);
+  auto r = b.sprayer->wait(milliseconds(15000));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  b.sprayer->close();
+  EXPECT_TRUE(b.delivered_exactly(1));
+
+  // The same stall with a caller waiting through it fails the transfer.
+  b.set_link(0, false, 100e6);
+  b.set_link(1, false, 100e6);
+  ASSERT_TRUE(b.staging.expect(2, b.data.size(), 64 << 10).ok());
+  ASSERT_TRUE(b.sprayer->open(2, b.data.data(), b.data.size(), 64 << 10).ok());
+  b.sprayer->offer_all();
+  auto stalled = b.sprayer->wait(milliseconds(15000));
+  ASSERT_FALSE(stalled.ok());
+  EXPECT_NE(stalled.status().message().find("no slice delivered"), std::string::npos) << stalled.status().message();
+  b.sprayer->close();
+}
+
 TEST(Sprayer, DroppedSlicesMissTheirDeadlineAndGoElsewhere) {
   FaultPlan drop{FaultPlan::kDrop, milliseconds(0), 3};
   Bench b({150e6, 150e6, 150e6}, fast_options(), 8 << 20, {drop});
