@@ -215,7 +215,7 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
     assert silent["per_rail"][1]["state"] in ("healthy", "probing"), silent
 
 
-ENGINE_ELEMENTS = 1 << 23  # 16 MiB of bf16: a full version takes seconds over Soft-RoCE
+ENGINE_ELEMENTS = 1 << 24  # 32 MiB of bf16: a full version takes seconds over Soft-RoCE, even on fast hosts
 ENGINE_TOKEN = 5150
 CONTROL_PORT = 7300
 ENGINE_RAILS = 2
@@ -278,8 +278,8 @@ def producer_job(bench, model):
             # The cut comes once a consumer holds 8 of the full version's slices (hundreds; the
             # delta before it had a few): mid-version however slow the emulated VMs are.
             steps += ["say 'publish full'", "await published 3",
-                      "i=0; until say stats && sleep 0.2 && tail -n 1 /mnt/producer.json | "
-                      "grep -qE '\"arrived\":([89]|[1-9][0-9])'; do i=$((i + 1)); [ $i -gt 600 ] && exit 8; done",
+                      "i=0; until say stats && sleep 0.1 && tail -n 1 /mnt/producer.json | "
+                      "grep -qE '\"arrived\":([89]|[1-9][0-9])'; do i=$((i + 1)); [ $i -gt 1200 ] && exit 8; done",
                       "ip link set br1 down", "date +%T.%N > /mnt/cut_at"]
         else:
             steps += ["say publish"]
