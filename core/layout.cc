@@ -147,19 +147,52 @@ Result<Layout> Layout::resolve(const std::vector<TensorSpec>& logical, std::vect
       concat_offset += ps[c];
     }
   }
-  std::sort(layout.runs_.begin(), layout.runs_.end(), [](const ElementRun& a, const ElementRun& b) {
+  layout.index(logical.size());
+  return layout;
+}
+
+void Layout::index(size_t logical_tensors) {
+  std::sort(runs_.begin(), runs_.end(), [](const ElementRun& a, const ElementRun& b) {
     return a.tensor != b.tensor ? a.tensor < b.tensor : a.logical < b.logical;
   });
-  layout.first_run_.assign(logical.size() + 1, layout.runs_.size());
-  for (size_t i = layout.runs_.size(); i-- > 0;) layout.first_run_[layout.runs_[i].tensor] = i;
-  for (size_t t = logical.size(); t-- > 0;) layout.first_run_[t] = std::min(layout.first_run_[t], layout.first_run_[t + 1]);
-  layout.reach_.resize(layout.runs_.size());
-  for (size_t i = 0; i < layout.runs_.size(); ++i) {
-    const ElementRun& r = layout.runs_[i];
-    const bool first_of_tensor = i == 0 || layout.runs_[i - 1].tensor != r.tensor;
-    layout.reach_[i] = std::max(first_of_tensor ? 0 : layout.reach_[i - 1], r.logical + r.length);
+  first_run_.assign(logical_tensors + 1, runs_.size());
+  for (size_t i = runs_.size(); i-- > 0;) first_run_[runs_[i].tensor] = i;
+  for (size_t t = logical_tensors; t-- > 0;) first_run_[t] = std::min(first_run_[t], first_run_[t + 1]);
+  reach_.resize(runs_.size());
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    const ElementRun& r = runs_[i];
+    const bool first_of_tensor = i == 0 || runs_[i - 1].tensor != r.tensor;
+    reach_[i] = std::max(first_of_tensor ? 0 : reach_[i - 1], r.logical + r.length);
   }
-  return layout;
+}
+
+Result<Layout> Layout::compose(const Layout& owner, const Layout& view) {
+  if (owner.first_run_.size() != view.first_run_.size()) {
+    return invalid_argument("the owner's layout covers {} logical tensors and the view's {}: not the same group",
+                            owner.first_run_.size() - 1, view.first_run_.size() - 1);
+  }
+  Layout composed;
+  composed.local_specs_ = view.local_specs_;
+  // Each owner run is a stretch of one logical tensor that sits contiguously in an owner tensor;
+  // the view's runs inside that stretch say where its elements go.
+  for (const ElementRun& o : owner.runs_) {
+    for (const ElementRun& v : view.intersect(o.tensor, o.logical, o.logical + o.length)) {
+      ElementRun run{o.local_tensor, o.local + (v.logical - o.logical), v.length, v.local_tensor, v.local};
+      // Runs that continue each other in both tensors are one (row shards seen by row views).
+      ElementRun* last = composed.runs_.empty() ? nullptr : &composed.runs_.back();
+      if (last != nullptr && last->tensor == run.tensor && last->local_tensor == run.local_tensor &&
+          last->logical + last->length == run.logical && last->local + last->length == run.local) {
+        last->length += run.length;
+        continue;
+      }
+      if (composed.runs_.size() >= kMaxRuns) {
+        return invalid_argument("the view's tensors and the owner's cut each other into more than {} runs", kMaxRuns);
+      }
+      composed.runs_.push_back(run);
+    }
+  }
+  composed.index(owner.local_specs_.size());
+  return composed;
 }
 
 std::vector<ElementRun> Layout::intersect(uint32_t tensor, uint64_t begin, uint64_t end) const {

@@ -75,7 +75,18 @@ class Layout {
   // Logical elements of tensor `tensor` this process holds (counted once per local copy).
   uint64_t held_elements(uint32_t tensor) const;
 
+  // What a producer rank's tensors mean to a process holding `view`: a layout whose logical
+  // tensors are `owner`'s local tensors (the pieces the rank encodes, in the rank's own
+  // coordinates) and whose local tensors are `view`'s. Its runs say where each element of the
+  // rank's tensors lands in the process (none: the process needs nothing from that rank), so a
+  // version the rank encoded applies with apply_remapped, and routing keeps only the chunks that
+  // intersect it. Both layouts must be resolved against the same logical tensors.
+  static Result<Layout> compose(const Layout& owner, const Layout& view);
+
  private:
+  // Sorts runs_ and builds the search index over `logical_tensors` logical tensors.
+  void index(size_t logical_tensors);
+
   std::vector<TensorSpec> local_specs_;
   std::vector<ElementRun> runs_;
   std::vector<size_t> first_run_;  // per logical tensor, its first index in runs_ (and one past the last tensor)

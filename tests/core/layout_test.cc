@@ -233,3 +233,82 @@ TEST(Layout, OwnershipMustTileEveryLogicalTensorOnce) {
 
 }  // namespace
 }  // namespace deltacast
+
+namespace deltacast {
+namespace {
+
+// Composition against element maps: every element of a rank's tensor, taken to its logical
+// element through the rank's runs, must land exactly where the view holds that logical element
+// (everywhere it does: tied copies), and nowhere else.
+TEST(Layout, ComposedLayoutsTakeARanksElementsWhereTheViewHoldsThem) {
+  const std::vector<TensorSpec> logical = {{"a", DType::kBF16, {12, 10}}, {"b", DType::kBF16, {7, 9}},
+                                           {"c", DType::kBF16, {30}}};
+  std::mt19937_64 rng(23);
+  const auto random_piece = [&](uint32_t tensor) {
+    const TensorSpec& t = logical[tensor];
+    const bool flat = t.shape.size() == 1 || rng() % 4 == 0;
+    const uint32_t dim = flat ? 0 : rng() % 2;
+    const uint64_t size = flat ? t.numel() : t.shape[dim];
+    const uint64_t begin = rng() % size;
+    return PieceSpec{t.name, flat, dim, begin, begin + 1 + rng() % (size - begin)};
+  };
+  size_t nonempty = 0;
+  for (int round = 0; round < 100; ++round) {
+    std::vector<LocalTensorSpec> owner_locals, view_locals;
+    for (int k = 0; k < 3; ++k) owner_locals.push_back({fmt::format("o{}", k), {random_piece(rng() % 3)}});
+    for (int k = 0; k < 3; ++k) view_locals.push_back({fmt::format("v{}", k), {random_piece(rng() % 3)}});
+    // A fused view: rows of a and b side by side along dimension 1 need equal row counts; rows 0..6.
+    view_locals.push_back({"fused", {{"a", false, 0, 0, 7}, {"b", false, 0, 0, 7}}, 1});
+    auto owner = Layout::resolve(logical, owner_locals);
+    auto view = Layout::resolve(logical, view_locals);
+    ASSERT_TRUE(owner.ok()) << owner.status().to_string();
+    ASSERT_TRUE(view.ok()) << view.status().to_string();
+    auto composed = Layout::compose(*owner, *view);
+    ASSERT_TRUE(composed.ok()) << composed.status().to_string();
+    EXPECT_EQ(composed->local_specs(), view->local_specs());
+    for (uint32_t ot = 0; ot < owner->local_specs().size(); ++ot) {
+      const auto owner_map = expand(*owner, ot);  // owner element -> logical element
+      for (uint64_t e = 0; e < owner_map.size(); ++e) {
+        std::vector<std::pair<uint32_t, uint64_t>> want;  // (view tensor, view element)
+        for (uint32_t vt = 0; vt < view->local_specs().size(); ++vt) {
+          const auto view_map = expand(*view, vt);
+          for (uint64_t x = 0; x < view_map.size(); ++x) {
+            if (view_map[x] == owner_map[e]) want.push_back({vt, x});
+          }
+        }
+        std::vector<std::pair<uint32_t, uint64_t>> got;
+        for (const ElementRun& r : composed->intersect(ot, e, e + 1)) got.push_back({r.local_tensor, r.local});
+        std::sort(got.begin(), got.end());
+        ASSERT_EQ(got, want) << "round " << round << ": element " << e << " of owner tensor " << ot;
+        nonempty += want.empty() ? 0 : 1;
+      }
+    }
+  }
+  EXPECT_GT(nonempty, 1000u) << "the random layouts hardly overlapped: the test proves little";
+}
+
+TEST(Layout, RowShardsSeenByRowViewsComposeToOneRunPerOverlap) {
+  const std::vector<TensorSpec> logical = {{"w", DType::kBF16, {8, 6}}};
+  // Trainer rank 1 of 4 holds rows 2..3; a TP2 rank 0 view holds rows 0..3: one run of 12
+  // elements. A column view (columns 0..2) cuts the rank's rows into one run per row.
+  auto owner = Layout::resolve(logical, {{"w_rank1", {{"w", false, 0, 2, 4}}}});
+  auto rows = Layout::resolve(logical, {{"w_tp0", {{"w", false, 0, 0, 4}}}});
+  auto cols = Layout::resolve(logical, {{"w_cols", {{"w", false, 1, 0, 3}}}});
+  auto other = Layout::resolve(logical, {{"w_tp1", {{"w", false, 0, 4, 8}}}});
+  ASSERT_TRUE(owner.ok() && rows.ok() && cols.ok() && other.ok());
+  auto a = Layout::compose(*owner, *rows);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(std::vector<ElementRun>(a->runs().begin(), a->runs().end()), (std::vector<ElementRun>{{0, 0, 12, 0, 12}}));
+  auto b = Layout::compose(*owner, *cols);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(std::vector<ElementRun>(b->runs().begin(), b->runs().end()),
+            (std::vector<ElementRun>{{0, 0, 3, 0, 6}, {0, 6, 3, 0, 9}}));
+  auto c = Layout::compose(*owner, *other);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->runs().empty()) << "a view holding none of the rank's rows needs nothing from it";
+  auto mismatched = Layout::compose(*owner, *Layout::resolve(group(), {}));
+  EXPECT_FALSE(mismatched.ok());
+}
+
+}  // namespace
+}  // namespace deltacast
