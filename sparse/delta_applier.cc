@@ -8,8 +8,8 @@ DeltaApplier::DeltaApplier(Manifest manifest, unsigned threads)
     : manifest_(std::move(manifest)), pool_(std::make_unique<ThreadPool>(threads)) {}
 
 Result<VersionChunks> DeltaApplier::verify(std::span<const std::span<const uint8_t>> buckets,
-                                           std::optional<uint64_t> held_version) const {
-  DC_ASSIGN_OR_RETURN(VersionChunks version, read_version(manifest_, buckets, held_version, *pool_));
+                                           std::optional<uint64_t> held_version, const Layout* need) const {
+  DC_ASSIGN_OR_RETURN(VersionChunks version, read_version(manifest_, buckets, held_version, *pool_, need));
   DC_RETURN_IF_ERROR(parallel_for_status(*pool_, version.chunks.size(), [&](size_t i) -> Status {
     const ChunkBody& c = version.chunks[i];
     return verify_chunk_body(c.header, c.raw_body, manifest_[c.header.tensor_index].dtype)

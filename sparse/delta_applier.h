@@ -23,9 +23,10 @@ class DeltaApplier {
   const Manifest& manifest() const { return manifest_; }
 
   // read_version() (every header, the version set, chunk ranges, zstd), then
-  // decodes every sparse body without writing anything.
+  // decodes every sparse body without writing anything. `need`: the reader's
+  // layout of the manifest's tensors, for versions selected for it (read_version).
   Result<VersionChunks> verify(std::span<const std::span<const uint8_t>> buckets,
-                               std::optional<uint64_t> held_version) const;
+                               std::optional<uint64_t> held_version, const Layout* need = nullptr) const;
 
   // Writes a version that verify() accepted into `targets` (host tensors matching the manifest).
   Status apply(const VersionChunks& version, std::span<const TensorView> targets) const;

@@ -6,28 +6,46 @@
 
 namespace deltacast {
 
-std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options) {
+std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options,
+                                          std::span<const std::vector<uint64_t>> cuts) {
   std::vector<ChunkRange> ranges;
   for (size_t t = 0; t < manifest.size(); ++t) {
     const TensorSpec& spec = manifest[t];
     const uint64_t numel = spec.numel();
     const uint64_t step = chunk_elements(options, spec.dtype);
-    for (uint64_t start = 0; start < numel; start += step) {
-      ranges.push_back(ChunkRange{static_cast<uint32_t>(t), spec.dtype, start, std::min(step, numel - start)});
+    std::vector<uint64_t> ends;
+    if (t < cuts.size()) {
+      for (uint64_t c : cuts[t]) {
+        if (c > 0 && c < numel) ends.push_back(c);
+      }
+      std::sort(ends.begin(), ends.end());
+      ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+    }
+    ends.push_back(numel);
+    uint64_t start = 0;
+    for (uint64_t end : ends) {
+      for (; start < end; start += std::min(step, end - start)) {
+        ranges.push_back(ChunkRange{static_cast<uint32_t>(t), spec.dtype, start, std::min(step, end - start)});
+      }
     }
   }
   return ranges;
 }
 
-Result<DeltaEncoder> DeltaEncoder::create(Manifest manifest, CodecOptions options) {
+Result<DeltaEncoder> DeltaEncoder::create(Manifest manifest, CodecOptions options,
+                                          std::span<const std::vector<uint64_t>> cuts) {
   DC_RETURN_IF_ERROR(options.validate());
-  return DeltaEncoder(std::move(manifest), options);
+  if (cuts.size() > manifest.size()) {
+    return invalid_argument("chunk cuts for {} tensors, the manifest has {}", cuts.size(), manifest.size());
+  }
+  std::vector<ChunkRange> ranges = plan_chunk_ranges(manifest, options, cuts);
+  return DeltaEncoder(std::move(manifest), options, std::move(ranges));
 }
 
-DeltaEncoder::DeltaEncoder(Manifest manifest, CodecOptions options)
+DeltaEncoder::DeltaEncoder(Manifest manifest, CodecOptions options, std::vector<ChunkRange> ranges)
     : manifest_(std::move(manifest)),
       options_(options),
-      ranges_(plan_chunk_ranges(manifest_, options_)),
+      ranges_(std::move(ranges)),
       pool_(std::make_unique<ThreadPool>(options.threads)) {}
 
 Status DeltaEncoder::check_host_views(std::span<const TensorView> tensors) const {

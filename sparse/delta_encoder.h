@@ -42,11 +42,17 @@ void finish_version(const Manifest& manifest, const CodecOptions& options, std::
 
 // Cuts every tensor of the manifest into chunk ranges of chunk_elements();
 // empty tensors get none. Both encoders (CPU and GPU) use this cut.
-std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options);
+// `cuts[t]`, where given: element offsets of tensor t where a chunk must end (the edges of what
+// the receivers of a resharded version hold, core/layout.h), so that every chunk is wholly needed
+// or not at all by each of them; chunk_elements() counts again from each cut.
+std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options,
+                                          std::span<const std::vector<uint64_t>> cuts = {});
 
 class DeltaEncoder {
  public:
-  static Result<DeltaEncoder> create(Manifest manifest, CodecOptions options);
+  // `cuts`: see plan_chunk_ranges (none: chunks of chunk_elements() from each tensor's start).
+  static Result<DeltaEncoder> create(Manifest manifest, CodecOptions options,
+                                     std::span<const std::vector<uint64_t>> cuts = {});
 
   const Manifest& manifest() const { return manifest_; }
   const CodecOptions& options() const { return options_; }
@@ -60,7 +66,7 @@ class DeltaEncoder {
   Result<EncodedVersion> encode_full(std::span<const TensorView> tensors, uint64_t version);
 
  private:
-  DeltaEncoder(Manifest manifest, CodecOptions options);
+  DeltaEncoder(Manifest manifest, CodecOptions options, std::vector<ChunkRange> ranges);
   Status check_host_views(std::span<const TensorView> tensors) const;
   void finish(EncodedVersion* version, std::span<const ByteBuffer> chunks);
 

@@ -65,8 +65,11 @@ inline constexpr uint32_t kBucketMagic = 0x4b424344;  // "DCBK" in memory order
 
 enum BucketFlags : uint32_t {
   kBucketFull = 1u << 0,  // a full sync: every chunk dense, applies whatever the consumer holds
+  // Cut down to the chunks one receiver's layout needs (a resharded version): a full sync then
+  // covers what that layout holds, not every element, and is read only against that layout.
+  kBucketSelected = 1u << 1,
 };
-inline constexpr uint32_t kKnownBucketFlags = kBucketFull;
+inline constexpr uint32_t kKnownBucketFlags = kBucketFull | kBucketSelected;
 
 struct BucketHeader {
   static constexpr size_t kBytes = 72;
@@ -82,6 +85,7 @@ struct BucketHeader {
   uint64_t payload_checksum = 0;  // content_hash of the payload
 
   bool full() const { return (flags & kBucketFull) != 0; }
+  bool selected() const { return (flags & kBucketSelected) != 0; }
 
   // Writes the header including its own checksum.
   void write(uint8_t* out) const;

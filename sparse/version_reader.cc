@@ -38,8 +38,9 @@ Status check_version_set(std::span<const BucketView> views, std::optional<uint64
   return Status();
 }
 
-// Chunks must not overlap; a full sync must also cover every element.
-Status check_ranges(const VersionChunks& version, const Manifest& manifest) {
+// Chunks must not overlap; a full sync must also cover every element (or, selected, every
+// element of `need`).
+Status check_ranges(const VersionChunks& version, const Manifest& manifest, const Layout* need) {
   struct Range {
     uint32_t tensor;
     uint64_t start;
@@ -53,13 +54,39 @@ Status check_ranges(const VersionChunks& version, const Manifest& manifest) {
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
     return a.tensor != b.tensor ? a.tensor < b.tensor : a.start < b.start;
   });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const Range& r = ranges[i];
+    if (ranges[i - 1].tensor == r.tensor && ranges[i - 1].start + ranges[i - 1].count > r.start) {
+      return corrupt("chunks overlap in tensor '{}' at element {}", manifest[r.tensor].name, r.start);
+    }
+  }
+  if (version.full && need != nullptr) {
+    // Selected for this reader: every run it holds lies in chunks that follow each other.
+    const auto by_start = [](const Range& a, const Range& b) {
+      return a.tensor != b.tensor ? a.tensor < b.tensor : a.start < b.start;
+    };
+    for (const ElementRun& run : need->runs()) {
+      const uint64_t run_end = run.logical + run.length;
+      auto it = std::upper_bound(ranges.begin(), ranges.end(), Range{run.tensor, run.logical, 0}, by_start);
+      uint64_t reached = run.logical;  // covered from the run's start up to here
+      if (it != ranges.begin()) {
+        const Range& before = *std::prev(it);  // the last chunk starting at or before the run
+        if (before.tensor == run.tensor && before.start + before.count > run.logical) reached = before.start + before.count;
+      }
+      for (; reached < run_end && it != ranges.end() && it->tensor == run.tensor && it->start == reached; ++it) {
+        reached = it->start + it->count;
+      }
+      if (reached < run_end) {
+        return corrupt("full sync leaves elements [{}, {}) of tensor '{}' unset", reached, run_end,
+                       run.tensor < manifest.size() ? manifest[run.tensor].name : "?");
+      }
+    }
+    return Status();
+  }
   // covered[t]: elements of tensor t covered so far, as one contiguous prefix (full syncs only).
   std::vector<uint64_t> covered(version.full ? manifest.size() : 0, 0);
   for (size_t i = 0; i < ranges.size(); ++i) {
     const Range& r = ranges[i];
-    if (i > 0 && ranges[i - 1].tensor == r.tensor && ranges[i - 1].start + ranges[i - 1].count > r.start) {
-      return corrupt("chunks overlap in tensor '{}' at element {}", manifest[r.tensor].name, r.start);
-    }
     if (version.full) {
       if (r.start != covered[r.tensor]) {
         return corrupt("full sync leaves elements [{}, {}) of tensor '{}' unset", covered[r.tensor], r.start,
@@ -80,7 +107,7 @@ Status check_ranges(const VersionChunks& version, const Manifest& manifest) {
 }  // namespace
 
 Result<VersionChunks> read_version(const Manifest& manifest, std::span<const std::span<const uint8_t>> buckets,
-                                   std::optional<uint64_t> held_version, ThreadPool& pool) {
+                                   std::optional<uint64_t> held_version, ThreadPool& pool, const Layout* need) {
   if (buckets.empty()) return invalid_argument("no buckets given");
   std::vector<Result<BucketView>> read(buckets.size(), Status(StatusCode::kInternal, "not read"));
   pool.parallel_for(buckets.size(), [&](size_t i) { read[i] = read_bucket(buckets[i], manifest); });
@@ -91,6 +118,10 @@ Result<VersionChunks> read_version(const Manifest& manifest, std::span<const std
     views.push_back(std::move(r).value());
   }
   DC_RETURN_IF_ERROR(check_version_set(views, held_version));
+  if (views[0].header.selected() && need == nullptr) {
+    return invalid_argument("version {} was cut down to one receiver's layout: read it with that layout",
+                            views[0].header.target_version);
+  }
 
   VersionChunks version;
   version.manifest_hash = manifest.hash();
@@ -105,7 +136,7 @@ Result<VersionChunks> read_version(const Manifest& manifest, std::span<const std
       version.chunks.push_back(ChunkBody{c.header, c.body});
     }
   }
-  DC_RETURN_IF_ERROR(check_ranges(version, manifest));
+  DC_RETURN_IF_ERROR(check_ranges(version, manifest, views[0].header.selected() ? need : nullptr));
 
   version.decompressed.resize(version.chunks.size());
   DC_RETURN_IF_ERROR(parallel_for_status(pool, version.chunks.size(), [&](size_t i) -> Status {

@@ -9,8 +9,9 @@ std::vector<std::span<const uint8_t>> bucket_spans(const std::vector<std::vector
 }
 
 Result<EncodedVersion> encode_delta(const Manifest& manifest, const CodecOptions& options, const TensorSet& base,
-                                    const TensorSet& current, uint64_t base_version, uint64_t target_version) {
-  DC_ASSIGN_OR_RETURN(DeltaEncoder encoder, DeltaEncoder::create(manifest, options));
+                                    const TensorSet& current, uint64_t base_version, uint64_t target_version,
+                                    std::span<const std::vector<uint64_t>> cuts) {
+  DC_ASSIGN_OR_RETURN(DeltaEncoder encoder, DeltaEncoder::create(manifest, options, cuts));
   DC_ASSIGN_OR_RETURN(Shadow shadow, Shadow::copy_of(manifest, base.views(), base_version));
   const auto views = current.views();
   return encoder.encode_delta(views, shadow, target_version);
