@@ -67,6 +67,8 @@ class Layout {
 
   // The local tensors with their shapes and dtypes (a manifest of what the process holds).
   const std::vector<TensorSpec>& local_specs() const { return local_specs_; }
+  // How many logical tensors the layout was resolved (or composed) against.
+  size_t logical_tensors() const { return first_run_.empty() ? 0 : first_run_.size() - 1; }
   // Every run, ordered by logical tensor, then logical offset.
   std::span<const ElementRun> runs() const { return runs_; }
   // The runs of logical tensor `tensor` that intersect logical elements [begin, end), clipped to

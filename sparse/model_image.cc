@@ -17,12 +17,25 @@ ModelImage::ModelImage(const Manifest& manifest) {
   offsets_.reserve(manifest.size());
   for (size_t i = 0; i < manifest.size(); ++i) {
     offsets_.push_back(bytes_);
+    element_bytes_.push_back(dtype_size(manifest[i].dtype));
     const uint64_t n = manifest[i].nbytes();
     for (uint64_t at = 0; at < n; at += kPieceBytes) {
       pieces_.push_back(Piece{static_cast<uint32_t>(i), at, std::min(kPieceBytes, n - at)});
     }
     bytes_ += n;
   }
+}
+
+void ModelImage::unpack_remapped(const uint8_t* image, const Layout& layout, std::span<const TensorView> locals,
+                                 ThreadPool& pool) const {
+  const auto runs = layout.runs();
+  // Runs write disjoint local bytes (a local element is one logical element): in parallel.
+  pool.parallel_for(runs.size(), [&](size_t i) {
+    const ElementRun& r = runs[i];
+    const size_t size = element_bytes_[r.tensor];
+    std::memcpy(locals[r.local_tensor].bytes() + r.local * size, image + offsets_[r.tensor] + r.logical * size,
+                r.length * size);
+  });
 }
 
 void ModelImage::copy_out(std::span<const TensorView> tensors, uint64_t at, uint64_t length, uint8_t* image) const {

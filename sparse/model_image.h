@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/manifest.h"
 #include "core/tensor_view.h"
 #include "core/thread_pool.h"
@@ -32,6 +33,11 @@ class ModelImage {
   std::vector<uint64_t> pack(std::span<const TensorView> tensors, uint8_t* image, ThreadPool& pool) const;
   // Copies `image` into `tensors`.
   void unpack(const uint8_t* image, std::span<const TensorView> tensors, ThreadPool& pool) const;
+  // Copies what `layout` holds of the image's tensors into `locals` (host tensors matching
+  // layout.local_specs(); the layout's logical tensors are the manifest's): a full version
+  // written into a process that holds views of the tensors (a resharded consumer).
+  void unpack_remapped(const uint8_t* image, const Layout& layout, std::span<const TensorView> locals,
+                       ThreadPool& pool) const;
 
  private:
   // A piece of one tensor: the unit of parallel copying.
@@ -45,6 +51,7 @@ class ModelImage {
   void copy_out(std::span<const TensorView> tensors, uint64_t at, uint64_t length, uint8_t* image) const;
 
   std::vector<uint64_t> offsets_;
+  std::vector<size_t> element_bytes_;  // per tensor
   std::vector<Piece> pieces_;
   uint64_t bytes_ = 0;
 };

@@ -10,6 +10,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/parallel_memory.h"
+#include "sparse/remapped_apply.h"
 
 namespace deltacast {
 
@@ -37,7 +38,21 @@ struct Consumer::Staged {
 
 Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vector<TensorView> tensors,
                                                    ConsumerOptions options) {
-  DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  if (options.layout) {
+    if (options.layout->logical_tensors() != manifest.size()) {
+      return invalid_argument("the consumer's layout maps {} tensors of the producer, whose manifest has {}",
+                              options.layout->logical_tensors(), manifest.size());
+    }
+    DC_ASSIGN_OR_RETURN(const Manifest local, Manifest::create(options.layout->local_specs()));
+    DC_RETURN_IF_ERROR(local.check_views(tensors));
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!tensors[i].device.is_cpu()) {
+        return invalid_argument("tensor '{}': a resharded consumer writes host tensors", local[i].name);
+      }
+    }
+  } else {
+    DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  }
   if (options.rails.empty()) return invalid_argument("a consumer needs at least one data rail address");
   if (options.coordinators.empty()) return invalid_argument("a consumer needs the producer's address");
   DC_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport,
@@ -148,6 +163,7 @@ Status Consumer::join(int fd) {
     hello.version = state_.version;
     hello.epoch = state_.epoch;
     hello.rails = listener_->endpoints();
+    hello.defers_commit = !auto_commit_;
   }
   const auto deadline = Clock::now() + Millis(5000);
   DC_RETURN_IF_ERROR(write_control_frame(fd, control::encode_text(hello), deadline, &closing_));
@@ -405,7 +421,7 @@ void Consumer::worker_loop() {
           const uint64_t base = ready_.empty() ? state_.version : ready_.back()->version;
           if (base != 0) held = base;
         }
-        auto chunks = applier_.verify(*buckets, held);
+        auto chunks = applier_.verify(*buckets, held, options_.layout.get());
         if (chunks.ok()) {
           staged->chunks = std::move(chunks).value();
         } else {
@@ -426,25 +442,31 @@ void Consumer::worker_loop() {
     }
     send(control::Staged{inc->announce.version, std::chrono::duration<double>(verify_start - inc->started).count(),
                          seconds_since(verify_start), relay_.child_links()});
+    if (options_.on_staged) options_.on_staged(inc->announce.version);
     if (auto_commit_) (void)commit_ready();
   }
 }
 
-Status Consumer::commit_ready() {
+Status Consumer::commit_ready(uint64_t through) {
   std::lock_guard<std::mutex> one_at_a_time(commit_mu_);
   for (;;) {
     std::shared_ptr<Staged> st;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (ready_.empty()) return Status();
+      if (ready_.empty() || ready_.front()->version > through) return Status();
       st = ready_.front();
     }
     const auto start = Clock::now();
     Status s;
     {
       std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
-      if (st->image) {
+      const Layout* layout = options_.layout.get();
+      if (st->image && layout != nullptr) {
+        image_.unpack_remapped(st->memory->data(), *layout, tensors_, *hash_pool_);
+      } else if (st->image) {
         image_.unpack(st->memory->data(), tensors_, *hash_pool_);
+      } else if (layout != nullptr) {
+        s = apply_remapped(st->chunks, manifest_, *layout, tensors_, *hash_pool_);
       } else {
         s = applier_.apply(st->chunks, tensors_);
       }
@@ -469,6 +491,15 @@ Status Consumer::commit_ready() {
 Status Consumer::set_auto_commit(bool on) {
   auto_commit_ = on;
   return on ? commit_ready() : Status();
+}
+
+Status Consumer::commit_through(uint64_t version) { return commit_ready(version); }
+
+std::vector<uint64_t> Consumer::staged_versions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  for (const auto& st : ready_) out.push_back(st->version);
+  return out;
 }
 
 Result<uint64_t> Consumer::pull(Millis timeout) {

@@ -43,6 +43,13 @@ struct ConsumerOptions {
   std::string node;
   unsigned threads = 0;             // verify/apply threads (0: all cores)
   bool auto_commit = true;          // commit as soon as a version is verified; false: only in pull()
+  // A resharded consumer: the producer's tensors (a trainer rank's pieces) as this process holds
+  // them, Layout::compose(rank, view) (core/layout.h). `tensors` then match layout->local_specs(),
+  // not the manifest, and every version is written through it. Null: the tensors are the manifest's.
+  std::shared_ptr<const Layout> layout;
+  // Called (on the verifying thread) with each version once it is verified and waiting to be
+  // committed; a group of consumers commits a version only when every one of them holds it.
+  std::function<void(uint64_t version)> on_staged;
   Millis reconnect_min{100};
   Millis reconnect_max{2000};
   ControlLinkOptions control;
@@ -74,6 +81,10 @@ class Consumer {
   // Commits every version verified so far, newest last; first waits up to
   // `timeout` for one newer than the committed version. Returns the version held.
   Result<uint64_t> pull(Millis timeout);
+  // Commits the verified versions up to and including `version` (none newer), oldest first.
+  Status commit_through(uint64_t version);
+  // The verified versions waiting to be committed, oldest first.
+  std::vector<uint64_t> staged_versions() const;
   // Switches between committing each version as soon as it is verified (on)
   // and committing only in pull() (off); switching on commits what is ready.
   Status set_auto_commit(bool on);
@@ -106,7 +117,7 @@ class Consumer {
   void worker_loop();
   void answer_checks();
   void progress_loop();
-  Status commit_ready();
+  Status commit_ready(uint64_t through = UINT64_MAX);
   void abandon_incoming();
   void send(const control::Message& message);
 

@@ -250,12 +250,13 @@ void to_json(Json& j, const Join& m) {
   j = {{"protocol", m.protocol},         {"token", m.token},     {"name", m.name}, {"node", m.node},
        {"transport", m.transport},       {"manifest_hash", m.manifest_hash},
        {"manifest", manifest_json(m.manifest)}, {"version", m.version}, {"epoch", m.epoch},
-       {"rails", rails}};
+       {"rails", rails}, {"defers_commit", m.defers_commit}};
 }
 
 void from_json(const Json& j, Join& m) {
   const Fields f(j, "join",
-                 {"protocol", "token", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails"});
+                 {"protocol", "token", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails",
+                  "defers_commit"});
   m.protocol = f.u32("protocol");
   m.token = f.u64("token");
   m.name = f.text("name");
@@ -266,6 +267,7 @@ void from_json(const Json& j, Join& m) {
   m.version = f.u64("version");
   m.epoch = f.u64("epoch");
   m.rails = as_endpoints(f.at("rails"), f.where("rails"));
+  m.defers_commit = f.boolean("defers_commit");
 }
 
 void to_json(Json& j, const Welcome& m) { j = {{"id", m.id}, {"epoch", m.epoch}, {"version", m.version}}; }

@@ -33,7 +33,7 @@ namespace control {
 
 // Bumped whenever a message changes; a join with another protocol is refused.
 // 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node.
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -63,6 +63,9 @@ struct Join {
   uint64_t version = 0;              // newest version it holds (0: none)
   uint64_t epoch = 0;                // the producer instance that version came from
   PeerEndpoints rails;               // where it takes data, one endpoint per rail
+  // It commits when told to (pull mode, or a member of a sharded group, which commits a version
+  // once every rank's part of it is here): a round counts it done once it holds the version verified.
+  bool defers_commit = false;
 };
 // coordinator -> consumer: admitted, with its id for this producer instance.
 struct Welcome {

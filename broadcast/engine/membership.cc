@@ -119,6 +119,7 @@ void Membership::admit(int fd) {
   if (s.ok()) {
     record.name = join->name;
     record.node = join->node;
+    record.defers_commit = join->defers_commit;
     record.peer = peer;
     record.rails = join->rails;
     record.base = join->epoch == options_.epoch ? join->version : 0;

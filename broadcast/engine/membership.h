@@ -47,6 +47,7 @@ struct MemberRecord {
   std::string node;        // the host it runs on (empty: a node of its own)
   std::string peer;        // control connection's remote address
   PeerEndpoints rails;     // data endpoints, one per rail
+  bool defers_commit = false;  // commits when told to: a round is done with it once it staged the version
   bool alive = true;
   uint64_t base = 0;       // newest version of this epoch it holds staged or committed (0: none usable)
   uint64_t committed = 0;  // newest version of this epoch it committed

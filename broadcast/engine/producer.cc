@@ -131,7 +131,7 @@ uint64_t Producer::next_transfer() {
   return (options_.epoch & 0xffffffff00000000ull) | ++transfers_;
 }
 
-Result<uint64_t> Producer::publish(bool full) {
+Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
   if (closing_) return failed_precondition("the producer is closed");
   std::lock_guard<std::mutex> one_at_a_time(publish_mu_);
   auto pending = std::make_shared<Pending>();
@@ -139,7 +139,10 @@ Result<uint64_t> Producer::publish(bool full) {
   EncodedVersion encoded;
   {
     std::unique_lock<std::shared_mutex> exclusive(shadow_mu_);
-    const uint64_t version = shadow_.version() + 1;
+    if (wanted != 0 && wanted <= shadow_.version()) {
+      return invalid_argument("version {} is not above the newest published version, {}", wanted, shadow_.version());
+    }
+    const uint64_t version = wanted != 0 ? wanted : shadow_.version() + 1;
     full = full || shadow_.version() == 0;  // the first version is a full one
     if (full) {
       // No encoding: the shadow takes the tensors and the image is the shadow's bytes.

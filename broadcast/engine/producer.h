@@ -117,7 +117,9 @@ class Producer {
 
   // Makes the next version from the tensors as they are now and queues it.
   // The first version, and any with `full`, is a full (dense) sync to every member.
-  Result<uint64_t> publish(bool full = false);
+  // `version`: its number, above every published one (a trainer rank of a sharded group numbers
+  // versions by training step, so that a restarted rank goes on where the group is); 0: the next.
+  Result<uint64_t> publish(bool full = false, uint64_t version = 0);
   // Until every live member committed `version` (or newer) and its round ended.
   Status wait(uint64_t version, Millis timeout);
   // Until at least `count` members joined.

@@ -20,7 +20,8 @@ struct RoundLook {
   std::map<uint32_t, std::string> have;
   uint64_t progress = 0;  // grows with every slice, staging and commit anywhere
 
-  bool finished(size_t targets) const { return committed.size() + failed.size() + gone.size() >= targets; }
+  std::set<uint32_t> done;  // committed, or staged by a member that commits when told to
+  bool finished(size_t targets) const { return done.size() + failed.size() + gone.size() >= targets; }
 };
 
 RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector<uint32_t>& targets, uint64_t version,
@@ -40,11 +41,13 @@ RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector
     if (r.committed >= version) {
       look.committed.insert(id);
       look.staged.insert(id);
+      look.done.insert(id);
       look.progress += 2;
     } else if (r.failed_version == version) {
       look.failed.insert(id);
     } else if (r.base >= version) {
       look.staged.insert(id);
+      if (r.defers_commit) look.done.insert(id);
       look.progress += 1;
     }
   }
@@ -145,7 +148,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
                   stop() ? "stopped" : stalled ? "stalled" : "timed out",
                   look.committed.size(), targets.size());
       for (uint32_t id : targets) {
-        if (!look.committed.count(id) && !look.gone.count(id)) look.failed.insert(id);
+        if (!look.done.count(id) && !look.gone.count(id)) look.failed.insert(id);
       }
       break;
     }

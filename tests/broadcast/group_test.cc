@@ -1,0 +1,280 @@
+// A sharded group over real sockets on loopback: four trainer ranks, each a Producer of the
+// pieces it owns (row, column and flat shards), publishing by training step; three rollout
+// processes with their own layouts (TP2 rank 0, TP2 rank 1, TP1 with fused qkv_proj and
+// gate_up_proj), each a GroupConsumer. After every step every process holds exactly its views of
+// the logical model; a rank that goes away mid-version leaves every process at a whole version,
+// and when it comes back (a new producer, a full version) the group goes on. Bad layouts are
+// refused naming the tensor.
+#include "broadcast/engine/group_consumer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "broadcast/engine/producer.h"
+#include "support/test_tensors.h"
+
+namespace deltacast {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::TensorSet;
+constexpr uint64_t kToken = 0x5eed;
+constexpr milliseconds kWait{20000};
+
+std::vector<Endpoint> loopback_rails() { return {{"127.0.0.1", 0}, {"127.0.0.2", 0}}; }
+
+std::vector<TensorSpec> logical_tensors() {
+  return {{"q", DType::kBF16, {256, 192}},    {"k", DType::kBF16, {128, 192}},     {"v", DType::kBF16, {128, 192}},
+          {"o", DType::kBF16, {192, 256}},    {"gate", DType::kBF16, {384, 192}},  {"up", DType::kBF16, {384, 192}},
+          {"down", DType::kBF16, {192, 384}}, {"embed", DType::kBF16, {800, 192}}, {"norm", DType::kF32, {192}}};
+}
+
+// Trainer rank r of 4: rows of q, k, v, gate, up and down, o by columns, an uneven flat range of
+// embed, norm on rank 0.
+std::vector<LocalTensorSpec> trainer_rank(uint64_t r) {
+  const uint64_t flat_cuts[] = {0, 20000, 70000, 101000, 800 * 192};
+  const auto rows = [&](const char* t, uint64_t size) { return PieceSpec{t, false, 0, size / 4 * r, size / 4 * (r + 1)}; };
+  std::vector<LocalTensorSpec> pieces = {
+      {"q", {rows("q", 256)}},          {"k", {rows("k", 128)}},
+      {"v", {rows("v", 128)}},          {"o", {{"o", false, 1, 64 * r, 64 * (r + 1)}}},
+      {"gate", {rows("gate", 384)}},    {"up", {rows("up", 384)}},
+      {"down", {rows("down", 192)}},    {"embed", {{"embed", true, 0, flat_cuts[r], flat_cuts[r + 1]}}}};
+  if (r == 0) pieces.push_back({"norm", {{"norm", false, 0, 0, 192}}});
+  return pieces;
+}
+
+// An inference engine's TP rank r of n.
+std::vector<LocalTensorSpec> rollout_rank(uint64_t r, uint64_t n) {
+  const auto rows = [&](const char* t, uint64_t size) { return PieceSpec{t, false, 0, size / n * r, size / n * (r + 1)}; };
+  const auto cols = [&](const char* t, uint64_t size) { return PieceSpec{t, false, 1, size / n * r, size / n * (r + 1)}; };
+  return {{"qkv_proj", {rows("q", 256), rows("k", 128), rows("v", 128)}},
+          {"o_proj", {cols("o", 256)}},
+          {"gate_up_proj", {rows("gate", 384), rows("up", 384)}},
+          {"down_proj", {cols("down", 384)}},
+          {"embed_tokens", {rows("embed", 800)}},
+          {"norm", {{"norm", false, 0, 0, 192}}}};
+}
+
+// The tensors of `layout`, filled from the logical ones through its runs.
+void gather(const Layout& layout, const TensorSet& logical, TensorSet& local) {
+  for (const ElementRun& r : layout.runs()) {
+    const size_t size = dtype_size(local.tensors[r.local_tensor].view().dtype);
+    std::memcpy(local.tensors[r.local_tensor].data() + r.local * size, logical.tensors[r.tensor].data() + r.logical * size,
+                r.length * size);
+  }
+}
+
+Layout resolved(const std::vector<LocalTensorSpec>& locals) {
+  auto l = Layout::resolve(logical_tensors(), locals);
+  EXPECT_TRUE(l.ok()) << l.status().to_string();
+  return std::move(l).value();
+}
+
+// A trainer rank: its pieces of the model and the producer publishing them.
+struct Rank {
+  Layout layout;
+  Manifest manifest;
+  std::unique_ptr<TensorSet> tensors;
+  std::unique_ptr<Producer> producer;
+  Endpoint address{"127.0.0.1", 0};
+
+  explicit Rank(uint64_t r) : layout(resolved(trainer_rank(r))), manifest(Manifest::create(layout.local_specs()).value()) {
+    tensors = std::make_unique<TensorSet>(manifest);
+  }
+  void start() {
+    ProducerOptions o;
+    o.listen = address;
+    o.token = kToken;
+    o.rails = loopback_rails();
+    o.codec.threads = 1;
+    o.round.stall_timeout = milliseconds(5000);
+    auto views = tensors->views();
+    auto p = Producer::create(manifest, std::vector<TensorView>(views.begin(), views.end()), o);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    producer = std::move(p).value();
+    address = producer->address();  // a restarted rank listens where the first one did
+  }
+};
+
+// A rollout process: its tensors (guarded) and its group consumer.
+struct Process {
+  Layout layout;
+  std::unique_ptr<TensorSet> tensors;
+  std::unique_ptr<GroupConsumer> consumer;
+
+  Process(uint64_t r, uint64_t n, const std::vector<Rank>& ranks, const TensorSet& model)
+      : layout(resolved(rollout_rank(r, n))) {
+    tensors = std::make_unique<TensorSet>(Manifest::create(layout.local_specs()).value());
+    std::vector<GroupRank> group;
+    for (size_t k = 0; k < ranks.size(); ++k) group.push_back({trainer_rank(k), {ranks[k].address}});
+    ConsumerOptions o;
+    o.token = kToken;
+    o.rails = loopback_rails();
+    o.name = fmt::format("tp{}of{}", r, n);
+    o.threads = 1;
+    o.reconnect_min = milliseconds(50);
+    o.reconnect_max = milliseconds(200);
+    auto views = tensors->views();
+    auto c = GroupConsumer::create(logical_tensors(), rollout_rank(r, n), std::vector<TensorView>(views.begin(), views.end()),
+                                   group, o);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    if (c.ok()) consumer = std::move(c).value();
+    (void)model;
+  }
+  // Exactly its views of `model`, and nothing written outside its tensors.
+  bool holds(const TensorSet& model) const {
+    TensorSet want(Manifest::create(layout.local_specs()).value());
+    gather(layout, model, want);
+    std::shared_lock<std::shared_mutex> reading(consumer->tensors_mutex());
+    return tensors->same_bits(want) && tensors->guards_intact();
+  }
+};
+
+void step_model(TensorSet& model, double density, std::mt19937_64& rng) {
+  for (auto& t : model.tensors) {
+    const auto n = static_cast<uint64_t>(density * static_cast<double>(t.view().numel));
+    testing::apply_random_changes(t, std::min(std::max<uint64_t>(n, 1), t.view().numel), rng);
+  }
+}
+
+TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
+  const Manifest logical = Manifest::create(logical_tensors()).value();
+  std::mt19937_64 rng(51);
+  TensorSet model(logical);
+  testing::fill_random_bits(model, rng);
+  std::vector<Rank> ranks;
+  for (uint64_t r = 0; r < 4; ++r) ranks.emplace_back(r);
+  for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
+  std::vector<std::unique_ptr<Process>> processes;
+  for (auto [r, n] : {std::pair<uint64_t, uint64_t>{0, 2}, {1, 2}, {0, 1}}) {
+    processes.push_back(std::make_unique<Process>(r, n, ranks, model));
+    ASSERT_TRUE(processes.back()->consumer);
+  }
+  for (auto& p : processes) ASSERT_TRUE(p->consumer->start(kWait).ok());
+  // TP2 processes take pieces from the ranks they overlap; TP1 from all four.
+  EXPECT_EQ(processes[2]->consumer->state().ranks, (std::vector<uint32_t>{0, 1, 2, 3}));
+  // Every rank publishes step v as version v.
+  const auto publish_all = [&](uint64_t v, bool full, std::vector<size_t> which = {0, 1, 2, 3}) {
+    for (size_t k : which) {
+      gather(ranks[k].layout, model, *ranks[k].tensors);
+      auto published = ranks[k].producer->publish(full, v);
+      ASSERT_TRUE(published.ok()) << "rank " << k << ": " << published.status().to_string();
+      ASSERT_EQ(*published, v);
+    }
+  };
+  const auto members = [&](size_t k) {
+    size_t n = 0;
+    for (auto& p : processes) {
+      const auto taken = p->consumer->state().ranks;
+      n += static_cast<size_t>(std::count(taken.begin(), taken.end(), k));
+    }
+    return n;
+  };
+  for (size_t k = 0; k < ranks.size(); ++k) ASSERT_TRUE(ranks[k].producer->wait_members(members(k), kWait).ok());
+
+  const double densities[] = {0, 0.01, 0.002, 0.05, 0.01};  // step 1: the first (full) version
+  uint64_t v = 0;
+  for (double density : densities) {
+    ++v;
+    step_model(model, density, rng);
+    ASSERT_NO_FATAL_FAILURE(publish_all(v, v == 1));
+    for (auto& p : processes) {
+      ASSERT_TRUE(p->consumer->wait_version(v, kWait).ok()) << p->consumer->wait_version(v, milliseconds(0)).to_string();
+      EXPECT_TRUE(p->holds(model)) << "version " << v;
+    }
+  }
+
+  // Rank 2 dies as it publishes step 6: the others publish it too. No process may expose a mix:
+  // each holds a whole version, 5 or (if rank 2's part got everywhere first) 6.
+  TensorSet before(logical);
+  before.copy_from(model);
+  ++v;
+  step_model(model, 0.01, rng);
+  ASSERT_NO_FATAL_FAILURE(publish_all(v, false, {2}));
+  ranks[2].producer.reset();
+  ASSERT_NO_FATAL_FAILURE(publish_all(v, false, {0, 1, 3}));
+  // The other ranks' rounds end once their parts are staged everywhere (the processes defer their
+  // commits to the group): no round waits out its stall limit, nobody is counted as failed.
+  for (size_t k : {0, 1, 3}) {
+    bool done = false;
+    for (int i = 0; i < 150 && !done; ++i) {
+      const auto report = ranks[k].producer->report(v);
+      done = report && report->done;
+      if (!done) std::this_thread::sleep_for(milliseconds(10));
+    }
+    ASSERT_TRUE(done) << "rank " << k << "'s round of version " << v << " did not end within 1.5 s";
+    EXPECT_EQ(ranks[k].producer->report(v)->failed, 0u) << "rank " << k;
+  }
+  std::this_thread::sleep_for(milliseconds(500));
+  for (auto& p : processes) {
+    const uint64_t held = p->consumer->version();
+    ASSERT_TRUE(held == v - 1 || held == v) << held;
+    EXPECT_TRUE(p->holds(held == v ? model : before)) << "a process exposes a mix of versions " << v - 1 << " and " << v;
+  }
+
+  // Rank 2 comes back (a new producer where the old one listened) and goes on at step 7 with a
+  // full version of its pieces; the other ranks send deltas. Everyone reaches 7, then 8.
+  ASSERT_NO_FATAL_FAILURE(ranks[2].start());
+  ASSERT_TRUE(ranks[2].producer->wait_members(members(2), kWait).ok());
+  for (int more = 0; more < 2; ++more) {
+    ++v;
+    step_model(model, 0.02, rng);
+    ASSERT_NO_FATAL_FAILURE(publish_all(v, false, {0, 1, 3}));
+    ASSERT_NO_FATAL_FAILURE(publish_all(v, more == 0, {2}));
+    for (auto& p : processes) {
+      ASSERT_TRUE(p->consumer->wait_version(v, kWait).ok()) << p->consumer->wait_version(v, milliseconds(0)).to_string();
+      EXPECT_TRUE(p->holds(model)) << "version " << v;
+    }
+  }
+  for (auto& p : processes) p->consumer->close();
+}
+
+TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
+  const auto specs = logical_tensors();
+  const Manifest local = Manifest::create(resolved(rollout_rank(0, 2)).local_specs()).value();
+  TensorSet tensors(local);
+  auto views = tensors.views();
+  const std::vector<TensorView> given(views.begin(), views.end());
+  std::vector<GroupRank> ranks;
+  for (uint64_t r = 0; r < 4; ++r) ranks.push_back({trainer_rank(r), {{"127.0.0.1", 1}}});
+  ConsumerOptions o;
+  o.token = kToken;
+  o.rails = loopback_rails();
+  const auto refused = [&](std::vector<LocalTensorSpec> layout, std::vector<GroupRank> group, const std::string& says) {
+    auto c = GroupConsumer::create(specs, std::move(layout), given, std::move(group), o);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status().to_string();
+  };
+  // Ranks that overlap, or leave a gap.
+  auto overlap = ranks;
+  overlap[1].pieces[0] = {"q", {{"q", false, 0, 32, 128}}};
+  refused(rollout_rank(0, 2), overlap, "'q'");
+  auto gap = ranks;
+  gap[3].pieces.pop_back();  // rank 3's embed range
+  refused(rollout_rank(0, 2), gap, "'embed'");
+  // A view past the tensor's end, a fused view of different dtypes, a tensor the group lacks.
+  auto past = rollout_rank(0, 2);
+  past[1].pieces[0].end = 300;
+  refused(past, ranks, "o_proj");
+  auto mixed = rollout_rank(0, 2);
+  mixed[0].pieces.push_back({"norm", false, 0, 0, 1});
+  refused(mixed, ranks, "qkv_proj");
+  auto unknown = rollout_rank(0, 2);
+  unknown[4].pieces[0].tensor = "lm_head";
+  refused(unknown, ranks, "lm_head");
+  // Tensors that do not match the layout, and rails with fixed ports.
+  auto wrong = given;
+  wrong[0].numel -= 1;
+  auto c = GroupConsumer::create(specs, rollout_rank(0, 2), wrong, ranks, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("qkv_proj"), std::string::npos) << c.status().to_string();
+  ConsumerOptions fixed = o;
+  fixed.rails = {{"127.0.0.1", 7000}};
+  EXPECT_FALSE(GroupConsumer::create(specs, rollout_rank(0, 2), given, ranks, fixed).ok());
+}
+
+}  // namespace
+}  // namespace deltacast
