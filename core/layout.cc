@@ -215,20 +215,6 @@ std::vector<ElementRun> Layout::intersect(uint32_t tensor, uint64_t begin, uint6
   return out;
 }
 
-std::vector<std::vector<uint64_t>> Layout::edges(size_t logical_tensors) const {
-  std::vector<std::vector<uint64_t>> out(logical_tensors);
-  for (const ElementRun& r : runs_) {
-    if (r.tensor >= logical_tensors) continue;
-    out[r.tensor].push_back(r.logical);
-    out[r.tensor].push_back(r.logical + r.length);
-  }
-  for (auto& e : out) {
-    std::sort(e.begin(), e.end());
-    e.erase(std::unique(e.begin(), e.end()), e.end());
-  }
-  return out;
-}
-
 uint64_t Layout::held_elements(uint32_t tensor) const {
   uint64_t n = 0;
   if (tensor + 1 >= first_run_.size()) return 0;

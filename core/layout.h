@@ -85,10 +85,6 @@ class Layout {
   // intersect it. Both layouts must be resolved against the same logical tensors.
   static Result<Layout> compose(const Layout& owner, const Layout& view);
 
-  // Per logical tensor (`logical_tensors` of them), the sorted offsets where a run starts or
-  // ends: where chunks must be cut so that none is partly held by this process.
-  std::vector<std::vector<uint64_t>> edges(size_t logical_tensors) const;
-
  private:
   // Sorts runs_ and builds the search index over `logical_tensors` logical tensors.
   void index(size_t logical_tensors);

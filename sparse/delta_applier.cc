@@ -8,7 +8,7 @@ DeltaApplier::DeltaApplier(Manifest manifest, unsigned threads)
     : manifest_(std::move(manifest)), pool_(std::make_unique<ThreadPool>(threads)) {}
 
 Result<VersionChunks> DeltaApplier::verify(std::span<const std::span<const uint8_t>> buckets,
-                                           std::optional<uint64_t> held_version, const Layout* need) const {
+                                           std::optional<uint64_t> held_version, const HeldRanges* need) const {
   DC_ASSIGN_OR_RETURN(VersionChunks version, read_version(manifest_, buckets, held_version, *pool_, need));
   DC_RETURN_IF_ERROR(parallel_for_status(*pool_, version.chunks.size(), [&](size_t i) -> Status {
     const ChunkBody& c = version.chunks[i];

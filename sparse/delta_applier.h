@@ -26,7 +26,7 @@ class DeltaApplier {
   // decodes every sparse body without writing anything. `need`: the reader's
   // layout of the manifest's tensors, for versions selected for it (read_version).
   Result<VersionChunks> verify(std::span<const std::span<const uint8_t>> buckets,
-                               std::optional<uint64_t> held_version, const Layout* need = nullptr) const;
+                               std::optional<uint64_t> held_version, const HeldRanges* need = nullptr) const;
 
   // Writes a version that verify() accepted into `targets` (host tensors matching the manifest).
   Status apply(const VersionChunks& version, std::span<const TensorView> targets) const;

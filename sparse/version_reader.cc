@@ -40,7 +40,7 @@ Status check_version_set(std::span<const BucketView> views, std::optional<uint64
 
 // Chunks must not overlap; a full sync must also cover every element (or, selected, every
 // element of `need`).
-Status check_ranges(const VersionChunks& version, const Manifest& manifest, const Layout* need) {
+Status check_ranges(const VersionChunks& version, const Manifest& manifest, const HeldRanges* need) {
   struct Range {
     uint32_t tensor;
     uint64_t start;
@@ -65,13 +65,13 @@ Status check_ranges(const VersionChunks& version, const Manifest& manifest, cons
     const auto by_start = [](const Range& a, const Range& b) {
       return a.tensor != b.tensor ? a.tensor < b.tensor : a.start < b.start;
     };
-    for (const ElementRun& run : need->runs()) {
-      const uint64_t run_end = run.logical + run.length;
-      auto it = std::upper_bound(ranges.begin(), ranges.end(), Range{run.tensor, run.logical, 0}, by_start);
-      uint64_t reached = run.logical;  // covered from the run's start up to here
+    for (const HeldRange& run : need->ranges()) {
+      const uint64_t run_end = run.end;
+      auto it = std::upper_bound(ranges.begin(), ranges.end(), Range{run.tensor, run.begin, 0}, by_start);
+      uint64_t reached = run.begin;  // covered from the range's start up to here
       if (it != ranges.begin()) {
-        const Range& before = *std::prev(it);  // the last chunk starting at or before the run
-        if (before.tensor == run.tensor && before.start + before.count > run.logical) reached = before.start + before.count;
+        const Range& before = *std::prev(it);  // the last chunk starting at or before the range
+        if (before.tensor == run.tensor && before.start + before.count > run.begin) reached = before.start + before.count;
       }
       for (; reached < run_end && it != ranges.end() && it->tensor == run.tensor && it->start == reached; ++it) {
         reached = it->start + it->count;
@@ -107,7 +107,7 @@ Status check_ranges(const VersionChunks& version, const Manifest& manifest, cons
 }  // namespace
 
 Result<VersionChunks> read_version(const Manifest& manifest, std::span<const std::span<const uint8_t>> buckets,
-                                   std::optional<uint64_t> held_version, ThreadPool& pool, const Layout* need) {
+                                   std::optional<uint64_t> held_version, ThreadPool& pool, const HeldRanges* need) {
   if (buckets.empty()) return invalid_argument("no buckets given");
   std::vector<Result<BucketView>> read(buckets.size(), Status(StatusCode::kInternal, "not read"));
   pool.parallel_for(buckets.size(), [&](size_t i) { read[i] = read_bucket(buckets[i], manifest); });

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "core/layout.h"
+#include "core/held_ranges.h"
 #include "core/manifest.h"
 #include "core/thread_pool.h"
 #include "sparse/format.h"
@@ -34,11 +34,11 @@ struct VersionChunks {
 };
 
 // `held_version` is what the consumer holds (nullopt: nothing, so only a full sync applies).
-// `need`: what the reader holds of the manifest's tensors (a composed layout, core/layout.h), for
+// `need`: what the reader holds of the manifest's tensors (core/held_ranges.h), for
 // versions selected for it (sparse/version_select.h): a selected full sync must cover exactly
 // that; a selected version read without it is refused.
 Result<VersionChunks> read_version(const Manifest& manifest, std::span<const std::span<const uint8_t>> buckets,
                                    std::optional<uint64_t> held_version, ThreadPool& pool,
-                                   const Layout* need = nullptr);
+                                   const HeldRanges* need = nullptr);
 
 }  // namespace deltacast

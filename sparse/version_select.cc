@@ -5,7 +5,7 @@
 
 namespace deltacast {
 
-Result<EncodedVersion> select_chunks(const EncodedVersion& version, const Manifest& manifest, const Layout& need,
+Result<EncodedVersion> select_chunks(const EncodedVersion& version, const Manifest& manifest, const HeldRanges& need,
                                      const CodecOptions& options, ThreadPool& pool) {
   EncodedVersion out;
   out.base_version = version.base_version;
@@ -24,7 +24,7 @@ Result<EncodedVersion> select_chunks(const EncodedVersion& version, const Manife
   for (const BucketView& view : views) {
     for (const ChunkRef& c : view.chunks) {
       const ChunkHeader& h = c.header;
-      if (need.intersect(h.tensor_index, h.element_start, h.element_start + h.element_count).empty()) continue;
+      if (!need.intersects(h.tensor_index, h.element_start, h.element_start + h.element_count)) continue;
       // The stored chunk: its header sits right before its body, padding after it.
       kept.emplace_back(c.body.data() - ChunkHeader::kBytes, h.stored_bytes());
       out.stats.changed += h.nnz;

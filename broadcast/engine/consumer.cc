@@ -80,6 +80,7 @@ Consumer::Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerO
       options_(std::move(options)),
       transport_(std::move(transport)),
       applier_(manifest_, options_.threads),
+      held_(options_.layout ? HeldRanges::of(*options_.layout) : HeldRanges()),
       hash_pool_(std::make_unique<ThreadPool>(options_.threads)),
       image_(manifest_),
       staging_([] {
@@ -421,7 +422,7 @@ void Consumer::worker_loop() {
           const uint64_t base = ready_.empty() ? state_.version : ready_.back()->version;
           if (base != 0) held = base;
         }
-        auto chunks = applier_.verify(*buckets, held, options_.layout.get());
+        auto chunks = applier_.verify(*buckets, held, options_.layout ? &held_ : nullptr);
         if (chunks.ok()) {
           staged->chunks = std::move(chunks).value();
         } else {

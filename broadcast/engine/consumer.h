@@ -23,6 +23,7 @@
 #include "broadcast/transport/staging.h"
 #include "broadcast/transport/transport.h"
 #include "core/buffer_pool.h"
+#include "core/held_ranges.h"
 #include "core/manifest.h"
 #include "sparse/delta_applier.h"
 #include "sparse/model_image.h"
@@ -126,6 +127,7 @@ class Consumer {
   ConsumerOptions options_;
   std::shared_ptr<Transport> transport_;
   DeltaApplier applier_;
+  HeldRanges held_;  // what options_.layout holds of the producer's tensors (resharded consumers)
   std::unique_ptr<ThreadPool> hash_pool_;
   ModelImage image_;            // the layout full versions arrive in
   BufferPool staging_pool_{2};  // staging memory, reused across versions

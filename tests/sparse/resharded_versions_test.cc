@@ -85,7 +85,7 @@ struct Group {
     for (size_t r = 0; r < ranks.size(); ++r) {
       cuts[r].resize(rank_manifests[r].size());
       for (size_t c = 0; c < views.size(); ++c) {
-        const auto edges = routes[c][r].edges(rank_manifests[r].size());
+        const auto edges = HeldRanges::of(routes[c][r]).edges(rank_manifests[r].size());
         for (size_t t = 0; t < edges.size(); ++t) cuts[r][t].insert(cuts[r][t].end(), edges[t].begin(), edges[t].end());
       }
     }
@@ -201,10 +201,11 @@ TEST(ReshardedVersions, RoutedVersionsCarryEachProcessItsShareAndApplyExactly) {
           ASSERT_TRUE(held == 0 || held == h.element_count) << "a chunk straddles an edge of process " << c;
           if (held != 0) share[c] += h.stored_bytes();
         }
-        auto selected = select_chunks(*delta, g.rank_manifests[r], route, small_chunks(), pool);
+        const HeldRanges held = HeldRanges::of(route);
+        auto selected = select_chunks(*delta, g.rank_manifests[r], held, small_chunks(), pool);
         ASSERT_TRUE(selected.ok()) << selected.status().to_string();
         for (const auto& bucket : selected->buckets) received[c] += bucket.size() - BucketHeader::kBytes;
-        auto version = applier.verify(testing::bucket_spans(selected->buckets), step + 1, &route);
+        auto version = applier.verify(testing::bucket_spans(selected->buckets), step + 1, &held);
         ASSERT_TRUE(version.ok()) << version.status().to_string();
         ASSERT_TRUE(apply_remapped(*version, g.rank_manifests[r], route, processes[c].views(), pool).ok());
       }
@@ -241,11 +242,12 @@ TEST(ReshardedVersions, ASelectedFullVersionCoversWhatTheProcessHoldsAndOnlyThat
     auto full = encoder->encode_full(rank_model.views(), 7);
     ASSERT_TRUE(full.ok());
     const Layout& route = g.routes[0][r];
-    auto selected = select_chunks(*full, g.rank_manifests[r], route, small_chunks(), pool);
+    const HeldRanges held = HeldRanges::of(route);
+    auto selected = select_chunks(*full, g.rank_manifests[r], held, small_chunks(), pool);
     ASSERT_TRUE(selected.ok());
     DeltaApplier applier(g.rank_manifests[r], 1);
     const auto spans = testing::bucket_spans(selected->buckets);
-    auto version = applier.verify(spans, std::nullopt, &route);
+    auto version = applier.verify(spans, std::nullopt, &held);
     ASSERT_TRUE(version.ok()) << "rank " << r << ": " << version.status().to_string();
     ASSERT_TRUE(apply_remapped(*version, g.rank_manifests[r], route, process.views(), pool).ok());
 
@@ -253,7 +255,8 @@ TEST(ReshardedVersions, ASelectedFullVersionCoversWhatTheProcessHoldsAndOnlyThat
     ASSERT_FALSE(without.ok());
     EXPECT_NE(without.status().message().find("read it with that layout"), std::string::npos) << without.status().to_string();
     // TP1 holds everything of every rank; TP2 rank 0's selection does not cover it.
-    auto wider = applier.verify(spans, std::nullopt, &g.routes[2][r]);
+    const HeldRanges everything = HeldRanges::of(g.routes[2][r]);
+    auto wider = applier.verify(spans, std::nullopt, &everything);
     ASSERT_FALSE(wider.ok());
     EXPECT_NE(wider.status().message().find("full sync leaves elements"), std::string::npos) << wider.status().to_string();
     EXPECT_NE(wider.status().message().find("tensor '"), std::string::npos);
