@@ -165,6 +165,7 @@ Status Consumer::join(int fd) {
     hello.epoch = state_.epoch;
     hello.rails = listener_->endpoints();
     hello.defers_commit = !auto_commit_;
+    if (options_.layout) hello.held = std::vector<HeldRange>(held_.ranges().begin(), held_.ranges().end());
   }
   const auto deadline = Clock::now() + Millis(5000);
   DC_RETURN_IF_ERROR(write_control_frame(fd, control::encode_text(hello), deadline, &closing_));

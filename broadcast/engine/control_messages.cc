@@ -250,13 +250,18 @@ void to_json(Json& j, const Join& m) {
   j = {{"protocol", m.protocol},         {"token", m.token},     {"name", m.name}, {"node", m.node},
        {"transport", m.transport},       {"manifest_hash", m.manifest_hash},
        {"manifest", manifest_json(m.manifest)}, {"version", m.version}, {"epoch", m.epoch},
-       {"rails", rails}, {"defers_commit", m.defers_commit}};
+       {"rails", rails}, {"defers_commit", m.defers_commit}, {"held", nullptr}};
+  if (m.held) {
+    Json held = Json::array();
+    for (const HeldRange& r : *m.held) held.push_back(Json::array({r.tensor, r.begin, r.end}));
+    j["held"] = std::move(held);
+  }
 }
 
 void from_json(const Json& j, Join& m) {
   const Fields f(j, "join",
                  {"protocol", "token", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails",
-                  "defers_commit"});
+                  "defers_commit", "held"});
   m.protocol = f.u32("protocol");
   m.token = f.u64("token");
   m.name = f.text("name");
@@ -268,6 +273,21 @@ void from_json(const Json& j, Join& m) {
   m.epoch = f.u64("epoch");
   m.rails = as_endpoints(f.at("rails"), f.where("rails"));
   m.defers_commit = f.boolean("defers_commit");
+  const Json& held = f.at("held");
+  if (!held.is_null()) {
+    const std::string where = f.where("held");
+    if (!held.is_array()) refuse(fmt::format("{} is neither null nor a list", where));
+    if (held.size() > HeldRanges::kMaxRanges) refuse(fmt::format("{} has {} ranges (at most {})", where, held.size(), HeldRanges::kMaxRanges));
+    std::vector<HeldRange> ranges;
+    ranges.reserve(held.size());
+    for (size_t i = 0; i < held.size(); ++i) {
+      const Json& r = held[i];
+      const std::string at = fmt::format("{}[{}]", where, i);
+      if (!r.is_array() || r.size() != 3) refuse(fmt::format("{} is not [tensor, begin, end]", at));
+      ranges.push_back({as_u32(r[0], at + "[0]"), as_u64(r[1], at + "[1]"), as_u64(r[2], at + "[2]")});
+    }
+    m.held = std::move(ranges);
+  }
 }
 
 void to_json(Json& j, const Welcome& m) { j = {{"id", m.id}, {"epoch", m.epoch}, {"version", m.version}}; }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "broadcast/engine/planner.h"
 #include "broadcast/transport/rail.h"
 #include "broadcast/transport/slice_table.h"
+#include "core/held_ranges.h"
 #include "core/manifest.h"
 #include "core/status.h"
 
@@ -66,6 +68,10 @@ struct Join {
   // It commits when told to (pull mode, or a member of a sharded group, which commits a version
   // once every rank's part of it is here): a round counts it done once it holds the version verified.
   bool defers_commit = false;
+  // What it holds of the producer's tensors (a resharded consumer: its layout composed with the
+  // producer's pieces), as [tensor, begin, end) ranges; none: everything. It is sent only the
+  // chunks it holds elements of.
+  std::optional<std::vector<HeldRange>> held;
 };
 // coordinator -> consumer: admitted, with its id for this producer instance.
 struct Welcome {

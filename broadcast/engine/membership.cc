@@ -120,6 +120,14 @@ void Membership::admit(int fd) {
     record.name = join->name;
     record.node = join->node;
     record.defers_commit = join->defers_commit;
+    if (join->held) {
+      auto held = HeldRanges::create(manifest_, *join->held);
+      if (held.ok()) {
+        record.held = std::make_shared<const HeldRanges>(std::move(held).value());
+      } else {
+        s = held.status().with_context("what the consumer holds");
+      }
+    }
     record.peer = peer;
     record.rails = join->rails;
     record.base = join->epoch == options_.epoch ? join->version : 0;

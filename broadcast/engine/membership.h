@@ -24,6 +24,7 @@
 #include "broadcast/engine/control_link.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/transport/rail.h"
+#include "core/held_ranges.h"
 #include "core/manifest.h"
 
 namespace deltacast {
@@ -48,6 +49,7 @@ struct MemberRecord {
   std::string peer;        // control connection's remote address
   PeerEndpoints rails;     // data endpoints, one per rail
   bool defers_commit = false;  // commits when told to: a round is done with it once it staged the version
+  std::shared_ptr<const HeldRanges> held;  // what it holds of the producer's tensors; null: everything
   bool alive = true;
   uint64_t base = 0;       // newest version of this epoch it holds staged or committed (0: none usable)
   uint64_t committed = 0;  // newest version of this epoch it committed

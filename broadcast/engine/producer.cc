@@ -33,6 +33,9 @@ struct Producer::Pending {
   uint64_t base = 0;
   bool full = false;
   Blob blob;
+  // A delta's buckets, kept while members hold only parts of the tensors: each such class of
+  // members is sent the chunks it holds (sparse/version_select.h).
+  std::shared_ptr<const EncodedVersion> buckets;
   Clock::time_point published;
   Clock::time_point encoded;
 };
@@ -150,8 +153,13 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
       pending->blob = make_image();
       encoded = full_version_stats(version);
     } else {
+      const auto members = membership_->snapshot();
+      recut_for_members(members);
       DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version));
       pending->blob = make_blob(encoded);
+      if (std::any_of(members.begin(), members.end(), [](const MemberRecord& m) { return m.held != nullptr; })) {
+        pending->buckets = std::make_shared<const EncodedVersion>(encoded);
+      }
     }
     full_cache_.reset();
   }
@@ -208,25 +216,92 @@ bool Producer::needs_full_sync(const MemberRecord& m, const std::vector<uint64_t
   return true;
 }
 
+void Producer::recut_for_members(const std::vector<MemberRecord>& members) {
+  std::vector<std::vector<uint64_t>> cuts(manifest_.size());
+  for (const MemberRecord& m : members) {
+    if (!m.held) continue;
+    const auto edges = m.held->edges(manifest_.size());
+    for (size_t t = 0; t < edges.size(); ++t) cuts[t].insert(cuts[t].end(), edges[t].begin(), edges[t].end());
+  }
+  for (auto& c : cuts) {
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+  }
+  if (cuts == cuts_) return;
+  auto encoder = DeltaEncoder::create(manifest_, options_.codec, cuts);
+  if (!encoder.ok()) {
+    log().error("producer: chunks cut for what the members hold: {}", encoder.status().to_string());
+    return;
+  }
+  encoder_ = std::move(encoder).value();
+  cuts_ = std::move(cuts);
+}
+
 void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
-  RoundSpec spec;
-  spec.transfer = next_transfer();
-  spec.version = pending->version;
-  spec.base = pending->base;
-  spec.full = pending->full;
-  spec.data = pending->blob.memory->data();
-  spec.bytes = pending->blob.bytes;
-  spec.leaves = pending->blob.leaves;
+  // The targets by what they hold: each class gets a round of its own with the chunks it holds
+  // elements of; members holding everything (and everyone, for a full version) get the version.
+  struct Class {
+    std::shared_ptr<const HeldRanges> held;  // null: everything
+    std::vector<uint32_t> targets;
+    std::vector<std::string> names;
+  };
+  std::vector<Class> classes;
   for (const MemberRecord& m : membership_->snapshot()) {
-    if (pending->full || m.base == pending->base) spec.targets.push_back(m.id);
+    if (!pending->full && m.base != pending->base) continue;
+    const auto held = pending->full || !pending->buckets ? nullptr : m.held;
+    auto it = std::find_if(classes.begin(), classes.end(), [&](const Class& c) {
+      return c.held == held || (c.held && held && *c.held == *held);
+    });
+    if (it == classes.end()) it = classes.insert(classes.end(), Class{held, {}, {}});
+    it->targets.push_back(m.id);
+    it->names.push_back(m.name);
   }
   const auto start = Clock::now();
-  RoundResult result;
-  if (!spec.targets.empty()) result = driver_->run(spec, [this] { return closing_.load(); });
+  RoundResult result;  // all classes' rounds together
+  std::map<std::string, uint64_t> bytes_to;
+  std::vector<uint32_t> targets;
+  uint64_t sent = 0;
+  for (const Class& c : classes) {
+    Blob selected;
+    const Blob* blob = &pending->blob;
+    if (c.held) {
+      auto picked = select_chunks(*pending->buckets, manifest_, *c.held, options_.codec, *hash_pool_);
+      if (picked.ok()) {
+        selected = make_blob(*picked);
+        blob = &selected;
+      } else {
+        log().error("producer: version {}: selecting chunks: {}", pending->version, picked.status().to_string());
+      }
+    }
+    RoundSpec spec;
+    spec.transfer = next_transfer();
+    spec.version = pending->version;
+    spec.base = pending->base;
+    spec.full = pending->full;
+    spec.data = blob->memory->data();
+    spec.bytes = blob->bytes;
+    spec.leaves = blob->leaves;
+    spec.targets = c.targets;
+    const double offset = seconds_between(start, Clock::now());
+    const RoundResult r = driver_->run(spec, [this] { return closing_.load(); });
+    for (const std::string& name : c.names) bytes_to[name] = spec.bytes;
+    targets.insert(targets.end(), c.targets.begin(), c.targets.end());
+    sent += spec.bytes;
+    result.committed.insert(result.committed.end(), r.committed.begin(), r.committed.end());
+    result.failed.insert(result.failed.end(), r.failed.begin(), r.failed.end());
+    result.lost.insert(result.lost.end(), r.lost.begin(), r.lost.end());
+    result.staged_seconds = std::max(result.staged_seconds, offset + r.staged_seconds);
+    result.max_apply_seconds = std::max(result.max_apply_seconds, r.max_apply_seconds);
+    for (const auto& [id, at] : r.staged_at) result.staged_at[id] = offset + at;
+    result.slice_bytes = std::max(result.slice_bytes, r.slice_bytes);
+    result.stripes = std::max(result.stripes, r.stripes);
+    result.replans += r.replans;
+    result.first_plan.slow.insert(result.first_plan.slow.end(), r.first_plan.slow.begin(), r.first_plan.slow.end());
+  }
   // Whoever did not finish holds no usable base: a full sync follows.
   membership_->update([&](std::map<uint32_t, MemberRecord>& all) {
     for (uint32_t id : result.failed) {
-      if (auto it = all.find(id); it != all.end() && it->second.committed < spec.version) it->second.base = 0;
+      if (auto it = all.find(id); it != all.end() && it->second.committed < pending->version) it->second.base = 0;
     }
   });
   const auto end = Clock::now();
@@ -246,7 +321,8 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     report.wire_seconds = result.staged_seconds;
     report.apply_seconds = result.max_apply_seconds;
     report.seconds = seconds_between(pending->published, end);
-    report.targets = static_cast<uint32_t>(spec.targets.size());
+    report.targets = static_cast<uint32_t>(targets.size());
+    report.bytes_to = std::move(bytes_to);
     report.committed = static_cast<uint32_t>(result.committed.size());
     report.failed = static_cast<uint32_t>(result.failed.size());
     report.lost = static_cast<uint32_t>(result.lost.size());
@@ -254,12 +330,12 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     report.stripes = result.stripes;
     report.replans = result.replans;
     report.done = true;
-    if (!spec.targets.empty()) wire_bytes_ += spec.bytes;
+    wire_bytes_ += sent;
     queue_.pop_front();
     --queued_;
     log().info("producer: version {} ({}, {} bytes) committed by {}/{} consumers in {:.3f} s "
                "(encode {:.3f}, wire {:.3f}, apply {:.3f}){}",
-               report.version, report.full ? "full" : "delta", spec.bytes, report.committed, report.targets,
+               report.version, report.full ? "full" : "delta", sent, report.committed, report.targets,
                report.seconds, report.encode_seconds, report.wire_seconds, report.apply_seconds,
                report.lost + report.failed > 0 ? fmt::format("; {} lost, {} failed", report.lost, report.failed) : "");
   }

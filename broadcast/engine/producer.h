@@ -26,6 +26,7 @@
 #include "broadcast/engine/round.h"
 #include "core/buffer_pool.h"
 #include "sparse/delta_encoder.h"
+#include "sparse/version_select.h"
 #include "sparse/model_image.h"
 
 namespace deltacast {
@@ -59,6 +60,9 @@ struct VersionReport {
   double apply_seconds = 0;   // the slowest target's commit (apply)
   double seconds = 0;         // publish() called until every target committed
   std::map<std::string, double> staged_by;  // per target (by name): round start until it staged the version
+  // Per target (by name): the bytes of the version sent to it (a resharded consumer is sent only
+  // the chunks it holds elements of; everyone else the whole version).
+  std::map<std::string, uint64_t> bytes_to;
   std::vector<std::string> slow;            // targets measured slow, placed at the chains' tails (planner.h)
   uint32_t targets = 0;
   uint32_t committed = 0;
@@ -145,6 +149,8 @@ class Producer {
   Blob make_image();  // of the shadow; shadow_mu_ held
   EncodedVersion full_version_stats(uint64_t version) const;
   void run_pending(const std::shared_ptr<Pending>& pending);
+  // Cuts the encoder's chunks at the edges of what every member holds, if that changed.
+  void recut_for_members(const std::vector<MemberRecord>& members);
   void run_catch_up();
   uint64_t next_transfer();
   std::vector<uint64_t> queued_bases() const;
@@ -153,6 +159,7 @@ class Producer {
   std::vector<TensorView> tensors_;
   ProducerOptions options_;
   DeltaEncoder encoder_;
+  std::vector<std::vector<uint64_t>> cuts_;  // where encoder_ cuts chunks besides every chunk_bytes
   std::unique_ptr<ThreadPool> hash_pool_;
   ModelImage image_;
   std::shared_ptr<Transport> transport_;

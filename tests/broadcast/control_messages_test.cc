@@ -170,6 +170,28 @@ TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {
   EXPECT_NE(refusal(j).find("member id"), std::string::npos);
 }
 
+// A resharded consumer's join carries what it holds as [tensor, begin, end] triples; malformed
+// ones are refused naming the field (their meaning is checked against the manifest at admission).
+TEST(ControlMessages, HeldRangesRoundTripAndMalformedOnesAreRefused) {
+  auto join = std::get<Join>(every_control_message()[0]);
+  join.defers_commit = true;
+  join.held = std::vector<HeldRange>{{0, 0, 16}, {1, 1, 3}};
+  const Json json = encode(join);
+  auto back = decode_text(json.dump());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  const auto& got = std::get<Join>(*back);
+  ASSERT_TRUE(got.held.has_value());
+  EXPECT_EQ(*got.held, *join.held);
+  EXPECT_TRUE(got.defers_commit);
+  EXPECT_FALSE(std::get<Join>(*decode_text(encode(every_control_message()[0]).dump())).held.has_value());
+  for (const Json& forged : {Json("all"), Json::array({1}), Json::array({Json::array({0, 1})}),
+                             Json::array({Json::array({0, -1, 3})}), Json::array({Json::array({1ull << 33, 0, 3})})}) {
+    Json j = json;
+    j["held"] = forged;
+    EXPECT_NE(refusal(j).find("held"), std::string::npos) << forged.dump();
+  }
+}
+
 TEST(ControlMessages, RejectsCarryTheirCode) {
   auto m = decode(encode(Reject{StatusCode::kPermissionDenied, "wrong token"}));
   ASSERT_TRUE(m.ok());
