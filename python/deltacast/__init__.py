@@ -8,6 +8,7 @@ its rollout workers.
 """
 from . import _core
 from .engine import Consumer, Producer
+from .group import Group, columns, flat, fused, piece, rows
 from .errors import (ClosedError, ConnectionError, CorruptDataError, DeltacastError, DeviceError, DTypeError,
                      InvalidArgumentError, ManifestMismatchError, NotContiguousError, TimeoutError, TokenError,
                      TransportMismatchError)
@@ -15,7 +16,7 @@ from .errors import (ClosedError, ConnectionError, CorruptDataError, DeltacastEr
 __version__ = _core.__version__
 
 __all__ = [
-    "Producer", "Consumer", "__version__",
+    "Producer", "Consumer", "Group", "rows", "columns", "piece", "flat", "fused", "__version__",
     "DeltacastError", "InvalidArgumentError", "ManifestMismatchError", "TransportMismatchError", "DTypeError", "NotContiguousError",
     "DeviceError", "TokenError", "TimeoutError", "ConnectionError", "CorruptDataError", "ClosedError",
 ]

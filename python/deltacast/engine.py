@@ -4,6 +4,7 @@ import json
 from . import _core
 from ._tensors import capsules, named_items, parse_token
 from .errors import ClosedError, InvalidArgumentError, TimeoutError
+from .group import Group, layout_json, ordered_like
 
 _FOREVER = 365 * 24 * 3600.0
 
@@ -89,18 +90,62 @@ class Producer(_Engine):
     ``"auto"`` (RDMA where this machine has a device, TCP otherwise); asking
     for RDMA where there is none falls back to TCP with a warning (see
     ``transport`` for what is in use). Every consumer must use the same one.
+
+    A trainer rank of a sharded group (``group``, a deltacast.Group of the
+    logical tensors) publishes only its shards: ``shards`` maps each of its
+    tensor names to the piece of a logical tensor it is (deltacast.rows,
+    columns, piece, flat), ``rank`` and ``world_size`` place it. Every rank
+    publishes each training step as the same version number
+    (``publish(version=step)``); rollout processes take ``group_entry`` of
+    every rank (gather them, e.g. with torch.distributed.all_gather_object).
     """
 
     _role = "producer"
 
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
-                 threads=0, transport="tcp"):
+                 threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None):
         items = named_items(named_tensors)
+        self._group_entry = None
+        if group is not None or shards is not None:
+            items = self._check_shards(items, group, rank, world_size, shards)
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
                                       threads=int(threads), transport=_transport(transport))
         self._address = self._engine.address
+        if self._group_entry is not None:
+            self._group_entry["address"] = self._address
+        if self._group_entry is not None:
+            self._check_tensors(self._resolved)
+
+    def _check_shards(self, items, group, rank, world_size, shards):
+        if not isinstance(group, Group):
+            raise InvalidArgumentError("group: give a deltacast.Group of the logical tensors")
+        if shards is None:
+            raise InvalidArgumentError("shards: give {tensor name: the piece of a logical tensor it is}")
+        if not isinstance(world_size, int) or world_size < 1:
+            raise InvalidArgumentError(f"world_size: {world_size!r} is not a positive int")
+        if not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise InvalidArgumentError(f"rank: {rank!r} is not in [0, {world_size})")
+        items = ordered_like(shards, items, "shards")
+        self._resolved = group.resolve(shards)
+        self._group_entry = {"rank": rank, "world_size": world_size, "address": None,
+                             "shards": json.loads(layout_json(shards))}
+        return items
+
+    def _check_tensors(self, resolved):
+        for t in json.loads(self._engine.manifest()):
+            dtype, shape = resolved[t["name"]]
+            if t["dtype"] != dtype or tuple(t["shape"]) != shape:
+                self.close()
+                raise InvalidArgumentError(
+                    f"tensor '{t['name']}' is {t['dtype']} {tuple(t['shape'])}, its shard of the group is {dtype} {shape}")
+
+    @property
+    def group_entry(self):
+        """What rollout processes need of this rank (``Consumer(ranks=[...])``):
+        rank, world size, address and shards. None outside a group."""
+        return None if self._group_entry is None else dict(self._group_entry)
 
     @property
     def address(self):
@@ -112,12 +157,17 @@ class Producer(_Engine):
         """The data transport in use: ``"tcp"`` or ``"rdma"``."""
         return self._live().transport
 
-    def publish(self, full=False):
+    def publish(self, full=False, version=None):
         """Diffs the tensors against the last published version and encodes the
         delta (the only step that reads them), queues it and returns its version
         number; the broadcast goes on in the background. The first version, and
-        any with ``full=True``, is sent whole."""
-        return self._live().publish(bool(full))
+        any with ``full=True``, is sent whole. ``version``: its number, above
+        every published one (a group's ranks number versions by step; a rank
+        that restarts goes on with ``full=True`` at the group's step); None:
+        the next."""
+        if version is not None and (not isinstance(version, int) or version < 1):
+            raise InvalidArgumentError(f"version: {version!r} is not a positive int")
+        return self._live().publish(bool(full), int(version or 0))
 
     def wait(self, version, timeout=None):
         """Until every live consumer committed ``version`` (or newer). Raises
@@ -173,13 +223,25 @@ class Consumer(_Engine):
     Consumers of one node take each version over the node's rails once: the
     planner chains them one after another, and all but the first take each
     stripe from a neighbour on the same host.
+
+    A rollout process of a sharded group gives ``layout`` (each of its tensor
+    names -> the piece of a logical tensor, or fused pieces, it holds),
+    ``group`` (the deltacast.Group) and ``ranks`` (every trainer rank's
+    ``Producer.group_entry``) instead of ``connect``. It takes from each rank
+    only what it holds, and commits version v in the background once every
+    rank's part of v is here (``wait`` for it); a rank that dies mid-version
+    leaves the tensors at the previous version.
     """
 
     _role = "consumer"
 
-    def __init__(self, named_tensors, connect, token=None, rails=None, name=None, threads=0,
-                 join_timeout=30.0, transport="tcp", node=None):
+    def __init__(self, named_tensors, connect=None, token=None, rails=None, name=None, threads=0,
+                 join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None):
         items = named_items(named_tensors)
+        self._grouped = layout is not None
+        if self._grouped:
+            self._join_group(items, layout, group, ranks, token, rails, name, threads, join_timeout, transport, node)
+            return
         addresses = _addresses(connect, "connect")
         if not addresses:
             raise InvalidArgumentError("connect: give the producer's address (Producer.address)")
@@ -189,6 +251,20 @@ class Consumer(_Engine):
                                       threads=int(threads), join_timeout=float(join_timeout),
                                       transport=_transport(transport), node=_node(node))
         self._background = False
+
+    def _join_group(self, items, layout, group, ranks, token, rails, name, threads, join_timeout, transport, node):
+        if not isinstance(group, Group):
+            raise InvalidArgumentError("group: a consumer with a layout needs the deltacast.Group")
+        entries = _group_entries(ranks)
+        items = ordered_like(layout, items, "layout")
+        names, caps, dtypes, self._keep = capsules(items)
+        ranks_json = json.dumps([{"pieces": e["shards"], "connect": [e["address"]]} for e in entries])
+        self._engine = _core.GroupConsumer(names, caps, dtypes, logical=group._json(), layout=layout_json(layout),
+                                           ranks=ranks_json, token=parse_token(token), rails=_addresses(rails, "rails"),
+                                           name=name or _default_name(), threads=int(threads),
+                                           join_timeout=float(join_timeout), transport=_transport(transport),
+                                           node=_node(node))
+        self._background = True
 
     @property
     def version(self):
@@ -204,6 +280,9 @@ class Consumer(_Engine):
         """Commits the newest verified version into the tensors and returns it,
         waiting up to ``timeout`` seconds (None: no limit) for one newer than
         the version held. Raises deltacast.TimeoutError when none came."""
+        if self._grouped:
+            raise InvalidArgumentError("a consumer with a layout commits each version once every rank's part is "
+                                       "here; use wait(version)")
         engine = self._live()
         held = engine.version
         version = engine.pull(_timeout(timeout))
@@ -219,6 +298,11 @@ class Consumer(_Engine):
         using the tensors meanwhile; a commit is atomic."""
         if on_commit is not None and not callable(on_commit):
             raise InvalidArgumentError("on_commit must be callable")
+        if self._grouped:
+            if on_commit is not None:
+                raise InvalidArgumentError("a consumer with a layout commits in the background already; "
+                                           "on_commit is not supported for it")
+            return self
         self._live().start(on_commit)
         self._background = True
         return self
@@ -233,6 +317,8 @@ class Consumer(_Engine):
 
     def model_hash(self):
         """The hash of the tensors as they are now (equal to the producer's for the same bits)."""
+        if self._grouped:
+            raise InvalidArgumentError("a consumer with a layout holds no producer's tensors whole: no hash to compare")
         return self._live().model_hash()
 
 
@@ -240,3 +326,21 @@ class Consumer(_Engine):
         if self._engine is None:
             return "<deltacast.Consumer closed>"
         return f"<deltacast.Consumer version {self._engine.version}>"
+
+
+def _group_entries(ranks):
+    """Every rank's group_entry, checked (one per rank of one world size) and sorted by rank."""
+    try:
+        entries = [dict(e) for e in ranks]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("ranks: give every trainer rank's Producer.group_entry") from None
+    if not entries:
+        raise InvalidArgumentError("ranks: give every trainer rank's Producer.group_entry")
+    for e in entries:
+        if not {"rank", "world_size", "address", "shards"} <= e.keys():
+            raise InvalidArgumentError(f"ranks: {e!r} is not a Producer.group_entry")
+    world = entries[0]["world_size"]
+    got = sorted(e["rank"] for e in entries)
+    if any(e["world_size"] != world for e in entries) or got != list(range(world)):
+        raise InvalidArgumentError(f"ranks: entries for ranks {got} of world size {world}; every rank once is needed")
+    return sorted(entries, key=lambda e: e["rank"])

@@ -38,6 +38,8 @@ std::vector<Endpoint> endpoints(const std::vector<std::string>& texts, const cha
 Json version_json(const VersionReport& r) {
   Json staged = Json::object();
   for (const auto& [name, seconds] : r.staged_by) staged[name] = seconds;
+  Json bytes_to = Json::object();
+  for (const auto& [name, bytes] : r.bytes_to) bytes_to[name] = bytes;
   return Json{{"version", r.version},
               {"base", r.base},
               {"full", r.full},
@@ -52,6 +54,7 @@ Json version_json(const VersionReport& r) {
               {"apply_seconds", r.apply_seconds},
               {"seconds", r.seconds},
               {"staged_seconds", staged},
+              {"bytes_to", bytes_to},
               {"slow", r.slow},
               {"targets", r.targets},
               {"committed", r.committed},
@@ -87,10 +90,10 @@ std::string PyProducer::address() const { return engine().address().to_string();
 
 std::string PyProducer::transport() const { return std::string(engine().transport()); }
 
-uint64_t PyProducer::publish(bool full) {
+uint64_t PyProducer::publish(bool full, uint64_t version) {
   Producer& p = engine();
   py::gil_scoped_release release;
-  return value_or_raise(p.publish(full));
+  return value_or_raise(p.publish(full, version));
 }
 
 void PyProducer::wait(uint64_t version, double timeout_seconds) {

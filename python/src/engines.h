@@ -33,7 +33,7 @@ class PyProducer {
 
   std::string address() const;
   std::string transport() const;
-  uint64_t publish(bool full);
+  uint64_t publish(bool full, uint64_t version);
   void wait(uint64_t version, double timeout_seconds);
   void wait_members(size_t count, double timeout_seconds);
   std::string check(uint64_t version, double timeout_seconds);

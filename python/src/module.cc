@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "engines.h"
+#include "group_engines.h"
 
 namespace py = pybind11;
 using namespace deltacast::python;
@@ -24,7 +25,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("value_codec"), py::arg("threads"), py::arg("transport"))
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("transport", &PyProducer::transport)
-      .def("publish", &PyProducer::publish, py::arg("full"))
+      .def("publish", &PyProducer::publish, py::arg("full"), py::arg("version"))
       .def("wait", &PyProducer::wait, py::arg("version"), py::arg("timeout"))
       .def("wait_members", &PyProducer::wait_members, py::arg("count"), py::arg("timeout"))
       .def("check", &PyProducer::check, py::arg("version"), py::arg("timeout"))
@@ -52,4 +53,24 @@ PYBIND11_MODULE(_core, m) {
       .def("state", &PyConsumer::state)
       .def("model_hash", &PyConsumer::model_hash)
       .def("close", &PyConsumer::close);
+
+  m.def("resolve_layout", &resolve_layout, py::arg("logical"), py::arg("locals"));
+
+  py::class_<PyGroupConsumer>(m, "GroupConsumer")
+      .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
+                       const std::vector<std::string>& dtypes, const std::string& logical, const std::string& layout,
+                       const std::string& ranks, uint64_t token, std::vector<std::string> rails, std::string name,
+                       unsigned threads, double join_timeout, std::string transport, std::string node) {
+             ConsumerArgs args{{},      token,        std::move(rails),     std::move(name),
+                               threads, join_timeout, std::move(transport), std::move(node)};
+             return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args);
+           }),
+           py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),
+           py::arg("ranks"), py::arg("token"), py::arg("rails"), py::arg("name"), py::arg("threads"),
+           py::arg("join_timeout"), py::arg("transport"), py::arg("node"))
+      .def_property_readonly("transport", &PyGroupConsumer::transport)
+      .def("wait_version", &PyGroupConsumer::wait_version, py::arg("version"), py::arg("timeout"))
+      .def_property_readonly("version", &PyGroupConsumer::version)
+      .def("state", &PyGroupConsumer::state)
+      .def("close", &PyGroupConsumer::close);
 }

@@ -1,0 +1,164 @@
+#include "group_engines.h"
+
+#include <nlohmann/json.hpp>
+
+#include "broadcast/transport/rail.h"
+#include "status_errors.h"
+
+namespace py = pybind11;
+using Json = nlohmann::json;
+
+namespace deltacast::python {
+
+namespace {
+
+Json parse_json(const std::string& text, const char* what) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    raise("InvalidArgumentError", std::string(what) + ": not JSON: " + e.what());
+  }
+}
+
+// Reads JSON built by the Python layer (python/deltacast/group.py); a malformed one raises.
+template <typename F>
+auto reading(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const Json::exception& e) {
+    raise("InvalidArgumentError", std::string(what) + ": " + e.what());
+  }
+}
+
+std::vector<TensorSpec> logical_specs(const std::string& text) {
+  const Json j = parse_json(text, "group tensors");
+  return reading("group tensors", [&] {
+    std::vector<TensorSpec> specs;
+    for (const Json& t : j) {
+      const std::string name = t.at("name").get<std::string>();
+      auto dtype = parse_dtype(t.at("dtype").get<std::string>());
+      if (!dtype.ok()) raise("InvalidArgumentError", "group tensor '" + name + "': " + dtype.status().message());
+      specs.push_back(TensorSpec{name, *dtype, t.at("shape").get<std::vector<uint64_t>>()});
+    }
+    return specs;
+  });
+}
+
+std::vector<LocalTensorSpec> local_specs(const Json& j, const char* what) {
+  return reading(what, [&] {
+    std::vector<LocalTensorSpec> locals;
+    for (const Json& t : j) {
+      LocalTensorSpec local;
+      local.name = t.at("name").get<std::string>();
+      local.concat_dim = t.at("dim").get<uint32_t>();
+      for (const Json& p : t.at("pieces")) {
+        local.pieces.push_back(PieceSpec{p.at("tensor").get<std::string>(), p.at("flat").get<bool>(),
+                                         p.at("dim").get<uint32_t>(), p.at("start").get<uint64_t>(),
+                                         p.at("stop").get<uint64_t>()});
+      }
+      locals.push_back(std::move(local));
+    }
+    return locals;
+  });
+}
+
+}  // namespace
+
+std::string resolve_layout(const std::string& logical_json, const std::string& locals_json) {
+  const auto layout = value_or_raise(
+      Layout::resolve(logical_specs(logical_json), local_specs(parse_json(locals_json, "layout"), "layout")));
+  Json out = Json::array();
+  for (const TensorSpec& t : layout.local_specs()) {
+    out.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+  }
+  return out.dump();
+}
+
+PyGroupConsumer::PyGroupConsumer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
+                                 const std::vector<std::string>& dtypes, const std::string& logical_json,
+                                 const std::string& layout_json, const std::string& ranks_json,
+                                 const ConsumerArgs& args)
+    : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
+  const auto logical = logical_specs(logical_json);
+  auto layout = local_specs(parse_json(layout_json, "layout"), "layout");
+  std::vector<GroupRank> ranks;
+  const Json rank_list = parse_json(ranks_json, "ranks");
+  for (size_t r = 0; r < rank_list.size(); ++r) {
+    const std::string what = "rank " + std::to_string(r);
+    GroupRank rank;
+    rank.pieces = local_specs(reading(what.c_str(), [&] { return rank_list[r].at("pieces"); }), what.c_str());
+    const auto connect = reading(what.c_str(), [&] { return rank_list[r].at("connect").get<std::vector<std::string>>(); });
+    for (const auto& text : connect) {
+      auto e = parse_endpoint(text);
+      if (!e.ok()) raise("InvalidArgumentError", what + ": address '" + text + "': " + e.status().message());
+      rank.coordinators.push_back(*e);
+    }
+    ranks.push_back(std::move(rank));
+  }
+  ConsumerOptions options;
+  options.token = args.token;
+  for (const auto& text : args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails) {
+    auto e = parse_endpoint(text);
+    if (!e.ok()) raise("InvalidArgumentError", "rail '" + text + "': " + e.status().message());
+    options.rails.push_back(*e);
+  }
+  options.name = args.name;
+  options.node = args.node;
+  options.threads = args.threads;
+  options.transport = args.transport;
+  consumer_ = value_or_raise(GroupConsumer::create(logical, std::move(layout), tensors_->views(), std::move(ranks), options));
+  transport_ = std::string(consumer_->transport());
+  Status joined;
+  {
+    py::gil_scoped_release release;
+    joined = consumer_->start(Millis(static_cast<int64_t>(args.join_timeout * 1000)));
+  }
+  if (!joined.ok()) {
+    close();
+    raise_if_error(joined);
+  }
+}
+
+PyGroupConsumer::~PyGroupConsumer() { close(); }
+
+GroupConsumer& PyGroupConsumer::engine() const {
+  if (!consumer_) raise("ClosedError", "this consumer is closed");
+  return *consumer_;
+}
+
+void PyGroupConsumer::wait_version(uint64_t version, double timeout_seconds) {
+  GroupConsumer& c = engine();
+  if (timeout_seconds < 0) raise("InvalidArgumentError", "a timeout cannot be negative");
+  const Millis timeout(static_cast<int64_t>(timeout_seconds * 1000.0));
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = c.wait_version(version, timeout);
+  }
+  raise_if_error(s);
+}
+
+uint64_t PyGroupConsumer::version() const { return engine().version(); }
+
+std::string PyGroupConsumer::transport() const { return std::string(engine().transport()); }
+
+std::string PyGroupConsumer::state() const {
+  const GroupConsumerState s = engine().state();
+  return Json{{"version", s.version},
+              {"ranks", s.ranks},
+              {"rank_versions", s.rank_versions},
+              {"transport", transport_},
+              {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
+      .dump();
+}
+
+void PyGroupConsumer::close() {
+  if (!consumer_) return;
+  {
+    py::gil_scoped_release release;
+    consumer_->close();
+  }
+  consumer_.reset();
+}
+
+}  // namespace deltacast::python
