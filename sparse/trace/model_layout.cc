@@ -151,4 +151,58 @@ Result<std::vector<LocalTensorSpec>> tensor_parallel_views(const std::vector<Ten
   return views;
 }
 
+Result<std::vector<LocalTensorSpec>> trainer_shards(const std::vector<TensorSpec>& model, uint32_t rank, uint32_t world) {
+  if (world == 0 || rank >= world) return invalid_argument("trainer rank {} of {}", rank, world);
+  const auto ends_with = [](const std::string& s, const char* tail) {
+    const size_t n = std::strlen(tail);
+    return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+  };
+  std::vector<LocalTensorSpec> pieces;
+  uint64_t whole_tensors = 0;  // tensors kept whole so far: the next goes to rank (count mod world)
+  for (const auto& t : model) {
+    if (t.numel() == 0) continue;
+    if (t.name == "embed.weight" || t.name == "weights") {
+      // FSDP-style: rank r owns elements [cut(r), cut(r + 1)), cut at uneven fractions of the
+      // elements (weights 1, 2, 1, 2, ...) and 7 elements past them: on no row boundary.
+      const uint64_t n = t.numel();
+      uint64_t total_weight = 0;
+      for (uint32_t r = 0; r < world; ++r) total_weight += 1 + r % 2;
+      if (n < 16 * total_weight) {
+        return invalid_argument("'{}': {} elements are too few to cut into {} flat shards", t.name, n, world);
+      }
+      const auto cut = [&](uint32_t r) {
+        if (r == 0 || r == world) return r == 0 ? uint64_t{0} : n;
+        uint64_t w = 0;
+        for (uint32_t k = 0; k < r; ++k) w += 1 + k % 2;
+        return n / total_weight * w + 7;
+      };
+      pieces.push_back({t.name, {PieceSpec{t.name, true, 0, cut(rank), cut(rank + 1)}}, 0});
+      continue;
+    }
+    int dim = -1;
+    if (t.shape.size() == 2) {
+      if (ends_with(t.name, "attn.o.weight") || ends_with(t.name, "mlp.down.weight")) {
+        dim = 1;
+      } else {
+        dim = 0;
+      }
+    }
+    if (dim >= 0) {
+      const uint64_t size = t.shape[static_cast<size_t>(dim)];
+      if (size < world) {
+        return invalid_argument("'{}': dimension {} has {} entries, fewer than {} ranks", t.name, dim, size, world);
+      }
+      const uint64_t each = size / world;
+      pieces.push_back({t.name,
+                        {PieceSpec{t.name, false, static_cast<uint32_t>(dim), rank * each,
+                                   rank + 1 == world ? size : (rank + 1) * each}},
+                        0});
+      continue;
+    }
+    if (whole_tensors++ % world != rank) continue;
+    pieces.push_back({t.name, {t.shape.empty() ? PieceSpec{t.name, true, 0, 0, 1} : PieceSpec{t.name, false, 0, 0, t.shape[0]}}, 0});
+  }
+  return pieces;
+}
+
 }  // namespace deltacast

@@ -35,4 +35,12 @@ std::vector<TensorSpec> moe_layout(uint64_t total_elements, DType dtype, uint64_
 Result<std::vector<LocalTensorSpec>> tensor_parallel_views(const std::vector<TensorSpec>& model, uint32_t rank,
                                                            uint32_t world);
 
+// What trainer rank `rank` of `world` owns of a transformer_layout model, as a tensor-parallel
+// trainer with an FSDP-sharded embedding shards it: q, k, v, up and the output head by rows
+// (column-parallel layers), o and down by columns (row-parallel layers), the embedding as a flat
+// range of its elements cut unevenly and off row boundaries (FSDP flat shards), and every other
+// tensor (norms, biases) whole on one rank, spread round-robin. Each local tensor keeps its
+// logical name. The ranks' pieces tile the model exactly once. Errors as tensor_parallel_views.
+Result<std::vector<LocalTensorSpec>> trainer_shards(const std::vector<TensorSpec>& model, uint32_t rank, uint32_t world);
+
 }  // namespace deltacast

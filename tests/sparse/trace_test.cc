@@ -153,6 +153,36 @@ TEST(ModelLayout, TensorParallelViewsSplitTheMatricesAndFuseQkv) {
             std::string::npos);
 }
 
+TEST(ModelLayout, TrainerShardsTileTheModelOnceWithRowColumnAndFlatPieces) {
+  for (uint64_t elements : {uint64_t{1} << 16, uint64_t{8} << 20}) {
+    const auto model = transformer_layout(elements, DType::kBF16);
+    for (uint32_t world : {1u, 2u, 3u, 4u}) {
+      std::vector<Layout> ranks;
+      for (uint32_t rank = 0; rank < world; ++rank) {
+        auto shards = trainer_shards(model, rank, world);
+        ASSERT_TRUE(shards.ok()) << shards.status().to_string();
+        auto layout = Layout::resolve(model, *shards);
+        ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+        ranks.push_back(std::move(layout).value());
+      }
+      EXPECT_TRUE(check_tiling(model, ranks).ok()) << check_tiling(model, ranks).to_string() << " over " << world;
+    }
+  }
+  const auto model = transformer_layout(8 << 20, DType::kBF16);
+  const auto shards = trainer_shards(model, 1, 4).value();
+  const auto find = [&](const std::string& name) {
+    return *std::find_if(shards.begin(), shards.end(), [&](const LocalTensorSpec& l) { return l.name == name; });
+  };
+  EXPECT_FALSE(find("layers.0.attn.q.weight").pieces[0].flat);
+  EXPECT_EQ(find("layers.0.attn.q.weight").pieces[0].dim, 0u);
+  EXPECT_EQ(find("layers.0.attn.o.weight").pieces[0].dim, 1u);
+  EXPECT_EQ(find("layers.0.mlp.down.weight").pieces[0].dim, 1u);
+  const PieceSpec embed = find("embed.weight").pieces[0];
+  EXPECT_TRUE(embed.flat);
+  EXPECT_NE(embed.begin % model[0].shape[1], 0u) << "the flat cut falls on a row boundary";
+  EXPECT_FALSE(trainer_shards(model, 4, 4).ok());
+}
+
 TEST(RlTrace, Step3ChangesAboutPointEightPercentOfBf16) {
   TraceOptions options;
   options.lr = 3e-7;
