@@ -14,6 +14,7 @@
 #include "bench_commands.h"
 #include "child_process.h"
 #include "gloo_baseline.h"
+#include "sync_group.h"
 #include "sync_roles.h"
 #include "testbed/netns_testbed.h"
 
@@ -128,9 +129,21 @@ void add_sync_command(CLI::App& app) {
   auto args = std::make_shared<SyncArgs>();
   CLI::App* cmd = app.add_subcommand(
       "sync", "The main job: a producer publishes RL-trace versions to N consumers; dense and gloo baselines alongside");
-  cmd->add_option("--role", args->role, "both (producer here, consumers as child processes), producer or consumer")
+  cmd->add_option("--role", args->role,
+                  "both (producer here, consumers as child processes), producer, consumer, or group-consumer (a "
+                  "rollout process of a sharded trainer's group)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"both", "producer", "consumer"}));
+      ->check(CLI::IsMember({"both", "producer", "consumer", "group-consumer"}));
+  cmd->add_option("--producers", args->producers,
+                  "Trainer ranks, each publishing its shards (rows, columns, a flat range of the embedding); above 1, "
+                  "or with --consumer-layout: a sharded trainer to resharded rollout layouts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--consumer-layout", args->consumer_layouts,
+                  "Rollout layouts, one per consumer: tpN (the next rank of N-way tensor parallelism, fused qkv_proj) "
+                  "or tpN:r, comma-separated, e.g. tp2,tp2,tp1");
+  cmd->add_option("--layout", args->layout, "Role group-consumer: its layout, tpN:r");
+  cmd->add_option("--ranks", args->ranks, "Role group-consumer: each trainer rank's control address, in rank order");
   cmd->add_option("--consumers", args->consumers, "Consumer processes (role producer: how many to wait for)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -173,7 +186,11 @@ void add_sync_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->callback([args] {
     int rc = 0;
-    if (args->role == "consumer") {
+    if (args->role == "group-consumer") {
+      rc = run_group_consumer_role(*args);
+    } else if (args->role == "both" && (args->producers > 1 || !args->consumer_layouts.empty())) {
+      rc = run_group_sync(*args);
+    } else if (args->role == "consumer") {
       if (args->connect.empty()) {
         rc = fail(invalid_argument("--role consumer needs --connect"));
       } else {

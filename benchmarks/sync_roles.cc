@@ -27,7 +27,18 @@ using Json = nlohmann::json;
 std::atomic<bool> g_stop{false};
 void on_stop_signal(int) { g_stop = true; }
 
-// JSON lines on stdout, whole lines even from several threads.
+Json optional_json(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
+Json optional_json(const std::optional<bool>& v) { return v ? Json(*v) : Json(); }
+
+}  // namespace
+
+void stop_on_signals() {
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+}
+
+bool stop_requested() { return g_stop; }
+
 void emit(const Json& event) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
@@ -42,11 +53,6 @@ Result<std::vector<Endpoint>> parse_endpoints(const std::vector<std::string>& te
   }
   return out;
 }
-
-Json optional_json(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
-Json optional_json(const std::optional<bool>& v) { return v ? Json(*v) : Json(); }
-
-}  // namespace
 
 Result<Manifest> sync_manifest(uint64_t elements) { return Manifest::create(transformer_layout(elements, DType::kBF16)); }
 
@@ -265,8 +271,7 @@ void print_sync_table(const Json& report) {
 
 int run_consumer_role(const SyncArgs& args) {
   if (args.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  stop_on_signals();
   const auto fail = [](const Status& s) {
     emit({{"event", "error"}, {"error", s.to_string()}});
     return 1;

@@ -44,6 +44,10 @@ struct SyncArgs {
   uint64_t token = 0xdc5eed;
   std::string name;
   std::string node;  // role consumer: the host it counts as (empty: the host name)
+  int producers = 1;                        // trainer ranks (sync_group.h); above 1: a sharded trainer
+  std::vector<std::string> consumer_layouts;  // rollout layouts, "tp2,tp2,tp1" (sync_group.h)
+  std::string layout;                       // role group-consumer: "tpN:r"
+  std::vector<std::string> ranks;           // role group-consumer: each trainer rank's control address
   bool commands = false;                    // producer role: take commands on stdin
   bool die_with_parent = false;
   double timeout_seconds = 600;
@@ -52,6 +56,13 @@ struct SyncArgs {
 
 // Every role derives the same model from --elements: the trace's transformer layout in bf16.
 Result<Manifest> sync_manifest(uint64_t elements);
+
+// A JSON line on stdout, whole even when several threads emit (the roles' reports).
+void emit(const nlohmann::json& event);
+// SIGTERM and SIGINT ask a role's loop to end (stop_requested()) instead of killing it.
+void stop_on_signals();
+bool stop_requested();
+Result<std::vector<Endpoint>> parse_endpoints(const std::vector<std::string>& texts);
 
 // One published version, as the benchmark reports it.
 struct VersionRow {
