@@ -130,10 +130,11 @@ void add_sync_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "sync", "The main job: a producer publishes RL-trace versions to N consumers; dense and gloo baselines alongside");
   cmd->add_option("--role", args->role,
-                  "both (producer here, consumers as child processes), producer, consumer, or group-consumer (a "
-                  "rollout process of a sharded trainer's group)")
+                  "both (producer here, consumers as child processes), producer, consumer, group-producer (a trainer "
+                  "rank of a sharded group, --commands) or group-consumer (a rollout process of one)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"both", "producer", "consumer", "group-consumer"}));
+      ->check(CLI::IsMember({"both", "producer", "consumer", "group-consumer", "group-producer"}));
+  cmd->add_option("--rank", args->rank, "Role group-producer: which trainer rank of --producers")->capture_default_str();
   cmd->add_option("--producers", args->producers,
                   "Trainer ranks, each publishing its shards (rows, columns, a flat range of the embedding); above 1, "
                   "or with --consumer-layout: a sharded trainer to resharded rollout layouts")
@@ -188,6 +189,8 @@ void add_sync_command(CLI::App& app) {
     int rc = 0;
     if (args->role == "group-consumer") {
       rc = run_group_consumer_role(*args);
+    } else if (args->role == "group-producer") {
+      rc = run_group_producer_role(*args);
     } else if (args->role == "both" && (args->producers > 1 || !args->consumer_layouts.empty())) {
       rc = run_group_sync(*args);
     } else if (args->role == "consumer") {

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <iostream>
 #include <shared_mutex>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -178,6 +180,125 @@ int run_group_consumer_role(const SyncArgs& args) {
   }
   g.close();
   emit({{"event", "exit"}, {"version", seen}});
+  return 0;
+}
+
+namespace {
+
+// One command of the group-producer role; false once it is told to quit.
+bool run_group_command(const std::string& line, const GroupModel& model, RlTrace& trace, Producer& producer,
+                       ThreadPool& pool) {
+  std::istringstream in(line);
+  std::string command, argument, extra;
+  in >> command >> argument >> extra;
+  const auto number = [](const std::string& text, double fallback) { return text.empty() ? fallback : std::stod(text); };
+  if (command == "quit" || command == "exit") return false;
+  if (command == "step") {
+    if (!argument.empty()) {
+      if (Status s = trace.set_lr(std::stod(argument)); !s.ok()) {
+        emit({{"event", "error"}, {"error", s.to_string()}});
+        return true;
+      }
+    }
+    trace.step();
+    emit({{"event", "stepped"}, {"steps", trace.steps_done()}});
+  } else if (command == "publish") {
+    auto v = producer.publish(argument == "full" || extra == "full", argument == "full" ? 0 : std::stoull(argument));
+    if (v.ok()) {
+      emit({{"event", "published"}, {"version", *v}});
+    } else {
+      emit({{"event", "error"}, {"error", v.status().to_string()}});
+    }
+  } else if (command == "members") {
+    const Status s = producer.wait_members(std::stoul(argument), Millis(static_cast<int64_t>(number(extra, 60) * 1000)));
+    emit({{"event", "members"}, {"ok", s.ok()}, {"error", s.message()}});
+  } else if (command == "wait") {
+    const uint64_t version = std::stoull(argument);
+    const Status s = producer.wait(version, Millis(static_cast<int64_t>(number(extra, 60) * 1000)));
+    const VersionReport r = producer.report(version).value_or(VersionReport{});
+    emit({{"event", "waited"},
+          {"version", version},
+          {"ok", s.ok()},
+          {"error", s.message()},
+          {"full", r.full},
+          {"density", r.stats.density()},
+          {"wire_bytes", r.stats.wire_bytes},
+          {"bytes_to", r.bytes_to},
+          {"committed", r.committed},
+          {"targets", r.targets}});
+  } else if (command == "view-hash") {
+    auto tp = parse_consumer_layouts({argument});
+    auto layout = tp.ok() ? rollout_layout(model, (*tp)[0]) : Result<Layout>(tp.status());
+    if (!layout.ok()) {
+      emit({{"event", "error"}, {"error", layout.status().to_string()}});
+      return true;
+    }
+    LocalTensors view(layout->local_specs(), pool);
+    gather(*layout, trace.published(), view.views);
+    emit({{"event", "view_hash"}, {"layout", argument}, {"steps", trace.steps_done()},
+          {"hash", model_hash(view.views.data(), view.views.size(), pool)}});
+  } else {
+    emit({{"event", "error"}, {"error", fmt::format("unknown command '{}'", line)}});
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_group_producer_role(const SyncArgs& args) {
+  if (args.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const auto fail = [](const Status& s) {
+    emit({{"event", "error"}, {"error", s.to_string()}});
+    return 1;
+  };
+  if (!args.commands) return fail(invalid_argument("--role group-producer takes its steps as --commands on stdin"));
+  auto model = group_model(args.elements, args.producers);
+  if (!model.ok()) return fail(model.status());
+  if (args.rank < 0 || args.rank >= args.producers) {
+    return fail(invalid_argument("--rank {} of --producers {}", args.rank, args.producers));
+  }
+  auto listen = parse_endpoint(args.listen.empty() ? "127.0.0.1:0" : args.listen);
+  if (!listen.ok()) return fail(listen.status());
+  auto rails = parse_endpoints(args.rail_addresses);
+  if (!rails.ok()) return fail(rails.status());
+  TraceOptions trace_options;
+  trace_options.seed = args.seed;
+  trace_options.lr = args.lr;
+  trace_options.threads = args.threads;
+  auto trace = RlTrace::create(model->specs, trace_options);
+  if (!trace.ok()) return fail(trace.status());
+  ThreadPool pool(args.threads);
+  const Layout& owner = model->ranks[static_cast<size_t>(args.rank)];
+  LocalTensors tensors(owner.local_specs(), pool);
+  ProducerOptions options;
+  options.listen = *listen;
+  options.token = args.token;
+  options.rails = *rails;
+  options.transport = args.transport;
+  options.codec.threads = args.threads;
+  auto codec = parse_value_codec(args.value_codec);
+  if (!codec.ok()) return fail(codec.status());
+  options.codec.value_codec = *codec;
+  auto manifest = Manifest::create(owner.local_specs());
+  if (!manifest.ok()) return fail(manifest.status());
+  auto producer = Producer::create(*manifest, tensors.views, options);
+  if (!producer.ok()) return fail(producer.status());
+  emit({{"event", "listening"}, {"rank", args.rank}, {"address", (*producer)->address().to_string()},
+        {"transport", std::string((*producer)->transport())}});
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    // The rank's tensors follow the trace before every command (they are what it publishes).
+    gather(owner, (*trace)->published(), tensors.views);
+    bool go_on = true;
+    try {
+      go_on = run_group_command(line, *model, **trace, **producer, pool);
+    } catch (const std::exception& e) {  // a number that does not parse
+      emit({{"event", "error"}, {"error", fmt::format("command '{}': {}", line, e.what())}});
+    }
+    if (!go_on) break;
+  }
+  (*producer)->close();
+  emit({{"event", "exit"}});
   return 0;
 }
 

@@ -31,5 +31,12 @@ int run_group_sync(const SyncArgs& args);
 // --role group-consumer: one rollout process of the group (--layout tpN:r, --ranks ADDR per rank in
 // rank order); reports every version it commits with the hash of its tensors, as JSON lines.
 int run_group_consumer_role(const SyncArgs& args);
+// --role group-producer: trainer rank --rank of --producers, driven by commands on stdin (JSON
+// events on stdout). Every rank runs the same trace, so that ranks started at different times
+// agree: "step [LR]" (an optimizer step, at learning rate LR from now on), "publish V [full]"
+// (its shards of the trace as it is, as version V), "members N [T]", "wait V [T]" (every member
+// committed V), "view-hash tpN:r" (the hash a rollout process of that layout must hold now),
+// "quit".
+int run_group_producer_role(const SyncArgs& args);
 
 }  // namespace deltacast::bench

@@ -48,6 +48,7 @@ struct SyncArgs {
   std::vector<std::string> consumer_layouts;  // rollout layouts, "tp2,tp2,tp1" (sync_group.h)
   std::string layout;                       // role group-consumer: "tpN:r"
   std::vector<std::string> ranks;           // role group-consumer: each trainer rank's control address
+  int rank = 0;                             // role group-producer: which trainer rank
   bool commands = false;                    // producer role: take commands on stdin
   bool die_with_parent = false;
   double timeout_seconds = 600;
