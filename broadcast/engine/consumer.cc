@@ -285,7 +285,7 @@ void Consumer::on_version(const control::Announce& m) {
       m.plan.plan.stripes() > std::max<uint32_t>(1, inc->shape.slices())) {
     s = corrupt("version {}: {} bytes in {}-byte slices over {} stripes is out of bounds", m.version, m.bytes,
                 m.slice_bytes, m.plan.plan.stripes());
-  } else if (m.full && m.bytes != image_.bytes()) {
+  } else if (m.image && m.bytes != image_.bytes()) {
     s = corrupt("version {}: a full version of {} bytes for a model of {}", m.version, m.bytes, image_.bytes());
   }
   if (!s.ok()) {
@@ -411,7 +411,7 @@ void Consumer::worker_loop() {
     auto staged = std::make_shared<Staged>();
     staged->version = inc->announce.version;
     staged->memory = inc->memory;
-    staged->image = inc->announce.full;
+    staged->image = inc->announce.image;
     if (s.ok() && !staged->image) {
       auto buckets = unpack_blob(blob);
       if (!buckets.ok()) {

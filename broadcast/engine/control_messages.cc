@@ -318,11 +318,11 @@ void from_json(const Json& j, Heartbeat&) { const Fields f(j, "heartbeat", {}); 
 void to_json(Json& j, const Announce& m) {
   j = {{"version", m.version},     {"base", m.base},   {"full", m.full},           {"transfer", m.transfer},
        {"bytes", m.bytes},         {"slice_bytes", m.slice_bytes},                 {"digest", m.digest},
-       {"plan", m.plan}};
+       {"plan", m.plan},           {"image", m.image}};
 }
 
 void from_json(const Json& j, Announce& m) {
-  const Fields f(j, "version", {"version", "base", "full", "transfer", "bytes", "slice_bytes", "digest", "plan"});
+  const Fields f(j, "version", {"version", "base", "full", "transfer", "bytes", "slice_bytes", "digest", "plan", "image"});
   m.version = f.u64("version");
   m.base = f.u64("base");
   m.full = f.boolean("full");
@@ -334,6 +334,8 @@ void from_json(const Json& j, Announce& m) {
   from_json(f.at("plan"), m.plan);
   if (m.version == 0) refuse("version.version is 0");
   if (m.full != (m.base == 0)) refuse("version: a full version has base 0, a delta a base");
+  m.image = f.boolean("image");
+  if (m.image && !m.full) refuse("version: only a full version travels as the model image");
 }
 
 void to_json(Json& j, const Replan& m) {

@@ -96,6 +96,9 @@ struct Announce {
   uint32_t slice_bytes = 0;
   uint64_t digest = 0;  // the transfer's digest (transport/transfer.h)
   PlanWire plan;  // one chain per stripe
+  // The bytes are the model image (sparse/model_image.h); false: buckets (version_blob.h), a
+  // delta or a full version cut down to what the receiver holds. Only a full version is an image.
+  bool image = false;
 };
 // coordinator -> consumer: a new plan mid-version (a member died or failed), and what each
 // member holds already, so that a new parent sends only the rest.

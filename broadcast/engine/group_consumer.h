@@ -53,6 +53,8 @@ class GroupConsumer {
   Status wait_version(uint64_t version, Millis timeout);
   uint64_t version() const;
   GroupConsumerState state() const;
+  // The data transport in use (every rank's consumer uses the same).
+  std::string_view transport() const { return consumers_.front()->transport(); }
   // This process's tensors as resolved (names, dtypes, shapes).
   const std::vector<TensorSpec>& local_specs() const { return view_.local_specs(); }
   // Readers hold this shared; group commits hold it exclusively.

@@ -216,7 +216,14 @@ bool Producer::needs_full_sync(const MemberRecord& m, const std::vector<uint64_t
   return true;
 }
 
-void Producer::recut_for_members(const std::vector<MemberRecord>& members) {
+// Members that hold the same elements of the tensors (or all of them: `held` null).
+struct Producer::TargetClass {
+  std::shared_ptr<const HeldRanges> held;
+  std::vector<uint32_t> targets;
+  std::vector<std::string> names;
+};
+
+std::vector<std::vector<uint64_t>> Producer::member_cuts(const std::vector<MemberRecord>& members) const {
   std::vector<std::vector<uint64_t>> cuts(manifest_.size());
   for (const MemberRecord& m : members) {
     if (!m.held) continue;
@@ -227,6 +234,11 @@ void Producer::recut_for_members(const std::vector<MemberRecord>& members) {
     std::sort(c.begin(), c.end());
     c.erase(std::unique(c.begin(), c.end()), c.end());
   }
+  return cuts;
+}
+
+void Producer::recut_for_members(const std::vector<MemberRecord>& members) {
+  auto cuts = member_cuts(members);
   if (cuts == cuts_) return;
   auto encoder = DeltaEncoder::create(manifest_, options_.codec, cuts);
   if (!encoder.ok()) {
@@ -237,47 +249,63 @@ void Producer::recut_for_members(const std::vector<MemberRecord>& members) {
   cuts_ = std::move(cuts);
 }
 
-void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
-  // The targets by what they hold: each class gets a round of its own with the chunks it holds
-  // elements of; members holding everything (and everyone, for a full version) get the version.
-  struct Class {
-    std::shared_ptr<const HeldRanges> held;  // null: everything
-    std::vector<uint32_t> targets;
-    std::vector<std::string> names;
-  };
-  std::vector<Class> classes;
-  for (const MemberRecord& m : membership_->snapshot()) {
-    if (!pending->full && m.base != pending->base) continue;
-    const auto held = pending->full || !pending->buckets ? nullptr : m.held;
-    auto it = std::find_if(classes.begin(), classes.end(), [&](const Class& c) {
+std::vector<Producer::TargetClass> Producer::classes_of(const std::vector<MemberRecord>& members, bool routed) const {
+  std::vector<TargetClass> classes;
+  for (const MemberRecord& m : members) {
+    const auto held = routed ? m.held : nullptr;
+    auto it = std::find_if(classes.begin(), classes.end(), [&](const TargetClass& c) {
       return c.held == held || (c.held && held && *c.held == *held);
     });
-    if (it == classes.end()) it = classes.insert(classes.end(), Class{held, {}, {}});
+    if (it == classes.end()) it = classes.insert(classes.end(), TargetClass{held, {}, {}});
     it->targets.push_back(m.id);
     it->names.push_back(m.name);
   }
+  return classes;
+}
+
+Producer::Blob Producer::selected(const EncodedVersion& version, const HeldRanges& held) {
+  auto picked = select_chunks(version, manifest_, held, options_.codec, *hash_pool_);
+  if (!picked.ok()) {
+    // Only a bug gets here (the buckets are the producer's own): log it, send nothing wrong.
+    log().error("producer: version {}: selecting chunks: {}", version.target_version, picked.status().to_string());
+    return Blob{};
+  }
+  return make_blob(*picked);
+}
+
+std::shared_ptr<const EncodedVersion> Producer::full_chunks(const Blob& image) {
+  // The image is the version's tensors back to back: encoded as dense chunks cut where the
+  // members' holdings end, so that each class's selection is its share.
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < manifest_.size(); ++i) {
+    views.push_back(TensorView{image.memory->data() + image_.offset(i), manifest_[i].dtype, manifest_[i].numel(), Device{}});
+  }
+  auto encoder = DeltaEncoder::create(manifest_, options_.codec, member_cuts(membership_->snapshot()));
+  if (!encoder.ok()) return nullptr;
+  auto encoded = encoder->encode_full(views, image.version);
+  if (!encoded.ok()) {
+    log().error("producer: version {}: encoding it in full: {}", image.version, encoded.status().to_string());
+    return nullptr;
+  }
+  return std::make_shared<const EncodedVersion>(std::move(encoded).value());
+}
+
+RoundResult Producer::run_classes(RoundSpec spec, const std::vector<TargetClass>& classes, const Blob& whole,
+                                  const std::function<std::shared_ptr<const EncodedVersion>()>& chunks,
+                                  std::map<std::string, uint64_t>& bytes_to, uint64_t& sent) {
   const auto start = Clock::now();
   RoundResult result;  // all classes' rounds together
-  std::map<std::string, uint64_t> bytes_to;
-  std::vector<uint32_t> targets;
-  uint64_t sent = 0;
-  for (const Class& c : classes) {
-    Blob selected;
-    const Blob* blob = &pending->blob;
+  std::shared_ptr<const EncodedVersion> encoded;
+  for (const TargetClass& c : classes) {
+    Blob cut;
+    const Blob* blob = &whole;
     if (c.held) {
-      auto picked = select_chunks(*pending->buckets, manifest_, *c.held, options_.codec, *hash_pool_);
-      if (picked.ok()) {
-        selected = make_blob(*picked);
-        blob = &selected;
-      } else {
-        log().error("producer: version {}: selecting chunks: {}", pending->version, picked.status().to_string());
-      }
+      if (!encoded) encoded = chunks();
+      if (encoded) cut = selected(*encoded, *c.held);
+      if (cut.memory) blob = &cut;  // else the whole version, which serves any holding
     }
-    RoundSpec spec;
     spec.transfer = next_transfer();
-    spec.version = pending->version;
-    spec.base = pending->base;
-    spec.full = pending->full;
+    spec.image = spec.full && blob == &whole;
     spec.data = blob->memory->data();
     spec.bytes = blob->bytes;
     spec.leaves = blob->leaves;
@@ -285,7 +313,6 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     const double offset = seconds_between(start, Clock::now());
     const RoundResult r = driver_->run(spec, [this] { return closing_.load(); });
     for (const std::string& name : c.names) bytes_to[name] = spec.bytes;
-    targets.insert(targets.end(), c.targets.begin(), c.targets.end());
     sent += spec.bytes;
     result.committed.insert(result.committed.end(), r.committed.begin(), r.committed.end());
     result.failed.insert(result.failed.end(), r.failed.begin(), r.failed.end());
@@ -298,6 +325,29 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     result.replans += r.replans;
     result.first_plan.slow.insert(result.first_plan.slow.end(), r.first_plan.slow.begin(), r.first_plan.slow.end());
   }
+  return result;
+}
+
+void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
+  // The targets by what they hold: each class gets a round of its own with the chunks it holds
+  // elements of; members holding everything get the version as it is.
+  std::vector<MemberRecord> members;
+  for (MemberRecord& m : membership_->snapshot()) {
+    if (pending->full || m.base == pending->base) members.push_back(std::move(m));
+  }
+  const auto classes = classes_of(members, pending->full || pending->buckets != nullptr);
+  std::vector<uint32_t> targets;
+  for (const auto& c : classes) targets.insert(targets.end(), c.targets.begin(), c.targets.end());
+  RoundSpec spec;
+  spec.version = pending->version;
+  spec.base = pending->base;
+  spec.full = pending->full;
+  std::map<std::string, uint64_t> bytes_to;
+  uint64_t sent = 0;
+  const auto start = Clock::now();
+  const RoundResult result = run_classes(
+      spec, classes, pending->blob,
+      [&] { return pending->full ? full_chunks(pending->blob) : pending->buckets; }, bytes_to, sent);
   // Whoever did not finish holds no usable base: a full sync follows.
   membership_->update([&](std::map<uint32_t, MemberRecord>& all) {
     for (uint32_t id : result.failed) {
@@ -356,28 +406,26 @@ void Producer::run_catch_up() {
     return newest_;
   }();
   const auto bases = queued_bases();
-  std::vector<uint32_t> behind;
-  for (const MemberRecord& m : membership_->snapshot()) {
-    if (needs_full_sync(m, bases, newest)) behind.push_back(m.id);
+  std::vector<MemberRecord> behind;
+  for (MemberRecord& m : membership_->snapshot()) {
+    if (needs_full_sync(m, bases, newest)) behind.push_back(std::move(m));
   }
   if (behind.empty()) return;
   auto full = full_blob();
   if (!full) return;
   RoundSpec spec;
-  spec.transfer = next_transfer();
   spec.version = full->version;
   spec.full = true;
-  spec.data = full->memory->data();
-  spec.bytes = full->bytes;
-  spec.leaves = full->leaves;
-  spec.targets = behind;
-  log().info("producer: full sync of version {} ({} bytes) to {} consumer(s) that are behind", spec.version, spec.bytes,
+  log().info("producer: full sync of version {} ({} bytes) to {} consumer(s) that are behind", spec.version, full->bytes,
              behind.size());
-  RoundResult result = driver_->run(spec, [this] { return closing_.load(); });
+  std::map<std::string, uint64_t> bytes_to;
+  uint64_t sent = 0;
+  const RoundResult result =
+      run_classes(spec, classes_of(behind, true), *full, [&] { return full_chunks(*full); }, bytes_to, sent);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++full_syncs_;
-    wire_bytes_ += spec.bytes;
+    wire_bytes_ += sent;
   }
   if (!result.failed.empty()) {
     // Whatever made them fail (a dead data path, a full disk) is given a moment before the next try.

@@ -148,9 +148,23 @@ class Producer {
   Blob make_blob(const EncodedVersion& encoded);
   Blob make_image();  // of the shadow; shadow_mu_ held
   EncodedVersion full_version_stats(uint64_t version) const;
+  struct TargetClass;
   void run_pending(const std::shared_ptr<Pending>& pending);
+  // Where chunks must be cut so that none is partly held by any of `members`.
+  std::vector<std::vector<uint64_t>> member_cuts(const std::vector<MemberRecord>& members) const;
   // Cuts the encoder's chunks at the edges of what every member holds, if that changed.
   void recut_for_members(const std::vector<MemberRecord>& members);
+  // `members` grouped by what they hold (`routed` false: one class, every member, the whole version).
+  std::vector<TargetClass> classes_of(const std::vector<MemberRecord>& members, bool routed) const;
+  // The chunks of `version` that `held` holds elements of, as a blob (empty on failure).
+  Blob selected(const EncodedVersion& version, const HeldRanges& held);
+  // A full version's image encoded as dense chunks, cut where the members' holdings end.
+  std::shared_ptr<const EncodedVersion> full_chunks(const Blob& image);
+  // One round per class from `spec`: members holding everything get `whole`, every other class
+  // the chunks of `chunks()` (made once, when a class needs them) it holds; the results merged.
+  RoundResult run_classes(RoundSpec spec, const std::vector<TargetClass>& classes, const Blob& whole,
+                          const std::function<std::shared_ptr<const EncodedVersion>()>& chunks,
+                          std::map<std::string, uint64_t>& bytes_to, uint64_t& sent);
   void run_catch_up();
   uint64_t next_transfer();
   std::vector<uint64_t> queued_bases() const;

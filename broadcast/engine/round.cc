@@ -109,7 +109,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // version's bytes were made (no pass over them here) when slices start on leaves.
   const std::vector<uint64_t> checksums = slice_checksums(spec.data, shape, spec.leaves, hash_pool_);
   const control::Announce announce{spec.version, spec.base, spec.full, spec.transfer, spec.bytes, slice_bytes,
-                                   transfer_digest(checksums, spec.bytes), {plan, directory}};
+                                   transfer_digest(checksums, spec.bytes), {plan, directory}, spec.image};
   for (uint32_t id : targets) membership_.send(id, announce);
   relay_.begin(shape, spec.data, stripes, &checksums);
   if (Status s = relay_.set_children(plan.heads(), directory, {}); !s.ok()) {

@@ -34,6 +34,7 @@ struct RoundSpec {
   uint64_t version = 0;
   uint64_t base = 0;
   bool full = false;
+  bool image = false;  // the data is the model image (a full version); else buckets
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;
   std::span<const uint64_t> leaves;  // content-hash leaf digests of the data, if known (else it is hashed)
