@@ -77,6 +77,27 @@ void gather(const Layout& layout, std::span<const TensorView> logical, std::span
   }
 }
 
+// The trace every role of a run steps the same way (same seed and learning rates).
+Result<std::unique_ptr<RlTrace>> group_trace(const SyncArgs& args, const GroupModel& model) {
+  TraceOptions options;
+  options.seed = args.seed;
+  options.lr = args.lr;
+  options.threads = args.threads;
+  return RlTrace::create(model.specs, options);
+}
+
+// A trainer rank's producer options: the run's token, transport and codec, `threads` codec threads.
+Result<ProducerOptions> rank_options(const SyncArgs& args, std::vector<Endpoint> rails, unsigned threads) {
+  ProducerOptions options;
+  options.token = args.token;
+  options.transport = args.transport;
+  options.rails = std::move(rails);
+  DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
+  options.codec.zstd_level = args.zstd;
+  options.codec.threads = threads;
+  return options;
+}
+
 unsigned per_rank_threads(const SyncArgs& args) {
   if (args.threads > 0) return args.threads;
   return std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(args.producers));
@@ -261,27 +282,17 @@ int run_group_producer_role(const SyncArgs& args) {
   if (!listen.ok()) return fail(listen.status());
   auto rails = parse_endpoints(args.rail_addresses);
   if (!rails.ok()) return fail(rails.status());
-  TraceOptions trace_options;
-  trace_options.seed = args.seed;
-  trace_options.lr = args.lr;
-  trace_options.threads = args.threads;
-  auto trace = RlTrace::create(model->specs, trace_options);
+  auto trace = group_trace(args, *model);
   if (!trace.ok()) return fail(trace.status());
   ThreadPool pool(args.threads);
   const Layout& owner = model->ranks[static_cast<size_t>(args.rank)];
   LocalTensors tensors(owner.local_specs(), pool);
-  ProducerOptions options;
-  options.listen = *listen;
-  options.token = args.token;
-  options.rails = *rails;
-  options.transport = args.transport;
-  options.codec.threads = args.threads;
-  auto codec = parse_value_codec(args.value_codec);
-  if (!codec.ok()) return fail(codec.status());
-  options.codec.value_codec = *codec;
+  auto options = rank_options(args, *rails, args.threads);
+  if (!options.ok()) return fail(options.status());
+  options->listen = *listen;
   auto manifest = Manifest::create(owner.local_specs());
   if (!manifest.ok()) return fail(manifest.status());
-  auto producer = Producer::create(*manifest, tensors.views, options);
+  auto producer = Producer::create(*manifest, tensors.views, *options);
   if (!producer.ok()) return fail(producer.status());
   emit({{"event", "listening"}, {"rank", args.rank}, {"address", (*producer)->address().to_string()},
         {"transport", std::string((*producer)->transport())}});
@@ -317,11 +328,7 @@ int run_group_sync(const SyncArgs& args) {
   const unsigned threads = per_rank_threads(args);
 
   progress.update(fmt::format("preparing the trace: {} bf16 elements", args.elements));
-  TraceOptions trace_options;
-  trace_options.seed = args.seed;
-  trace_options.lr = args.lr;
-  trace_options.threads = args.threads;
-  auto trace = RlTrace::create(model->specs, trace_options);
+  auto trace = group_trace(args, *model);
   if (!trace.ok()) return fail(trace.status());
   const auto logical = (*trace)->published();
   ThreadPool pool(args.threads);
@@ -333,18 +340,13 @@ int run_group_sync(const SyncArgs& args) {
     Rank& rank = ranks[static_cast<size_t>(k)];
     const Layout& owner = model->ranks[static_cast<size_t>(k)];
     rank.tensors = std::make_unique<LocalTensors>(owner.local_specs(), pool);
-    ProducerOptions options;
-    options.token = args.token;
-    options.transport = args.transport;
-    for (int r = 0; r < args.rails; ++r) options.rails.push_back(Endpoint{rail(r, -1), 0});
-    auto codec = parse_value_codec(args.value_codec);
-    if (!codec.ok()) return fail(codec.status());
-    options.codec.value_codec = *codec;
-    options.codec.zstd_level = args.zstd;
-    options.codec.threads = threads;
+    std::vector<Endpoint> rails;
+    for (int r = 0; r < args.rails; ++r) rails.push_back(Endpoint{rail(r, -1), 0});
+    auto options = rank_options(args, std::move(rails), threads);
+    if (!options.ok()) return fail(options.status());
     auto manifest = Manifest::create(owner.local_specs());
     if (!manifest.ok()) return fail(manifest.status());
-    auto producer = Producer::create(*manifest, rank.tensors->views, options);
+    auto producer = Producer::create(*manifest, rank.tensors->views, *options);
     if (!producer.ok()) return fail(producer.status().with_context(fmt::format("trainer rank {}", k)));
     rank.producer = std::move(producer).value();
   }
@@ -385,11 +387,7 @@ int run_group_sync(const SyncArgs& args) {
   }
 
   // One encoder holding the whole model, for the encode baseline (same threads as one rank).
-  CodecOptions single_codec;
-  single_codec.threads = threads;
-  single_codec.zstd_level = args.zstd;
-  single_codec.value_codec = parse_value_codec(args.value_codec).value();
-  auto single = DeltaEncoder::create((*trace)->manifest(), single_codec);
+  auto single = DeltaEncoder::create((*trace)->manifest(), rank_options(args, {}, threads)->codec);
   if (!single.ok()) return fail(single.status());
   std::optional<Shadow> single_shadow;
 

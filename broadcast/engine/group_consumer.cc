@@ -88,6 +88,22 @@ void GroupConsumer::commit_loop() {
   while (!closing_) {
     cv_.wait_for(lock, Millis(50));
     if (closing_) break;
+    // A rank that came back sends again the version the group holds (its new producer knows
+    // nothing of what was committed): that part is committed again at once (it is the rank's
+    // version, bit for bit), so that the rank sees its commit and goes on.
+    for (size_t i = 0; i < consumers_.size(); ++i) {
+      const auto staged = consumers_[i]->staged_versions();
+      if (staged.empty() || staged.front() > version_) continue;
+      const uint64_t held = version_;
+      lock.unlock();
+      Status s;
+      {
+        std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
+        s = consumers_[i]->commit_through(held);
+      }
+      lock.lock();
+      if (!s.ok()) log().error("group consumer: rank {}: version {} again: {}", rank_ids_[i], held, s.to_string());
+    }
     const uint64_t v = committable();
     if (v == 0) continue;
     lock.unlock();

@@ -241,6 +241,34 @@ TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
       EXPECT_TRUE(p->holds(model)) << "version " << v;
     }
   }
+
+  // Rank 1 dies right after its part of the next version reached everyone: the group commits it
+  // once the others publish. The restarted rank sends that version again, in full (it cannot know
+  // it got through); every process takes it again, so the rank's wait ends, and all go on.
+  ++v;
+  step_model(model, 0.01, rng);
+  ASSERT_NO_FATAL_FAILURE(publish_all(v, false, {1}));
+  for (int i = 0; i < 500 && !(ranks[1].producer->report(v) && ranks[1].producer->report(v)->done); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_TRUE(ranks[1].producer->report(v)->done);
+  ranks[1].producer.reset();
+  ASSERT_NO_FATAL_FAILURE(publish_all(v, false, {0, 2, 3}));
+  for (auto& p : processes) {
+    ASSERT_TRUE(p->consumer->wait_version(v, kWait).ok()) << p->consumer->wait_version(v, milliseconds(0)).to_string();
+    EXPECT_TRUE(p->holds(model)) << "version " << v;
+  }
+  ASSERT_NO_FATAL_FAILURE(ranks[1].start());
+  ASSERT_TRUE(ranks[1].producer->wait_members(members(1), kWait).ok());
+  ASSERT_NO_FATAL_FAILURE(publish_all(v, true, {1}));
+  EXPECT_TRUE(ranks[1].producer->wait(v, kWait).ok()) << "the version sent again was never committed";
+  ++v;
+  step_model(model, 0.02, rng);
+  ASSERT_NO_FATAL_FAILURE(publish_all(v, false));
+  for (auto& p : processes) {
+    ASSERT_TRUE(p->consumer->wait_version(v, kWait).ok()) << p->consumer->wait_version(v, milliseconds(0)).to_string();
+    EXPECT_TRUE(p->holds(model)) << "version " << v;
+  }
   for (auto& p : processes) p->consumer->close();
 }
 

@@ -90,6 +90,15 @@ struct Group {
       }
     }
   }
+  // Every rollout process's tensors, holding its views of `model`.
+  std::vector<TensorSet> processes_holding(const TensorSet& model) const {
+    std::vector<TensorSet> out;
+    for (const Layout& v : views) {
+      out.emplace_back(testing::make_manifest(v.local_specs()));
+      gather(v, model, out.back());
+    }
+    return out;
+  }
   Layout resolved(const std::vector<LocalTensorSpec>& locals) {
     auto l = Layout::resolve(specs, locals);
     EXPECT_TRUE(l.ok()) << l.status().to_string();
@@ -119,11 +128,7 @@ TEST(ReshardedVersions, FourTrainerRanksToThreeRolloutLayoutsEveryStepExact) {
   std::mt19937_64 rng(41);
   TensorSet current(g.logical), next(g.logical);
   testing::fill_random_bits(current, rng);
-  std::vector<TensorSet> processes;
-  for (const Layout& v : g.views) {
-    processes.emplace_back(testing::make_manifest(v.local_specs()));
-    gather(v, current, processes.back());
-  }
+  std::vector<TensorSet> processes = g.processes_holding(current);
   ThreadPool pool(2);
   uint64_t needed_chunks = 0, skipped_chunks = 0;
   const double densities[] = {0.01, 0.002, 0.05, 1.0, 0.01, 0.3};
@@ -168,11 +173,7 @@ TEST(ReshardedVersions, RoutedVersionsCarryEachProcessItsShareAndApplyExactly) {
   std::mt19937_64 rng(43);
   TensorSet current(g.logical), next(g.logical);
   testing::fill_random_bits(current, rng);
-  std::vector<TensorSet> processes;
-  for (const Layout& v : g.views) {
-    processes.emplace_back(testing::make_manifest(v.local_specs()));
-    gather(v, current, processes.back());
-  }
+  std::vector<TensorSet> processes = g.processes_holding(current);
   ThreadPool pool(2);
   const double densities[] = {0.02, 0.005, 0.4};
   for (uint64_t step = 0; step < std::size(densities); ++step) {
