@@ -164,7 +164,9 @@ Status Consumer::join(int fd) {
     hello.version = state_.version;
     hello.epoch = state_.epoch;
     hello.rails = listener_->endpoints();
-    hello.defers_commit = !auto_commit_;
+    // A member of a sharded group commits a version only when every rank's part is here: the
+    // rank's round is done with it once it staged its part.
+    hello.defers_commit = options_.layout != nullptr;
     if (options_.layout) hello.held = std::vector<HeldRange>(held_.ranges().begin(), held_.ranges().end());
   }
   const auto deadline = Clock::now() + Millis(5000);

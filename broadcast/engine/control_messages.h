@@ -65,7 +65,7 @@ struct Join {
   uint64_t version = 0;              // newest version it holds (0: none)
   uint64_t epoch = 0;                // the producer instance that version came from
   PeerEndpoints rails;               // where it takes data, one endpoint per rail
-  // It commits when told to (pull mode, or a member of a sharded group, which commits a version
+  // It commits when something else says so (a member of a sharded group, which commits a version
   // once every rank's part of it is here): a round counts it done once it holds the version verified.
   bool defers_commit = false;
   // What it holds of the producer's tensors (a resharded consumer: its layout composed with the

@@ -48,7 +48,7 @@ struct MemberRecord {
   std::string node;        // the host it runs on (empty: a node of its own)
   std::string peer;        // control connection's remote address
   PeerEndpoints rails;     // data endpoints, one per rail
-  bool defers_commit = false;  // commits when told to: a round is done with it once it staged the version
+  bool defers_commit = false;  // a sharded group's member: a round is done with it once it staged the version
   std::shared_ptr<const HeldRanges> held;  // what it holds of the producer's tensors; null: everything
   bool alive = true;
   uint64_t base = 0;       // newest version of this epoch it holds staged or committed (0: none usable)
