@@ -222,7 +222,8 @@ uint64_t Layout::held_elements(uint32_t tensor) const {
   return n;
 }
 
-Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layout> owners) {
+Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layout> owners, bool gaps_allowed,
+                    std::span<const uint32_t> ranks) {
   struct Owned {
     uint64_t begin, end;
     size_t rank;
@@ -230,7 +231,8 @@ Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layo
   std::vector<std::vector<Owned>> by_tensor(logical.size());
   for (size_t rank = 0; rank < owners.size(); ++rank) {
     for (const ElementRun& r : owners[rank].runs()) {
-      if (r.tensor < by_tensor.size()) by_tensor[r.tensor].push_back(Owned{r.logical, r.logical + r.length, rank});
+      const size_t named = rank < ranks.size() ? ranks[rank] : rank;
+      if (r.tensor < by_tensor.size()) by_tensor[r.tensor].push_back(Owned{r.logical, r.logical + r.length, named});
     }
   }
   for (size_t t = 0; t < logical.size(); ++t) {
@@ -239,7 +241,7 @@ Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layo
     uint64_t covered = 0;
     size_t last_rank = 0;
     for (const Owned& o : owned) {
-      if (o.begin > covered) {
+      if (o.begin > covered && !gaps_allowed) {
         return invalid_argument("logical tensor '{}': elements [{}, {}) are owned by no rank", logical[t].name, covered,
                                 o.begin);
       }
@@ -250,7 +252,7 @@ Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layo
       covered = o.end;
       last_rank = o.rank;
     }
-    if (covered < logical[t].numel()) {
+    if (covered < logical[t].numel() && !gaps_allowed) {
       return invalid_argument("logical tensor '{}': elements [{}, {}) are owned by no rank", logical[t].name, covered,
                               logical[t].numel());
     }

@@ -98,6 +98,9 @@ class Layout {
 // Ownership across producers: every element of every logical tensor owned by exactly one of
 // `owners` (one Layout per rank). A gap or an overlap is an error naming the tensor, the element
 // and the ranks involved.
-Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layout> owners);
+// `gaps_allowed`: only overlaps are errors (a group still forming, some ranks not in yet).
+// `ranks`: the rank number of each owner, for the messages (default: its index).
+Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layout> owners, bool gaps_allowed = false,
+                    std::span<const uint32_t> ranks = {});
 
 }  // namespace deltacast

@@ -1,0 +1,83 @@
+#include "broadcast/engine/group_directory.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace deltacast {
+
+namespace {
+
+// More ranks than this is a declaration gone wrong, not a trainer.
+constexpr uint32_t kMaxWorld = 1u << 16;
+
+}  // namespace
+
+GroupDirectory::GroupDirectory(std::vector<TensorSpec> logical, uint32_t world)
+    : logical_(std::move(logical)), world_(world) {}
+
+Result<std::unique_ptr<GroupDirectory>> GroupDirectory::create(std::vector<TensorSpec> logical, uint32_t world) {
+  if (world == 0 || world > kMaxWorld) return invalid_argument("a group of {} ranks (1 to {})", world, kMaxWorld);
+  DC_RETURN_IF_ERROR(Manifest::create(logical).status().with_context("the group's tensors"));
+  return std::unique_ptr<GroupDirectory>(new GroupDirectory(std::move(logical), world));
+}
+
+Status GroupDirectory::register_rank(RankEntry entry, const std::vector<TensorSpec>& their_logical) {
+  const uint32_t r = entry.rank;
+  if (r >= world_) return invalid_argument("rank {} registered with a group of {} ranks", r, world_);
+  if (entry.addresses.empty()) return invalid_argument("rank {} registered without an address", r);
+  if (their_logical != logical_) {
+    DC_ASSIGN_OR_RETURN(const Manifest ours, Manifest::create(logical_));
+    auto theirs = Manifest::create(their_logical);
+    if (!theirs.ok()) return theirs.status().with_context(fmt::format("rank {}'s group tensors", r));
+    std::string diff = theirs->first_difference(ours);
+    return mismatch("rank {} holds pieces of other tensors than the group's: {} (rank vs group)", r,
+                    diff.empty() ? "same tensors in another order" : diff);
+  }
+  auto layout = Layout::resolve(logical_, entry.pieces);
+  if (!layout.ok()) return layout.status().with_context(fmt::format("rank {}", r));
+  std::lock_guard<std::mutex> lock(mu_);
+  // Its pieces against every other registered rank's: an overlap is refused now, a gap can only
+  // be judged once everyone is in.
+  std::vector<Layout> owners;
+  std::vector<uint32_t> ids;
+  for (const auto& [id, registered] : ranks_) {
+    if (id == r) continue;
+    owners.push_back(registered.second);
+    ids.push_back(id);
+  }
+  owners.push_back(*layout);
+  ids.push_back(r);
+  DC_RETURN_IF_ERROR(check_tiling(logical_, owners, /*gaps_allowed=*/true, ids));
+  ranks_.insert_or_assign(r, std::make_pair(std::move(entry), std::move(layout).value()));
+  return Status();
+}
+
+Result<GroupView> GroupDirectory::group() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ranks_.size() < world_) {
+    std::vector<uint32_t> missing;
+    for (uint32_t r = 0; r < world_ && missing.size() < 16; ++r) {
+      if (!ranks_.count(r)) missing.push_back(r);
+    }
+    return unavailable("the group is forming: {} of {} ranks registered (missing {}{})", ranks_.size(), world_,
+                       fmt::join(missing, ", "), world_ - ranks_.size() > missing.size() ? ", ..." : "");
+  }
+  std::vector<Layout> owners;
+  std::vector<uint32_t> ids;
+  GroupView view;
+  view.logical = logical_;
+  for (const auto& [id, registered] : ranks_) {
+    owners.push_back(registered.second);
+    ids.push_back(id);
+    view.ranks.push_back(registered.first);
+  }
+  DC_RETURN_IF_ERROR(check_tiling(logical_, owners, /*gaps_allowed=*/false, ids));
+  return view;
+}
+
+size_t GroupDirectory::registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ranks_.size();
+}
+
+}  // namespace deltacast
