@@ -20,21 +20,6 @@ auto without_gil(F&& f) {
   return f();
 }
 
-Millis to_millis(double seconds) {
-  if (seconds < 0) raise("InvalidArgumentError", "a timeout cannot be negative");
-  return Millis(static_cast<int64_t>(seconds * 1000.0));
-}
-
-std::vector<Endpoint> endpoints(const std::vector<std::string>& texts, const char* what) {
-  std::vector<Endpoint> out;
-  for (const auto& t : texts) {
-    auto e = parse_endpoint(t);
-    if (!e.ok()) raise("InvalidArgumentError", std::string(what) + " '" + t + "': " + e.status().message());
-    out.push_back(*e);
-  }
-  return out;
-}
-
 Json version_json(const VersionReport& r) {
   Json staged = Json::object();
   for (const auto& [name, seconds] : r.staged_by) staged[name] = seconds;
@@ -64,6 +49,32 @@ Json version_json(const VersionReport& r) {
 }
 
 }  // namespace
+
+Millis to_millis(double seconds) {
+  if (seconds < 0) raise("InvalidArgumentError", "a timeout cannot be negative");
+  return Millis(static_cast<int64_t>(seconds * 1000.0));
+}
+
+std::vector<Endpoint> endpoints(const std::vector<std::string>& texts, const std::string& what) {
+  std::vector<Endpoint> out;
+  for (const auto& t : texts) {
+    auto e = parse_endpoint(t);
+    if (!e.ok()) raise("InvalidArgumentError", what + " '" + t + "': " + e.status().message());
+    out.push_back(*e);
+  }
+  return out;
+}
+
+ConsumerOptions consumer_options(const ConsumerArgs& args) {
+  ConsumerOptions options;
+  options.token = args.token;
+  options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
+  options.name = args.name;
+  options.node = args.node;
+  options.threads = args.threads;
+  options.transport = args.transport;
+  return options;
+}
 
 PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, const ProducerArgs& args)
@@ -158,15 +169,9 @@ void PyProducer::close() {
 PyConsumer::PyConsumer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, const ConsumerArgs& args)
     : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
-  ConsumerOptions options;
+  ConsumerOptions options = consumer_options(args);
   options.coordinators = endpoints(args.connect, "producer address");
   if (options.coordinators.empty()) raise("InvalidArgumentError", "connect: give the producer's address");
-  options.token = args.token;
-  options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
-  options.name = args.name;
-  options.node = args.node;
-  options.threads = args.threads;
-  options.transport = args.transport;
   options.auto_commit = false;  // pull() commits, until start() asks for background commits
   const Millis join_timeout = to_millis(args.join_timeout);
   consumer_ = value_or_raise(Consumer::create(tensors_->manifest(), tensors_->views(), options));

@@ -60,6 +60,12 @@ struct ConsumerArgs {
   std::string node;  // empty: the host name
 };
 
+// Shared by the bindings of every engine.
+Millis to_millis(double seconds);  // raises on a negative timeout
+std::vector<Endpoint> endpoints(const std::vector<std::string>& texts, const std::string& what);
+// What every consumer binding takes from its arguments (rails default: one on 127.0.0.1).
+ConsumerOptions consumer_options(const ConsumerArgs& args);
+
 class PyConsumer {
  public:
   PyConsumer(const std::vector<std::string>& names, const std::vector<pybind11::capsule>& capsules,

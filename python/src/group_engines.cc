@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broadcast/transport/rail.h"
 #include "status_errors.h"
 
 namespace py = pybind11;
@@ -88,30 +87,16 @@ PyGroupConsumer::PyGroupConsumer(const std::vector<std::string>& names, const st
     GroupRank rank;
     rank.pieces = local_specs(reading(what.c_str(), [&] { return rank_list[r].at("pieces"); }), what.c_str());
     const auto connect = reading(what.c_str(), [&] { return rank_list[r].at("connect").get<std::vector<std::string>>(); });
-    for (const auto& text : connect) {
-      auto e = parse_endpoint(text);
-      if (!e.ok()) raise("InvalidArgumentError", what + ": address '" + text + "': " + e.status().message());
-      rank.coordinators.push_back(*e);
-    }
+    rank.coordinators = endpoints(connect, what + ": address");
     ranks.push_back(std::move(rank));
   }
-  ConsumerOptions options;
-  options.token = args.token;
-  for (const auto& text : args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails) {
-    auto e = parse_endpoint(text);
-    if (!e.ok()) raise("InvalidArgumentError", "rail '" + text + "': " + e.status().message());
-    options.rails.push_back(*e);
-  }
-  options.name = args.name;
-  options.node = args.node;
-  options.threads = args.threads;
-  options.transport = args.transport;
-  consumer_ = value_or_raise(GroupConsumer::create(logical, std::move(layout), tensors_->views(), std::move(ranks), options));
-  transport_ = std::string(consumer_->transport());
+  consumer_ = value_or_raise(
+      GroupConsumer::create(logical, std::move(layout), tensors_->views(), std::move(ranks), consumer_options(args)));
+  const Millis join_timeout = to_millis(args.join_timeout);
   Status joined;
   {
     py::gil_scoped_release release;
-    joined = consumer_->start(Millis(static_cast<int64_t>(args.join_timeout * 1000)));
+    joined = consumer_->start(join_timeout);
   }
   if (!joined.ok()) {
     close();
@@ -128,8 +113,7 @@ GroupConsumer& PyGroupConsumer::engine() const {
 
 void PyGroupConsumer::wait_version(uint64_t version, double timeout_seconds) {
   GroupConsumer& c = engine();
-  if (timeout_seconds < 0) raise("InvalidArgumentError", "a timeout cannot be negative");
-  const Millis timeout(static_cast<int64_t>(timeout_seconds * 1000.0));
+  const Millis timeout = to_millis(timeout_seconds);
   Status s;
   {
     py::gil_scoped_release release;
@@ -147,7 +131,7 @@ std::string PyGroupConsumer::state() const {
   return Json{{"version", s.version},
               {"ranks", s.ranks},
               {"rank_versions", s.rank_versions},
-              {"transport", transport_},
+              {"transport", std::string(engine().transport())},
               {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
       .dump();
 }

@@ -39,7 +39,6 @@ class PyGroupConsumer {
 
   std::unique_ptr<ImportedTensors> tensors_;
   std::unique_ptr<GroupConsumer> consumer_;
-  std::string transport_;
 };
 
 }  // namespace deltacast::python
