@@ -15,10 +15,8 @@
 
 #include "broadcast/engine/group_consumer.h"
 #include "child_process.h"
-#include "core/aligned_buffer.h"
 #include "core/hash.h"
 #include "core/held_ranges.h"
-#include "core/parallel_memory.h"
 #include "sparse/trace/model_layout.h"
 
 namespace deltacast::bench {
@@ -52,21 +50,6 @@ Result<Layout> rollout_layout(const GroupModel& g, const TpLayout& tp) {
   DC_ASSIGN_OR_RETURN(auto views, tensor_parallel_views(g.specs, tp.rank, tp.world));
   return Layout::resolve(g.specs, std::move(views));
 }
-
-// Host tensors for `specs`, touched (a process's resident weights).
-struct LocalTensors {
-  std::vector<AlignedBuffer> storage;
-  std::vector<TensorView> views;
-
-  LocalTensors(const std::vector<TensorSpec>& specs, ThreadPool& pool) {
-    storage.reserve(specs.size());
-    for (const auto& t : specs) {
-      storage.emplace_back(t.nbytes());
-      touch_pages(storage.back().data(), storage.back().size(), pool);
-      views.push_back(TensorView{storage.back().data(), t.dtype, t.numel(), Device{}});
-    }
-  }
-};
 
 // `local` = what `layout` holds of the logical tensors.
 void gather(const Layout& layout, std::span<const TensorView> logical, std::span<const TensorView> local) {
@@ -105,7 +88,7 @@ unsigned per_rank_threads(const SyncArgs& args) {
 
 // A trainer rank in the orchestrating process: its shard tensors and its producer.
 struct Rank {
-  std::unique_ptr<LocalTensors> tensors;
+  std::unique_ptr<ResidentTensors> tensors;
   std::unique_ptr<Producer> producer;
 };
 
@@ -115,7 +98,7 @@ struct Rollout {
   std::string name;
   Layout layout;
   std::vector<uint64_t> held_per_rank;  // elements of each rank's tensors it holds
-  std::unique_ptr<LocalTensors> expected;
+  std::unique_ptr<ResidentTensors> expected;
   std::unique_ptr<ChildProcess> child;
 };
 
@@ -178,7 +161,7 @@ int run_group_consumer_role(const SyncArgs& args) {
   auto layout = Layout::resolve(model->specs, *views);
   if (!layout.ok()) return fail(layout.status());
   ThreadPool pool(args.threads);
-  LocalTensors tensors(layout->local_specs(), pool);
+  ResidentTensors tensors(layout->local_specs(), pool);
   std::vector<GroupRank> ranks;
   for (int k = 0; k < args.producers; ++k) ranks.push_back({model->rank_pieces[static_cast<size_t>(k)], {(*addresses)[static_cast<size_t>(k)]}});
   ConsumerOptions options;
@@ -254,7 +237,7 @@ bool run_group_command(const std::string& line, const GroupModel& model, RlTrace
       emit({{"event", "error"}, {"error", layout.status().to_string()}});
       return true;
     }
-    LocalTensors view(layout->local_specs(), pool);
+    ResidentTensors view(layout->local_specs(), pool);
     gather(*layout, trace.published(), view.views);
     emit({{"event", "view_hash"}, {"layout", argument}, {"steps", trace.steps_done()},
           {"hash", model_hash(view.views.data(), view.views.size(), pool)}});
@@ -286,7 +269,7 @@ int run_group_producer_role(const SyncArgs& args) {
   if (!trace.ok()) return fail(trace.status());
   ThreadPool pool(args.threads);
   const Layout& owner = model->ranks[static_cast<size_t>(args.rank)];
-  LocalTensors tensors(owner.local_specs(), pool);
+  ResidentTensors tensors(owner.local_specs(), pool);
   auto options = rank_options(args, *rails, args.threads);
   if (!options.ok()) return fail(options.status());
   options->listen = *listen;
@@ -339,7 +322,7 @@ int run_group_sync(const SyncArgs& args) {
   for (int k = 0; k < args.producers; ++k) {
     Rank& rank = ranks[static_cast<size_t>(k)];
     const Layout& owner = model->ranks[static_cast<size_t>(k)];
-    rank.tensors = std::make_unique<LocalTensors>(owner.local_specs(), pool);
+    rank.tensors = std::make_unique<ResidentTensors>(owner.local_specs(), pool);
     std::vector<Endpoint> rails;
     for (int r = 0; r < args.rails; ++r) rails.push_back(Endpoint{rail(r, -1), 0});
     auto options = rank_options(args, std::move(rails), threads);
@@ -366,7 +349,7 @@ int run_group_sync(const SyncArgs& args) {
       ro.held_per_rank.push_back(HeldRanges::of(*route).held_elements());
       if (ro.held_per_rank.back() > 0) ++members[k];
     }
-    ro.expected = std::make_unique<LocalTensors>(ro.layout.local_specs(), pool);
+    ro.expected = std::make_unique<ResidentTensors>(ro.layout.local_specs(), pool);
     std::vector<std::string> argv = {self, "sync", "--role", "group-consumer", "--elements", std::to_string(args.elements),
                                      "--producers", std::to_string(args.producers), "--layout", ro.tp.text(),
                                      "--token", std::to_string(args.token), "--name", ro.name, "--transport",

@@ -32,6 +32,15 @@ Json optional_json(const std::optional<bool>& v) { return v ? Json(*v) : Json();
 
 }  // namespace
 
+ResidentTensors::ResidentTensors(const std::vector<TensorSpec>& specs, ThreadPool& pool) {
+  storage.reserve(specs.size());
+  for (const auto& t : specs) {
+    storage.emplace_back(t.nbytes());
+    touch_pages(storage.back().data(), storage.back().size(), pool);
+    views.push_back(TensorView{storage.back().data(), t.dtype, t.numel(), Device{}});
+  }
+}
+
 void stop_on_signals() {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
@@ -284,18 +293,10 @@ int run_consumer_role(const SyncArgs& args) {
   if (rail_texts.empty()) rail_texts.push_back("127.0.0.1");
   auto rails = parse_endpoints(rail_texts);
   if (!rails.ok()) return fail(rails.status());
-  // A rollout process's weights are resident (its inference server loaded them): they are
-  // touched here, so that the first version's commit measures copying, not page faults.
-  std::vector<AlignedBuffer> storage;
-  std::vector<TensorView> views;
-  {
+  const ResidentTensors tensors = [&] {
     ThreadPool pool(args.threads);
-    for (const auto& t : manifest->tensors()) {
-      storage.emplace_back(t.nbytes());
-      touch_pages(storage.back().data(), storage.back().size(), pool);
-      views.push_back(TensorView{storage.back().data(), t.dtype, t.numel(), Device{}});
-    }
-  }
+    return ResidentTensors(manifest->tensors(), pool);
+  }();
   ConsumerOptions options;
   options.coordinators = *coordinators;
   options.token = args.token;
@@ -304,7 +305,7 @@ int run_consumer_role(const SyncArgs& args) {
   options.node = args.node;
   options.threads = args.threads;
   options.transport = args.transport;
-  auto consumer = Consumer::create(*manifest, views, options);
+  auto consumer = Consumer::create(*manifest, tensors.views, options);
   if (!consumer.ok()) return fail(consumer.status());
   Consumer& c = **consumer;
   Status started = c.start(Millis(static_cast<int64_t>(args.timeout_seconds * 1000)),

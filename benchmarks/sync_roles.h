@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
 #include "broadcast/engine/producer.h"
 #include "sparse/trace/rl_trace.h"
 
@@ -57,6 +59,15 @@ struct SyncArgs {
 
 // Every role derives the same model from --elements: the trace's transformer layout in bf16.
 Result<Manifest> sync_manifest(uint64_t elements);
+
+// A rollout process's resident weights: host tensors for `specs`, every page touched (its inference
+// server loaded them), so that the first version's commit measures copying, not page faults.
+struct ResidentTensors {
+  std::vector<AlignedBuffer> storage;
+  std::vector<TensorView> views;
+
+  ResidentTensors(const std::vector<TensorSpec>& specs, ThreadPool& pool);
+};
 
 // A JSON line on stdout, whole even when several threads emit (the roles' reports).
 void emit(const nlohmann::json& event);
