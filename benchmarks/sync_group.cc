@@ -51,15 +51,6 @@ Result<Layout> rollout_layout(const GroupModel& g, const TpLayout& tp) {
   return Layout::resolve(g.specs, std::move(views));
 }
 
-// `local` = what `layout` holds of the logical tensors.
-void gather(const Layout& layout, std::span<const TensorView> logical, std::span<const TensorView> local) {
-  for (const ElementRun& r : layout.runs()) {
-    const size_t size = dtype_size(local[r.local_tensor].dtype);
-    std::memcpy(local[r.local_tensor].bytes() + r.local * size, logical[r.tensor].bytes() + r.logical * size,
-                r.length * size);
-  }
-}
-
 // The trace every role of a run steps the same way (same seed and learning rates).
 Result<std::unique_ptr<RlTrace>> group_trace(const SyncArgs& args, const GroupModel& model) {
   TraceOptions options;
@@ -238,7 +229,7 @@ bool run_group_command(const std::string& line, const GroupModel& model, RlTrace
       return true;
     }
     ResidentTensors view(layout->local_specs(), pool);
-    gather(*layout, trace.published(), view.views);
+    gather_views(*layout, trace.published(), view.views);
     emit({{"event", "view_hash"}, {"layout", argument}, {"steps", trace.steps_done()},
           {"hash", model_hash(view.views.data(), view.views.size(), pool)}});
   } else {
@@ -282,7 +273,7 @@ int run_group_producer_role(const SyncArgs& args) {
   std::string line;
   while (std::getline(std::cin, line)) {
     // The rank's tensors follow the trace before every command (they are what it publishes).
-    gather(owner, (*trace)->published(), tensors.views);
+    gather_views(owner, (*trace)->published(), tensors.views);
     bool go_on = true;
     try {
       go_on = run_group_command(line, *model, **trace, **producer, pool);
@@ -384,7 +375,7 @@ int run_group_sync(const SyncArgs& args) {
     if (!full) (*trace)->step();
     progress.update(fmt::format("version {}/{}: {} from {} trainer ranks", v, versions, full ? "full sync" : "step",
                                 ranks.size()));
-    for (size_t k = 0; k < ranks.size(); ++k) gather(model->ranks[k], logical, ranks[k].tensors->views);
+    for (size_t k = 0; k < ranks.size(); ++k) gather_views(model->ranks[k], logical, ranks[k].tensors->views);
     // Every rank publishes at once, as a sharded trainer's ranks do after a step.
     std::vector<Status> published(ranks.size());
     const auto start = Clock::now();
@@ -442,7 +433,7 @@ int run_group_sync(const SyncArgs& args) {
           break;
         }
       }
-      gather(ro.layout, logical, ro.expected->views);
+      gather_views(ro.layout, logical, ro.expected->views);
       exact = exact && hash == model_hash(ro.expected->views.data(), ro.expected->views.size(), pool);
       all_exact = all_exact && exact;
       uint64_t received = 0;

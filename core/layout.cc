@@ -1,6 +1,7 @@
 #include "core/layout.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -220,6 +221,22 @@ uint64_t Layout::held_elements(uint32_t tensor) const {
   if (tensor + 1 >= first_run_.size()) return 0;
   for (size_t i = first_run_[tensor]; i < first_run_[tensor + 1]; ++i) n += runs_[i].length;
   return n;
+}
+
+void gather_views(const Layout& layout, std::span<const TensorView> logical, std::span<const TensorView> locals,
+                  ThreadPool* pool) {
+  const auto runs = layout.runs();
+  const auto copy = [&](size_t i) {
+    const ElementRun& r = runs[i];
+    const size_t size = dtype_size(locals[r.local_tensor].dtype);
+    std::memcpy(locals[r.local_tensor].bytes() + r.local * size, logical[r.tensor].bytes() + r.logical * size,
+                r.length * size);
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(runs.size(), copy);
+  } else {
+    for (size_t i = 0; i < runs.size(); ++i) copy(i);
+  }
 }
 
 Status check_tiling(const std::vector<TensorSpec>& logical, std::span<const Layout> owners, bool gaps_allowed,

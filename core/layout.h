@@ -21,6 +21,8 @@
 
 #include "core/manifest.h"
 #include "core/status.h"
+#include "core/tensor_view.h"
+#include "core/thread_pool.h"
 
 namespace deltacast {
 
@@ -94,6 +96,12 @@ class Layout {
   std::vector<size_t> first_run_;  // per logical tensor, its first index in runs_ (and one past the last tensor)
   std::vector<uint64_t> reach_;    // per run, the furthest logical end of its tensor's runs up to it (binary search)
 };
+
+// Copies what `layout` holds of the logical tensors `logical` into its local tensors `locals`
+// (host tensors matching layout.local_specs()), run by run; with `pool`, runs go in parallel (a
+// local element is one logical element, so they write disjoint bytes).
+void gather_views(const Layout& layout, std::span<const TensorView> logical, std::span<const TensorView> locals,
+                  ThreadPool* pool = nullptr);
 
 // Ownership across producers: every element of every logical tensor owned by exactly one of
 // `owners` (one Layout per rank). A gap or an overlap is an error naming the tensor, the element

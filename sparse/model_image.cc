@@ -17,7 +17,7 @@ ModelImage::ModelImage(const Manifest& manifest) {
   offsets_.reserve(manifest.size());
   for (size_t i = 0; i < manifest.size(); ++i) {
     offsets_.push_back(bytes_);
-    element_bytes_.push_back(dtype_size(manifest[i].dtype));
+    tensors_.emplace_back(manifest[i].dtype, manifest[i].numel());
     const uint64_t n = manifest[i].nbytes();
     for (uint64_t at = 0; at < n; at += kPieceBytes) {
       pieces_.push_back(Piece{static_cast<uint32_t>(i), at, std::min(kPieceBytes, n - at)});
@@ -28,14 +28,13 @@ ModelImage::ModelImage(const Manifest& manifest) {
 
 void ModelImage::unpack_remapped(const uint8_t* image, const Layout& layout, std::span<const TensorView> locals,
                                  ThreadPool& pool) const {
-  const auto runs = layout.runs();
-  // Runs write disjoint local bytes (a local element is one logical element): in parallel.
-  pool.parallel_for(runs.size(), [&](size_t i) {
-    const ElementRun& r = runs[i];
-    const size_t size = element_bytes_[r.tensor];
-    std::memcpy(locals[r.local_tensor].bytes() + r.local * size, image + offsets_[r.tensor] + r.logical * size,
-                r.length * size);
-  });
+  // The image's tensors in place, as the logical tensors the layout's runs read.
+  std::vector<TensorView> logical;
+  logical.reserve(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    logical.push_back(TensorView{const_cast<uint8_t*>(image) + offsets_[i], tensors_[i].first, tensors_[i].second, Device{}});
+  }
+  gather_views(layout, logical, locals, &pool);
 }
 
 void ModelImage::copy_out(std::span<const TensorView> tensors, uint64_t at, uint64_t length, uint8_t* image) const {

@@ -51,7 +51,7 @@ class ModelImage {
   void copy_out(std::span<const TensorView> tensors, uint64_t at, uint64_t length, uint8_t* image) const;
 
   std::vector<uint64_t> offsets_;
-  std::vector<size_t> element_bytes_;  // per tensor
+  std::vector<std::pair<DType, uint64_t>> tensors_;  // per tensor: dtype, elements
   std::vector<Piece> pieces_;
   uint64_t bytes_ = 0;
 };

@@ -32,11 +32,7 @@ struct Local {
     gather(from, views);
   }
   void gather(const TensorSet& from, const std::vector<TensorView>& into) const {
-    for (const ElementRun& r : layout.runs()) {
-      const size_t size = dtype_size(into[r.local_tensor].dtype);
-      std::memcpy(into[r.local_tensor].bytes() + r.local * size, from.tensors[r.tensor].data() + r.logical * size,
-                  r.length * size);
-    }
+    gather_views(layout, from.views(), into);
   }
   // The local tensors as they should be after `expected` was applied to the logical tensors.
   bool holds(const TensorSet& expected) const {

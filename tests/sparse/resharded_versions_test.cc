@@ -54,11 +54,7 @@ std::vector<LocalTensorSpec> rollout_rank(uint64_t r, uint64_t n) {
 
 // The local tensors of `layout`, filled from the logical tensors through its runs.
 void gather(const Layout& layout, const TensorSet& logical, TensorSet& local) {
-  for (const ElementRun& r : layout.runs()) {
-    const size_t size = dtype_size(local.tensors[r.local_tensor].view().dtype);
-    std::memcpy(local.tensors[r.local_tensor].data() + r.local * size, logical.tensors[r.tensor].data() + r.logical * size,
-                r.length * size);
-  }
+  gather_views(layout, logical.views(), local.views());
 }
 
 // Four trainer ranks and three rollout processes (TP2 rank 0, TP2 rank 1, TP1), with what each
