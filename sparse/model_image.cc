@@ -26,15 +26,19 @@ ModelImage::ModelImage(const Manifest& manifest) {
   }
 }
 
+std::vector<TensorView> ModelImage::views_of(const uint8_t* image) const {
+  std::vector<TensorView> views;
+  views.reserve(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    // Views carry a mutable pointer; the callers only read through these.
+    views.push_back(TensorView{const_cast<uint8_t*>(image) + offsets_[i], tensors_[i].first, tensors_[i].second, Device{}});
+  }
+  return views;
+}
+
 void ModelImage::unpack_remapped(const uint8_t* image, const Layout& layout, std::span<const TensorView> locals,
                                  ThreadPool& pool) const {
-  // The image's tensors in place, as the logical tensors the layout's runs read.
-  std::vector<TensorView> logical;
-  logical.reserve(tensors_.size());
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    logical.push_back(TensorView{const_cast<uint8_t*>(image) + offsets_[i], tensors_[i].first, tensors_[i].second, Device{}});
-  }
-  gather_views(layout, logical, locals, &pool);
+  gather_views(layout, views_of(image), locals, &pool);
 }
 
 void ModelImage::copy_out(std::span<const TensorView> tensors, uint64_t at, uint64_t length, uint8_t* image) const {

@@ -33,6 +33,8 @@ class ModelImage {
   std::vector<uint64_t> pack(std::span<const TensorView> tensors, uint8_t* image, ThreadPool& pool) const;
   // Copies `image` into `tensors`.
   void unpack(const uint8_t* image, std::span<const TensorView> tensors, ThreadPool& pool) const;
+  // The image's tensors where they sit in `image`, as views (of the manifest's dtypes and sizes).
+  std::vector<TensorView> views_of(const uint8_t* image) const;
   // Copies what `layout` holds of the image's tensors into `locals` (host tensors matching
   // layout.local_specs(); the layout's logical tensors are the manifest's): a full version
   // written into a process that holds views of the tensors (a resharded consumer).

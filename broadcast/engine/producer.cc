@@ -158,7 +158,12 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
       DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version));
       pending->blob = make_blob(encoded);
       if (std::any_of(members.begin(), members.end(), [](const MemberRecord& m) { return m.held != nullptr; })) {
-        pending->buckets = std::make_shared<const EncodedVersion>(encoded);
+        // The buckets move to the pending version (they were only to be dropped here); the stats stay.
+        auto kept = std::make_shared<EncodedVersion>();
+        kept->base_version = encoded.base_version;
+        kept->target_version = encoded.target_version;
+        kept->buckets = std::move(encoded.buckets);
+        pending->buckets = std::move(kept);
       }
     }
     full_cache_.reset();
@@ -276,13 +281,9 @@ Producer::Blob Producer::selected(const EncodedVersion& version, const HeldRange
 std::shared_ptr<const EncodedVersion> Producer::full_chunks(const Blob& image) {
   // The image is the version's tensors back to back: encoded as dense chunks cut where the
   // members' holdings end, so that each class's selection is its share.
-  std::vector<TensorView> views;
-  for (size_t i = 0; i < manifest_.size(); ++i) {
-    views.push_back(TensorView{image.memory->data() + image_.offset(i), manifest_[i].dtype, manifest_[i].numel(), Device{}});
-  }
   auto encoder = DeltaEncoder::create(manifest_, options_.codec, member_cuts(membership_->snapshot()));
   if (!encoder.ok()) return nullptr;
-  auto encoded = encoder->encode_full(views, image.version);
+  auto encoded = encoder->encode_full(image_.views_of(image.memory->data()), image.version);
   if (!encoded.ok()) {
     log().error("producer: version {}: encoding it in full: {}", image.version, encoded.status().to_string());
     return nullptr;
