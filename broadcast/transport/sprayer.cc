@@ -235,22 +235,17 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     }
   }
 
-  // New slices (and re-sends) to the rails that can take them.
-  void place_queued(TimePoint now) {
+  // Queued slices (new ones and re-sends) to rails with room, from whichever thread made room or
+  // work: the scheduler's, a channel's delivering an acknowledgement, or the caller offering slices
+  // (a relay offers each as it lands). The scheduler thread, awake since open(), keeps the deadlines.
+  void place(TimePoint now) {
+    if (!failure.ok()) return;
     while (auto slice = table.next_queued()) {
       const int r = choose(*slice, table.shape().length(*slice), now);
       if (r < 0) break;
       table.take(*slice);
       post(static_cast<uint32_t>(r), *slice, false, now);
     }
-  }
-
-  // Queued slices to rails with room, from whichever thread made room or work: the scheduler's,
-  // a channel's delivering an acknowledgement, or the caller offering slices (a relay offers each
-  // as it lands). The scheduler thread, awake since open(), keeps the deadlines.
-  void place(TimePoint now) {
-    if (!failure.ok()) return;
-    place_queued(now);
     table.track_backlog(now);
   }
 
@@ -260,7 +255,9 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     TimePoint next = now + std::chrono::milliseconds(10);
     // A stall is only a stall while something offered is still undelivered.
     if (table.offered_count() == table.done_count()) last_progress = now;
-    if (now - std::max(last_progress, waiters > 0 ? waiting_since : last_progress) > options.stall_timeout) {
+    // A waiter is told only of a stall that lasted while it waited.
+    const TimePoint quiet_since = waiters > 0 ? std::max(last_progress, waiting_since) : last_progress;
+    if (now - quiet_since > options.stall_timeout) {
       const std::string why =
           fmt::format("transfer {}: no slice delivered for {} ms ({} of {} slices done); rails: {}", transfer(),
                       options.stall_timeout.count(), table.done_count(), table.shape().slices(), describe_rails(now));
