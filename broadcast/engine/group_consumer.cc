@@ -83,6 +83,22 @@ uint64_t GroupConsumer::committable() const {
   return best;
 }
 
+Status GroupConsumer::commit_parts(std::unique_lock<std::mutex>& lock, const std::vector<size_t>& which,
+                                   uint64_t through) {
+  lock.unlock();
+  Status failed;
+  {
+    // Every part lands under one exclusive lock: no reader sees a mix of versions.
+    std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
+    for (size_t i : which) {
+      Status s = consumers_[i]->commit_through(through);
+      if (!s.ok() && failed.ok()) failed = s.with_context(fmt::format("rank {}", rank_ids_[i]));
+    }
+  }
+  lock.lock();
+  return failed;
+}
+
 void GroupConsumer::commit_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!closing_) {
@@ -91,32 +107,21 @@ void GroupConsumer::commit_loop() {
     // A rank that came back sends again the version the group holds (its new producer knows
     // nothing of what was committed): that part is committed again at once (it is the rank's
     // version, bit for bit), so that the rank sees its commit and goes on.
+    std::vector<size_t> again;
     for (size_t i = 0; i < consumers_.size(); ++i) {
       const auto staged = consumers_[i]->staged_versions();
-      if (staged.empty() || staged.front() > version_) continue;
-      const uint64_t held = version_;
-      lock.unlock();
-      Status s;
-      {
-        std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
-        s = consumers_[i]->commit_through(held);
+      if (!staged.empty() && staged.front() <= version_) again.push_back(i);
+    }
+    if (const uint64_t held = version_; !again.empty()) {
+      if (Status s = commit_parts(lock, again, held); !s.ok()) {
+        log().error("group consumer: version {} again: {}", held, s.to_string());
       }
-      lock.lock();
-      if (!s.ok()) log().error("group consumer: rank {}: version {} again: {}", rank_ids_[i], held, s.to_string());
     }
     const uint64_t v = committable();
     if (v == 0) continue;
-    lock.unlock();
-    Status failed;
-    {
-      // Every rank's part of v lands under one exclusive lock: no reader sees a mix.
-      std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
-      for (size_t i = 0; i < consumers_.size(); ++i) {
-        Status s = consumers_[i]->commit_through(v);
-        if (!s.ok() && failed.ok()) failed = s.with_context(fmt::format("rank {}", rank_ids_[i]));
-      }
-    }
-    lock.lock();
+    std::vector<size_t> all(consumers_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const Status failed = commit_parts(lock, all, v);
     if (failed.ok()) {
       version_ = v;
     } else {

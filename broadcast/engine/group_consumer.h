@@ -64,6 +64,9 @@ class GroupConsumer {
  private:
   GroupConsumer(Layout view, std::vector<TensorView> tensors);
   void commit_loop();
+  // Commits the consumers `which` through version `through`, all under the exclusive tensors lock
+  // (`lock`, on mu_, released meanwhile); the first failure, naming its rank.
+  Status commit_parts(std::unique_lock<std::mutex>& lock, const std::vector<size_t>& which, uint64_t through);
   // The newest version above the committed one that every rank's consumer holds verified (or
   // committed); 0: none.
   uint64_t committable() const;
