@@ -184,6 +184,18 @@ Status Consumer::join(int fd) {
   if (welcome == nullptr) return corrupt("expected a welcome, got '{}'", control::type_name(answer));
   const uint32_t id = welcome->id;
   const uint64_t epoch = welcome->epoch;
+  {
+    // Before the link exists: its first message (the announcement of a version, right after the
+    // join) reads the id to find this consumer's children in the plan. With the old id (0 at the
+    // first join) the consumer forwarded nothing and its children starved for the round.
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.id = id;
+    if (state_.epoch != epoch && state_.version != 0) {
+      log().info("consumer {}: a new producer (epoch {:x}); version {} will be replaced by a full sync", options_.name,
+                 epoch, state_.version);
+    }
+    state_.epoch = epoch;
+  }
   auto link = std::make_unique<ControlLink>(
       fd, options_.control, [this](const control::Message& m) { on_message(m); },
       [this](const Status& why) {
@@ -196,12 +208,6 @@ Status Consumer::join(int fd) {
         cv_.notify_all();
       });
   std::lock_guard<std::mutex> lock(mu_);
-  state_.id = id;
-  if (state_.epoch != epoch && state_.version != 0) {
-    log().info("consumer {}: a new producer (epoch {:x}); version {} will be replaced by a full sync", options_.name,
-               epoch, state_.version);
-  }
-  state_.epoch = epoch;
   state_.connected = true;
   state_.last_error = Status();
   link_ = std::move(link);
