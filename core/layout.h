@@ -45,6 +45,8 @@ struct LocalTensorSpec {
   std::string name;
   std::vector<PieceSpec> pieces;
   uint32_t concat_dim = 0;
+
+  friend bool operator==(const LocalTensorSpec&, const LocalTensorSpec&) = default;
 };
 
 // Logical elements [logical, logical + length) of logical tensor `tensor`

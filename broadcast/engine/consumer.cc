@@ -251,6 +251,14 @@ void Consumer::connect_loop() {
       cv_.wait_for(lock, backoff, [&] { return closing_.load(); });
     }
     backoff = std::min(backoff * 2, options_.reconnect_max);
+    if (options_.rediscover && attempt % options_.coordinators.size() == 0 && !closing_) {
+      auto found = options_.rediscover();
+      if (!found.empty() && found != options_.coordinators) {
+        log().info("consumer {}: the producer is now at {}", options_.name, found.front().to_string());
+        options_.coordinators = std::move(found);
+        attempt = 0;
+      }
+    }
   }
 }
 

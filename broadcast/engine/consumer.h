@@ -51,6 +51,9 @@ struct ConsumerOptions {
   // Called (on the verifying thread) with each version once it is verified and waiting to be
   // committed; a group of consumers commits a version only when every one of them holds it.
   std::function<void(uint64_t version)> on_staged;
+  // Asked for the producer's address(es) again once every known one failed (a trainer rank of a
+  // sharded group that restarted elsewhere: the group coordinator knows where); empty: keep them.
+  std::function<std::vector<Endpoint>()> rediscover;
   Millis reconnect_min{100};
   Millis reconnect_max{2000};
   ControlLinkOptions control;

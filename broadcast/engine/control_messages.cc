@@ -196,10 +196,66 @@ std::map<uint32_t, LinkSample> as_links(const Json& v, const std::string& where)
   return links;
 }
 
-// Status codes a refusal may carry (the ones a consumer reacts to).
+// Status codes a refusal may carry (the ones a consumer reacts to; UNAVAILABLE: ask again later).
 constexpr StatusCode kRejectCodes[] = {StatusCode::kPermissionDenied, StatusCode::kMismatch,
                                        StatusCode::kFailedPrecondition, StatusCode::kResourceExhausted,
-                                       StatusCode::kInvalidArgument, StatusCode::kCorrupt};
+                                       StatusCode::kInvalidArgument, StatusCode::kCorrupt,
+                                       StatusCode::kUnavailable};
+
+// A rank's pieces: [{name, dim, pieces: [{tensor, flat, dim, begin, end}]}]. Whether they make
+// sense against the group's tensors is the group directory's question (Layout::resolve).
+Json pieces_json(const std::vector<LocalTensorSpec>& locals) {
+  Json list = Json::array();
+  for (const LocalTensorSpec& t : locals) {
+    Json pieces = Json::array();
+    for (const PieceSpec& p : t.pieces) {
+      pieces.push_back({{"tensor", p.tensor}, {"flat", p.flat}, {"dim", p.dim}, {"begin", p.begin}, {"end", p.end}});
+    }
+    list.push_back({{"name", t.name}, {"dim", t.concat_dim}, {"pieces", std::move(pieces)}});
+  }
+  return list;
+}
+
+std::vector<LocalTensorSpec> as_pieces(const Json& v, const std::string& where) {
+  as_array(v, where, Manifest::kMaxTensors);
+  std::vector<LocalTensorSpec> locals;
+  locals.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Fields f(v[i], fmt::format("{}[{}]", where, i), {"name", "dim", "pieces"});
+    LocalTensorSpec local;
+    local.name = f.text("name", Manifest::kMaxNameBytes);
+    local.concat_dim = f.u32("dim");
+    const Json& pieces = as_array(f.at("pieces"), f.where("pieces"), kMaxPiecesPerTensor);
+    if (pieces.empty()) refuse(fmt::format("{} lists no piece", f.where("pieces")));
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const Fields p(pieces[k], fmt::format("{}[{}]", f.where("pieces"), k), {"tensor", "flat", "dim", "begin", "end"});
+      local.pieces.push_back(
+          PieceSpec{p.text("tensor", Manifest::kMaxNameBytes), p.boolean("flat"), p.u32("dim"), p.u64("begin"), p.u64("end")});
+    }
+    locals.push_back(std::move(local));
+  }
+  return locals;
+}
+
+Json rank_json(const RankEntry& r) {
+  return {{"rank", r.rank}, {"pieces", pieces_json(r.pieces)}, {"addresses", endpoints_json(r.addresses)}};
+}
+
+RankEntry as_rank(const Json& v, const std::string& where) {
+  const Fields f(v, where, {"rank", "pieces", "addresses"});
+  RankEntry r;
+  r.rank = f.u32("rank");
+  if (r.rank >= kMaxWorld) refuse(fmt::format("{} is rank {} (ranks are below {})", where, r.rank, kMaxWorld));
+  r.pieces = as_pieces(f.at("pieces"), f.where("pieces"));
+  r.addresses = as_endpoints(f.at("addresses"), f.where("addresses"));
+  return r;
+}
+
+uint32_t as_world(const Fields& f) {
+  const uint32_t world = f.u32("world");
+  if (world == 0 || world > kMaxWorld) refuse(fmt::format("{} is {} (1 to {})", f.where("world"), world, kMaxWorld));
+  return world;
+}
 
 template <typename T>
 Message read_as(const Json& j) {
@@ -415,6 +471,56 @@ void from_json(const Json& j, Checked& m) {
   m.model_hash = f.u64("model_hash");
 }
 
+void to_json(Json& j, const Register& m) {
+  j = {{"protocol", m.protocol}, {"token", m.token}, {"world", m.world}, {"logical", manifest_json(m.logical)},
+       {"rank", rank_json(m.rank)}};
+}
+
+void from_json(const Json& j, Register& m) {
+  const Fields f(j, "register", {"protocol", "token", "world", "logical", "rank"});
+  m.protocol = f.u32("protocol");
+  m.token = f.u64("token");
+  m.world = as_world(f);
+  m.logical = as_manifest(f.at("logical"), f.where("logical"));
+  m.rank = as_rank(f.at("rank"), f.where("rank"));
+  if (m.rank.rank >= m.world) refuse(fmt::format("register: rank {} of a world of {}", m.rank.rank, m.world));
+}
+
+void to_json(Json& j, const Registered& m) { j = {{"registered", m.registered}, {"world", m.world}}; }
+
+void from_json(const Json& j, Registered& m) {
+  const Fields f(j, "registered", {"registered", "world"});
+  m.world = as_world(f);
+  m.registered = f.u32("registered");
+  if (m.registered > m.world) refuse(fmt::format("registered: {} ranks of a world of {}", m.registered, m.world));
+}
+
+void to_json(Json& j, const FindGroup& m) { j = {{"protocol", m.protocol}, {"token", m.token}}; }
+
+void from_json(const Json& j, FindGroup& m) {
+  const Fields f(j, "find_group", {"protocol", "token"});
+  m.protocol = f.u32("protocol");
+  m.token = f.u64("token");
+}
+
+void to_json(Json& j, const Group& m) {
+  Json ranks = Json::array();
+  for (const RankEntry& r : m.view.ranks) ranks.push_back(rank_json(r));
+  j = {{"logical", manifest_json(m.view.logical)}, {"ranks", std::move(ranks)}};
+}
+
+void from_json(const Json& j, Group& m) {
+  const Fields f(j, "group", {"logical", "ranks"});
+  m.view.logical = as_manifest(f.at("logical"), f.where("logical"));
+  const Json& ranks = as_array(f.at("ranks"), f.where("ranks"), kMaxWorld);
+  if (ranks.empty()) refuse("group has no ranks");
+  m.view.ranks.clear();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    m.view.ranks.push_back(as_rank(ranks[i], fmt::format("group.ranks[{}]", i)));
+    if (m.view.ranks.back().rank != i) refuse(fmt::format("group.ranks[{}] is rank {}: ranks go in order", i, m.view.ranks.back().rank));
+  }
+}
+
 // ---- dispatch
 
 namespace {
@@ -430,7 +536,8 @@ constexpr TypeEntry kTypes[] = {
     {"heartbeat", read_as<Heartbeat>}, {"version", read_as<Announce>},    {"replan", read_as<Replan>},
     {"progress", read_as<Progress>},   {"staged", read_as<Staged>},       {"committed", read_as<Committed>},
     {"failed", read_as<Failed>},       {"done", read_as<Done>},           {"check", read_as<Check>},
-    {"checked", read_as<Checked>},
+    {"checked", read_as<Checked>},     {"register", read_as<Register>},   {"registered", read_as<Registered>},
+    {"find_group", read_as<FindGroup>}, {"group", read_as<Group>},
 };
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 

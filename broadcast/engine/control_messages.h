@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broadcast/engine/group_view.h"
 #include "broadcast/engine/planner.h"
 #include "broadcast/transport/rail.h"
 #include "broadcast/transport/slice_table.h"
@@ -34,12 +35,15 @@ using Json = nlohmann::json;
 namespace control {
 
 // Bumped whenever a message changes; a join with another protocol is refused.
-// 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node.
-inline constexpr uint32_t kProtocolVersion = 5;
+// 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node;
+// 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group).
+inline constexpr uint32_t kProtocolVersion = 6;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
 inline constexpr size_t kMaxTextBytes = 4096;  // names, reasons, transport names
+inline constexpr uint32_t kMaxWorld = 1u << 16;  // trainer ranks in one sharded group
+inline constexpr size_t kMaxPiecesPerTensor = 256;  // pieces fused into one local tensor
 
 // A message that breaks these rules; decode() turns it into a kCorrupt Status.
 class ProtocolError : public std::runtime_error {
@@ -147,8 +151,36 @@ struct Checked {
   uint64_t model_hash = 0;
 };
 
+
+// The group coordinator of a sharded trainer (group_coordinator.h) speaks on connections of one
+// request and its answer.
+// trainer rank -> group coordinator: registers the rank (again: a restarted rank, a restarted
+// coordinator); answered with `registered` or `reject`.
+struct Register {
+  uint32_t protocol = kProtocolVersion;
+  uint64_t token = 0;
+  uint32_t world = 0;                // ranks in the group
+  std::vector<TensorSpec> logical;   // the group's tensors as the rank knows them
+  RankEntry rank;                    // its pieces and its producer's control address(es)
+};
+// group coordinator -> trainer rank: registered; how many of the world are.
+struct Registered {
+  uint32_t registered = 0;
+  uint32_t world = 0;
+};
+// rollout process -> group coordinator: the group, please; answered with `group`, or `reject`
+// (UNAVAILABLE while ranks are missing: ask again).
+struct FindGroup {
+  uint32_t protocol = kProtocolVersion;
+  uint64_t token = 0;
+};
+// group coordinator -> rollout process: the formed group.
+struct Group {
+  GroupView view;
+};
+
 using Message = std::variant<Join, Welcome, Reject, Heartbeat, Announce, Replan, Progress, Staged, Committed, Failed,
-                             Done, Check, Checked>;
+                             Done, Check, Checked, Register, Registered, FindGroup, Group>;
 
 // For std::visit over a Message with one lambda per type handled and a generic one for the rest.
 template <typename... Handlers>
@@ -202,6 +234,14 @@ void to_json(Json& j, const Check& m);
 void from_json(const Json& j, Check& m);
 void to_json(Json& j, const Checked& m);
 void from_json(const Json& j, Checked& m);
+void to_json(Json& j, const Register& m);
+void from_json(const Json& j, Register& m);
+void to_json(Json& j, const Registered& m);
+void from_json(const Json& j, Registered& m);
+void to_json(Json& j, const FindGroup& m);
+void from_json(const Json& j, FindGroup& m);
+void to_json(Json& j, const Group& m);
+void from_json(const Json& j, Group& m);
 
 }  // namespace control
 }  // namespace deltacast

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "broadcast/engine/group_client.h"
 #include "core/log.h"
 
 namespace deltacast {
@@ -39,6 +40,7 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::create(const std::vector<T
     o.name = fmt::format("{}.r{}", options.name.empty() ? "consumer" : options.name, r);
     o.auto_commit = false;
     o.layout = std::make_shared<const Layout>(std::move(route));
+    o.rediscover = ranks[r].rediscover;
     GroupConsumer* self = g.get();
     o.on_staged = [self](uint64_t) {
       std::lock_guard<std::mutex> lock(self->mu_);
@@ -51,6 +53,34 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::create(const std::vector<T
   }
   if (g->consumers_.empty()) return invalid_argument("this process's tensors hold nothing any rank owns");
   return g;
+}
+
+Result<std::unique_ptr<GroupConsumer>> GroupConsumer::find(std::vector<Endpoint> coordinator,
+                                                           std::vector<LocalTensorSpec> layout,
+                                                           std::vector<TensorView> tensors, ConsumerOptions options,
+                                                           Millis timeout, const std::vector<TensorSpec>* logical) {
+  GroupClientOptions client;
+  client.coordinators = std::move(coordinator);
+  client.token = options.token;
+  client.netns = options.netns;
+  DC_ASSIGN_OR_RETURN(GroupView group, find_group(client, timeout));
+  if (logical != nullptr && *logical != group.logical) {
+    DC_ASSIGN_OR_RETURN(const Manifest theirs, Manifest::create(group.logical));
+    auto ours = Manifest::create(*logical);
+    const std::string diff = ours.ok() ? ours->first_difference(theirs) : ours.status().message();
+    return mismatch("the group's tensors are not the ones given: {} (given vs group)",
+                    diff.empty() ? "same tensors in another order" : diff);
+  }
+  std::vector<GroupRank> ranks;
+  for (RankEntry& entry : group.ranks) {
+    const uint32_t r = entry.rank;
+    ranks.push_back({std::move(entry.pieces), std::move(entry.addresses), [client, r] {
+                       // Short: this runs on the rank consumer's reconnect thread.
+                       auto now = find_group(client, Millis(1000));
+                       return now.ok() && r < now->ranks.size() ? now->ranks[r].addresses : std::vector<Endpoint>{};
+                     }});
+  }
+  return create(group.logical, std::move(layout), std::move(tensors), std::move(ranks), std::move(options));
 }
 
 GroupConsumer::GroupConsumer(Layout view, std::vector<TensorView> tensors)

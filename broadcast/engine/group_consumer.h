@@ -11,6 +11,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -26,6 +27,8 @@ namespace deltacast {
 struct GroupRank {
   std::vector<LocalTensorSpec> pieces;
   std::vector<Endpoint> coordinators;
+  // Where the rank is now, once every address above failed (ConsumerOptions::rediscover).
+  std::function<std::vector<Endpoint>()> rediscover;
 };
 
 struct GroupConsumerState {
@@ -46,6 +49,14 @@ class GroupConsumer {
                                                        std::vector<LocalTensorSpec> layout,
                                                        std::vector<TensorView> tensors, std::vector<GroupRank> ranks,
                                                        ConsumerOptions options);
+  // The same, with the group as its coordinator (group_coordinator.h) at `coordinator` tells it:
+  // asks for it (waiting up to `timeout` while ranks are still missing), and has each rank's
+  // consumer ask again where its rank is when it loses it. `logical`, when given, must be the
+  // group's tensors (the first difference is named).
+  static Result<std::unique_ptr<GroupConsumer>> find(std::vector<Endpoint> coordinator,
+                                                     std::vector<LocalTensorSpec> layout,
+                                                     std::vector<TensorView> tensors, ConsumerOptions options,
+                                                     Millis timeout, const std::vector<TensorSpec>* logical = nullptr);
   ~GroupConsumer();
 
   // Joins every needed rank's producer; waits up to `timeout` for all of them (a refusal is an error).

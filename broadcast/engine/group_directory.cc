@@ -1,5 +1,7 @@
 #include "broadcast/engine/group_directory.h"
 
+#include "broadcast/engine/control_messages.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,7 +10,7 @@ namespace deltacast {
 namespace {
 
 // More ranks than this is a declaration gone wrong, not a trainer.
-constexpr uint32_t kMaxWorld = 1u << 16;
+constexpr uint32_t kMaxWorld = control::kMaxWorld;
 
 }  // namespace
 
@@ -17,7 +19,7 @@ GroupDirectory::GroupDirectory(std::vector<TensorSpec> logical, uint32_t world)
 
 Result<std::unique_ptr<GroupDirectory>> GroupDirectory::create(std::vector<TensorSpec> logical, uint32_t world) {
   if (world == 0 || world > kMaxWorld) return invalid_argument("a group of {} ranks (1 to {})", world, kMaxWorld);
-  DC_RETURN_IF_ERROR(Manifest::create(logical).status().with_context("the group's tensors"));
+  if (!logical.empty()) DC_RETURN_IF_ERROR(Manifest::create(logical).status().with_context("the group's tensors"));
   return std::unique_ptr<GroupDirectory>(new GroupDirectory(std::move(logical), world));
 }
 
@@ -25,7 +27,15 @@ Status GroupDirectory::register_rank(RankEntry entry, const std::vector<TensorSp
   const uint32_t r = entry.rank;
   if (r >= world_) return invalid_argument("rank {} registered with a group of {} ranks", r, world_);
   if (entry.addresses.empty()) return invalid_argument("rank {} registered without an address", r);
-  if (their_logical != logical_) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A coordinator told nothing of the tensors learns them from the first rank (once it is
+  // accepted); every other rank must agree with it.
+  const bool adopting = logical_.empty();
+  const std::vector<TensorSpec>& logical = adopting ? their_logical : logical_;
+  if (adopting) {
+    if (their_logical.empty()) return invalid_argument("rank {} registered without the group's tensors", r);
+    DC_RETURN_IF_ERROR(Manifest::create(their_logical).status().with_context(fmt::format("rank {}'s group tensors", r)));
+  } else if (their_logical != logical_) {
     DC_ASSIGN_OR_RETURN(const Manifest ours, Manifest::create(logical_));
     auto theirs = Manifest::create(their_logical);
     if (!theirs.ok()) return theirs.status().with_context(fmt::format("rank {}'s group tensors", r));
@@ -33,9 +43,8 @@ Status GroupDirectory::register_rank(RankEntry entry, const std::vector<TensorSp
     return mismatch("rank {} holds pieces of other tensors than the group's: {} (rank vs group)", r,
                     diff.empty() ? "same tensors in another order" : diff);
   }
-  auto layout = Layout::resolve(logical_, entry.pieces);
+  auto layout = Layout::resolve(logical, entry.pieces);
   if (!layout.ok()) return layout.status().with_context(fmt::format("rank {}", r));
-  std::lock_guard<std::mutex> lock(mu_);
   // Its pieces against every other registered rank's: an overlap is refused now, a gap can only
   // be judged once everyone is in.
   std::vector<Layout> owners;
@@ -47,7 +56,8 @@ Status GroupDirectory::register_rank(RankEntry entry, const std::vector<TensorSp
   }
   owners.push_back(*layout);
   ids.push_back(r);
-  DC_RETURN_IF_ERROR(check_tiling(logical_, owners, /*gaps_allowed=*/true, ids));
+  DC_RETURN_IF_ERROR(check_tiling(logical, owners, /*gaps_allowed=*/true, ids));
+  if (adopting) logical_ = their_logical;
   ranks_.insert_or_assign(r, std::make_pair(std::move(entry), std::move(layout).value()));
   return Status();
 }

@@ -14,27 +14,14 @@
 #include <mutex>
 #include <vector>
 
-#include "broadcast/transport/rail.h"
-#include "core/layout.h"
+#include "broadcast/engine/group_view.h"
 
 namespace deltacast {
 
-// One trainer rank as the group knows it.
-struct RankEntry {
-  uint32_t rank = 0;
-  std::vector<LocalTensorSpec> pieces;
-  std::vector<Endpoint> addresses;  // its producer's control address(es)
-};
-
-// A formed group: what a rollout process needs to join every rank it takes pieces from.
-struct GroupView {
-  std::vector<TensorSpec> logical;
-  std::vector<RankEntry> ranks;  // every rank, in rank order
-};
-
 class GroupDirectory {
  public:
-  // `logical`: the group's tensors; `world`: how many ranks it has.
+  // `logical`: the group's tensors (empty: the first rank to register says what they are);
+  // `world`: how many ranks it has.
   static Result<std::unique_ptr<GroupDirectory>> create(std::vector<TensorSpec> logical, uint32_t world);
 
   // Registers rank `entry.rank`, or registers it again (a restarted rank, at a new address). The

@@ -104,6 +104,12 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   p->relay_ = std::make_unique<Relay>(r);
   p->driver_ = std::make_unique<RoundDriver>(*p->membership_, *p->relay_, p->rates_, p->options_.round, *p->hash_pool_);
   p->rounds_ = std::thread([raw = p.get()] { raw->round_loop(); });
+  if (p->options_.group) {
+    auto seat = GroupSeat::take(*p->options_.group, p->manifest_, p->address(), p->options_.rails, p->options_.token,
+                                p->options_.netns);
+    if (!seat.ok()) return seat.status();
+    p->seat_ = std::move(seat).value();
+  }
   log().info("producer: {} tensors, {} bytes; control port {}; data over {}; epoch {:x}", p->manifest_.size(),
              p->manifest_.total_bytes(), p->address().to_string(), p->transport(), p->epoch());
   return p;
@@ -122,11 +128,18 @@ Producer::~Producer() { close(); }
 
 void Producer::close() {
   if (closing_.exchange(true)) return;
+  if (seat_) seat_->leave();
   membership_->notify();
   if (rounds_.joinable()) rounds_.join();
   relay_->end();
   membership_->close();
   relay_.reset();
+}
+
+Status Producer::wait_registered(Millis timeout) { return seat_ ? seat_->wait_registered(timeout) : Status(); }
+
+std::optional<Endpoint> Producer::group_coordinator() const {
+  return seat_ ? seat_->hosted_coordinator() : std::nullopt;
 }
 
 uint64_t Producer::next_transfer() {

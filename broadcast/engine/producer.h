@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "broadcast/engine/group_seat.h"
 #include "broadcast/engine/membership.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/engine/relay.h"
@@ -46,6 +47,9 @@ struct ProducerOptions {
   SprayOptions spray;
   std::string netns;                // open every socket in this network namespace (tests)
   uint64_t epoch = 0;               // 0: random
+  // A trainer rank of a sharded group: the tensors are the rank's pieces, and the producer keeps
+  // the rank registered with the group's coordinator (hosting it when `group->host`).
+  std::optional<GroupSeatOptions> group;
 };
 
 // One version's journey, filled in as it goes.
@@ -133,6 +137,12 @@ class Producer {
   // holds `version` with other bits is given a full sync.
   Result<CheckReport> check(uint64_t version, Millis timeout);
 
+  // A rank of a sharded group: until its coordinator has it registered (a refusal, naming the
+  // tensor or rank, is returned as soon as it comes). Outside a group: at once.
+  Status wait_registered(Millis timeout);
+  // The group coordinator this producer hosts, if it does.
+  std::optional<Endpoint> group_coordinator() const;
+
   std::optional<VersionReport> report(uint64_t version) const;
   ProducerStats stats() const;
   void close();
@@ -181,6 +191,7 @@ class Producer {
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<Relay> relay_;
   std::unique_ptr<RoundDriver> driver_;
+  std::unique_ptr<GroupSeat> seat_;  // a sharded group's rank
 
   std::mutex publish_mu_;               // one publish at a time
   mutable std::shared_mutex shadow_mu_;  // publish writes the shadow; full syncs and checks read it

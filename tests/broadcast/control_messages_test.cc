@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "broadcast/engine/control_frame.h"
@@ -190,6 +191,36 @@ TEST(ControlMessages, HeldRangesRoundTripAndMalformedOnesAreRefused) {
     j["held"] = forged;
     EXPECT_NE(refusal(j).find("held"), std::string::npos) << forged.dump();
   }
+}
+
+// A sharded group's registrations and groups: pieces, ranks and worlds out of bounds or out of
+// order are refused naming the field (whether pieces make sense is the group directory's question).
+TEST(ControlMessages, MalformedRegistrationsAndGroupsAreRefusedNamingTheField) {
+  const Json reg = encode(testing::some_registration());
+  const auto damaged = [&](const Json& base, const std::function<void(Json&)>& damage) {
+    Json j = base;
+    damage(j);
+    return refusal(j);
+  };
+  EXPECT_NE(damaged(reg, [](Json& j) { j["world"] = 0u; }).find("world"), std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["world"] = 1u << 20; }).find("world"), std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["rank"]["rank"] = 1u; }).find("rank 1 of a world of 1"), std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["rank"]["pieces"][0]["pieces"] = Json::array(); }).find("no piece"),
+            std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["rank"]["pieces"][0]["pieces"][0]["begin"] = -1; }).find("begin"),
+            std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["rank"]["pieces"][0]["pieces"][0]["flat"] = 1; }).find("flat"),
+            std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["rank"]["addresses"] = Json::array({"10.0.0.1"}); }).find("addresses"),
+            std::string::npos);
+  EXPECT_NE(damaged(reg, [](Json& j) { j["rank"]["pieces"][0]["pieces"] = Json::array({Json::object()}); }).find("tensor"),
+            std::string::npos);
+  const Json group = encode(every_control_message()[16]);
+  ASSERT_EQ(group["type"], "group");
+  EXPECT_NE(damaged(group, [](Json& j) { j["ranks"] = Json::array(); }).find("no ranks"), std::string::npos);
+  EXPECT_NE(damaged(group, [](Json& j) { j["ranks"][0]["rank"] = 3u; }).find("in order"), std::string::npos);
+  EXPECT_NE(damaged(encode(Registered{1, 2}), [](Json& j) { j["registered"] = 3u; }).find("registered"),
+            std::string::npos);
 }
 
 TEST(ControlMessages, RejectsCarryTheirCode) {

@@ -76,6 +76,7 @@ struct Rank {
   std::unique_ptr<TensorSet> tensors;
   std::unique_ptr<Producer> producer;
   Endpoint address{"127.0.0.1", 0};
+  std::optional<GroupSeatOptions> seat;  // a rank that registers with the group's coordinator
 
   explicit Rank(uint64_t r) : layout(resolved(trainer_rank(r))), manifest(Manifest::create(layout.local_specs()).value()) {
     tensors = std::make_unique<TensorSet>(manifest);
@@ -87,6 +88,7 @@ struct Rank {
     o.rails = loopback_rails();
     o.codec.threads = 1;
     o.round.stall_timeout = milliseconds(5000);
+    o.group = seat;
     auto views = tensors->views();
     auto p = Producer::create(manifest, std::vector<TensorView>(views.begin(), views.end()), o);
     ASSERT_TRUE(p.ok()) << p.status().to_string();
@@ -101,11 +103,23 @@ struct Process {
   std::unique_ptr<TensorSet> tensors;
   std::unique_ptr<GroupConsumer> consumer;
 
-  Process(uint64_t r, uint64_t n, const std::vector<Rank>& ranks, const TensorSet& model)
-      : layout(resolved(rollout_rank(r, n))) {
+  Process(uint64_t r, uint64_t n, const std::vector<Rank>& ranks) : layout(resolved(rollout_rank(r, n))) {
     tensors = std::make_unique<TensorSet>(Manifest::create(layout.local_specs()).value());
     std::vector<GroupRank> group;
-    for (size_t k = 0; k < ranks.size(); ++k) group.push_back({trainer_rank(k), {ranks[k].address}});
+    for (size_t k = 0; k < ranks.size(); ++k) group.push_back({trainer_rank(k), {ranks[k].address}, nullptr});
+    keep(GroupConsumer::create(logical_tensors(), rollout_rank(r, n), views(), group, options(r, n)));
+  }
+  // One that knows only where the group's coordinator is.
+  Process(uint64_t r, uint64_t n, const Endpoint& coordinator) : layout(resolved(rollout_rank(r, n))) {
+    tensors = std::make_unique<TensorSet>(Manifest::create(layout.local_specs()).value());
+    const auto logical = logical_tensors();
+    keep(GroupConsumer::find({coordinator}, rollout_rank(r, n), views(), options(r, n), kWait, &logical));
+  }
+  std::vector<TensorView> views() const {
+    auto v = tensors->views();
+    return std::vector<TensorView>(v.begin(), v.end());
+  }
+  static ConsumerOptions options(uint64_t r, uint64_t n) {
     ConsumerOptions o;
     o.token = kToken;
     o.rails = loopback_rails();
@@ -113,12 +127,11 @@ struct Process {
     o.threads = 1;
     o.reconnect_min = milliseconds(50);
     o.reconnect_max = milliseconds(200);
-    auto views = tensors->views();
-    auto c = GroupConsumer::create(logical_tensors(), rollout_rank(r, n), std::vector<TensorView>(views.begin(), views.end()),
-                                   group, o);
+    return o;
+  }
+  void keep(Result<std::unique_ptr<GroupConsumer>> c) {
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     if (c.ok()) consumer = std::move(c).value();
-    (void)model;
   }
   // Exactly its views of `model`, and nothing written outside its tensors.
   bool holds(const TensorSet& model) const {
@@ -146,7 +159,7 @@ TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
   for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
   std::vector<std::unique_ptr<Process>> processes;
   for (auto [r, n] : {std::pair<uint64_t, uint64_t>{0, 2}, {1, 2}, {0, 1}}) {
-    processes.push_back(std::make_unique<Process>(r, n, ranks, model));
+    processes.push_back(std::make_unique<Process>(r, n, ranks));
     ASSERT_TRUE(processes.back()->consumer);
   }
   for (auto& p : processes) ASSERT_TRUE(p->consumer->start(kWait).ok());
@@ -268,6 +281,88 @@ TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
   for (auto& p : processes) p->consumer->close();
 }
 
+// The ranks join their group's coordinator (rank 0 hosts it); a rollout process knows only its
+// address, finds the group there, and finds a rank that restarted at another port.
+TEST(Group, RolloutProcessesFindTheGroupAtItsCoordinatorAndARankThatMoved) {
+  const Manifest logical = Manifest::create(logical_tensors()).value();
+  std::mt19937_64 rng(52);
+  TensorSet model(logical);
+  testing::fill_random_bits(model, rng);
+  std::vector<Rank> ranks;
+  GroupSeatOptions seat;
+  seat.world = 4;
+  seat.logical = logical_tensors();
+  seat.register_every = milliseconds(100);
+  seat.coordinator = {{"127.0.0.1", 0}};
+  for (uint32_t r = 0; r < 4; ++r) {
+    ranks.emplace_back(r);
+    ranks[r].seat = seat;
+    ranks[r].seat->rank = r;
+    ranks[r].seat->pieces = trainer_rank(r);
+    ranks[r].seat->host = r == 0;
+    ASSERT_NO_FATAL_FAILURE(ranks[r].start());
+    if (r == 0) seat.coordinator = {ranks[0].producer->group_coordinator().value()};
+  }
+  for (auto& rank : ranks) ASSERT_TRUE(rank.producer->wait_registered(kWait).ok());
+  Process tp1(0, 1, seat.coordinator[0]);
+  ASSERT_TRUE(tp1.consumer);
+  ASSERT_TRUE(tp1.consumer->start(kWait).ok());
+  for (auto& rank : ranks) ASSERT_TRUE(rank.producer->wait_members(1, kWait).ok());
+  const auto publish = [&](uint64_t v, bool full, std::vector<size_t> which) {
+    for (size_t k : which) {
+      gather(ranks[k].layout, model, *ranks[k].tensors);
+      auto published = ranks[k].producer->publish(full, v);
+      ASSERT_TRUE(published.ok()) << "rank " << k << ": " << published.status().to_string();
+    }
+  };
+  for (uint64_t v = 1; v <= 2; ++v) {
+    step_model(model, 0.01, rng);
+    ASSERT_NO_FATAL_FAILURE(publish(v, v == 1, {0, 1, 2, 3}));
+    ASSERT_TRUE(tp1.consumer->wait_version(v, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+    EXPECT_TRUE(tp1.holds(model)) << "version " << v;
+  }
+  // Rank 3 restarts on another port: it registers there, and the process finds it.
+  const Endpoint old_address = ranks[3].address;
+  ranks[3].producer.reset();
+  ranks[3].address = Endpoint{"127.0.0.1", 0};
+  ASSERT_NO_FATAL_FAILURE(ranks[3].start());
+  ASSERT_NE(ranks[3].address.port, old_address.port);
+  ASSERT_TRUE(ranks[3].producer->wait_registered(kWait).ok());
+  ASSERT_TRUE(ranks[3].producer->wait_members(1, kWait).ok()) << "the rollout process did not find the moved rank";
+  step_model(model, 0.01, rng);
+  ASSERT_NO_FATAL_FAILURE(publish(3, false, {0, 1, 2}));
+  ASSERT_NO_FATAL_FAILURE(publish(3, true, {3}));
+  ASSERT_TRUE(tp1.consumer->wait_version(3, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+  EXPECT_TRUE(tp1.holds(model));
+  tp1.consumer->close();
+
+  // A process that expects other tensors than the group's is told which; a rank whose tensors are
+  // not its pieces is refused naming the tensor.
+  auto other = logical_tensors();
+  other[0].shape = {256, 128};
+  TensorSet mine(Manifest::create(resolved(rollout_rank(0, 1)).local_specs()).value());
+  auto v = mine.views();
+  const std::vector<TensorView> views(v.begin(), v.end());
+  auto mismatched = GroupConsumer::find(seat.coordinator, rollout_rank(0, 1), views, Process::options(0, 1),
+                                        milliseconds(2000), &other);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("'q'"), std::string::npos) << mismatched.status().to_string();
+  auto astray = GroupConsumer::find({ranks[1].address}, rollout_rank(0, 1), views, Process::options(0, 1),
+                                    milliseconds(2000));
+  ASSERT_FALSE(astray.ok());
+  EXPECT_NE(astray.status().message().find("not the group's coordinator"), std::string::npos) << astray.status().to_string();
+  Rank impostor(1);
+  impostor.seat = seat;
+  impostor.seat->rank = 1;
+  impostor.seat->pieces = trainer_rank(2);
+  ProducerOptions o;
+  o.group = impostor.seat;
+  auto iv = impostor.tensors->views();
+  auto refused = Producer::create(impostor.manifest, std::vector<TensorView>(iv.begin(), iv.end()), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("its piece of the group"), std::string::npos) << refused.status().to_string();
+}
+
 TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
   const auto specs = logical_tensors();
   const Manifest local = Manifest::create(resolved(rollout_rank(0, 2)).local_specs()).value();
@@ -275,7 +370,7 @@ TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
   auto views = tensors.views();
   const std::vector<TensorView> given(views.begin(), views.end());
   std::vector<GroupRank> ranks;
-  for (uint64_t r = 0; r < 4; ++r) ranks.push_back({trainer_rank(r), {{"127.0.0.1", 1}}});
+  for (uint64_t r = 0; r < 4; ++r) ranks.push_back({trainer_rank(r), {{"127.0.0.1", 1}}, nullptr});
   ConsumerOptions o;
   o.token = kToken;
   o.rails = loopback_rails();

@@ -22,6 +22,17 @@ LinkSample some_link_sample() {
   return s;
 }
 
+Register some_registration() {
+  Register r;
+  r.token = 0xfeed;
+  r.world = 1;
+  r.logical = {{"q", DType::kBF16, {8, 4}}, {"o", DType::kBF16, {4, 8}}};
+  r.rank.rank = 0;
+  r.rank.pieces = {{"qkv", {{"q", false, 0, 0, 8}}, 0}, {"o_flat", {{"o", true, 0, 0, 32}}, 0}};
+  r.rank.addresses = {{"10.0.0.1", 7400}, {"10.1.0.1", 7400}};
+  return r;
+}
+
 std::vector<Message> every_control_message() {
   Join join;
   join.token = 0xfeedfacecafebeefull;
@@ -45,7 +56,11 @@ std::vector<Message> every_control_message() {
           Failed{10, "the received bytes do not match their hash"},
           Done{10},
           Check{10},
-          Checked{10, 10, 0x1234}};
+          Checked{10, 10, 0x1234},
+          some_registration(),
+          Registered{1, 2},
+          FindGroup{kProtocolVersion, 0xfeed},
+          Group{GroupView{some_registration().logical, {some_registration().rank}}}};
 }
 
 }  // namespace deltacast::testing

@@ -10,6 +10,8 @@ namespace deltacast::testing {
 
 control::PlanWire two_member_plan();
 LinkSample some_link_sample();
+// A rank of a group of one registering two pieces.
+control::Register some_registration();
 std::vector<control::Message> every_control_message();
 
 }  // namespace deltacast::testing
