@@ -10,5 +10,6 @@ void add_kernels_command(CLI::App& app);
 void add_wire_command(CLI::App& app);
 void add_sync_command(CLI::App& app);
 void add_rails_command(CLI::App& app);
+void add_coordinator_command(CLI::App& app);
 
 }  // namespace deltacast::bench

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   deltacast::bench::add_wire_command(app);
   deltacast::bench::add_sync_command(app);
   deltacast::bench::add_rails_command(app);
+  deltacast::bench::add_coordinator_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -144,7 +144,14 @@ void add_sync_command(CLI::App& app) {
                   "Rollout layouts, one per consumer: tpN (the next rank of N-way tensor parallelism, fused qkv_proj) "
                   "or tpN:r, comma-separated, e.g. tp2,tp2,tp1");
   cmd->add_option("--layout", args->layout, "Role group-consumer: its layout, tpN:r");
-  cmd->add_option("--ranks", args->ranks, "Role group-consumer: each trainer rank's control address, in rank order");
+  cmd->add_option("--ranks", args->ranks,
+                  "Role group-consumer: each trainer rank's control address, in rank order (or --coordinator)");
+  cmd->add_option("--coordinator", args->coordinator,
+                  "Roles group-*: the group coordinator's ADDR:PORT; trainer ranks register there (rank 0 hosts it), "
+                  "rollout processes find the group there");
+  cmd->add_flag("--coordinator-elsewhere", args->coordinator_elsewhere,
+                "Role group-producer: the coordinator runs on its own (deltacast-bench coordinator); rank 0 registers "
+                "with it like every rank");
   cmd->add_option("--consumers", args->consumers, "Consumer processes (role producer: how many to wait for)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));

@@ -72,6 +72,18 @@ Result<ProducerOptions> rank_options(const SyncArgs& args, std::vector<Endpoint>
   return options;
 }
 
+// Trainer rank `rank`'s seat in the group at `coordinator` (rank 0 hosts it unless `elsewhere`).
+GroupSeatOptions rank_seat(const GroupModel& model, uint32_t rank, const Endpoint& coordinator, bool elsewhere) {
+  GroupSeatOptions seat;
+  seat.coordinator = {coordinator};
+  seat.host = rank == 0 && !elsewhere;
+  seat.rank = rank;
+  seat.world = static_cast<uint32_t>(model.ranks.size());
+  seat.logical = model.specs;
+  seat.pieces = model.rank_pieces[rank];
+  return seat;
+}
+
 unsigned per_rank_threads(const SyncArgs& args) {
   if (args.threads > 0) return args.threads;
   return std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(args.producers));
@@ -140,10 +152,13 @@ int run_group_consumer_role(const SyncArgs& args) {
   if (tp->size() != 1) return fail(invalid_argument("--layout: one layout, tpN:r"));
   auto model = group_model(args.elements, args.producers);
   if (!model.ok()) return fail(model.status());
-  if (args.ranks.size() != static_cast<size_t>(args.producers)) {
+  if (args.coordinator.empty() == args.ranks.empty()) {
+    return fail(invalid_argument("give the group coordinator's address (--coordinator) or every rank's (--ranks)"));
+  }
+  if (!args.ranks.empty() && args.ranks.size() != static_cast<size_t>(args.producers)) {
     return fail(invalid_argument("--ranks: {} addresses for {} trainer ranks", args.ranks.size(), args.producers));
   }
-  auto addresses = parse_endpoints(args.ranks);
+  auto addresses = parse_endpoints(args.coordinator.empty() ? args.ranks : std::vector<std::string>{args.coordinator});
   if (!addresses.ok()) return fail(addresses.status());
   auto rails = parse_endpoints(args.rail_addresses.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rail_addresses);
   if (!rails.ok()) return fail(rails.status());
@@ -153,18 +168,24 @@ int run_group_consumer_role(const SyncArgs& args) {
   if (!layout.ok()) return fail(layout.status());
   ThreadPool pool(args.threads);
   ResidentTensors tensors(layout->local_specs(), pool);
-  std::vector<GroupRank> ranks;
-  for (int k = 0; k < args.producers; ++k) ranks.push_back({model->rank_pieces[static_cast<size_t>(k)], {(*addresses)[static_cast<size_t>(k)]}});
   ConsumerOptions options;
   options.token = args.token;
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("rollout-{}", getpid()) : args.name;
   options.threads = args.threads;
   options.transport = args.transport;
-  auto group = GroupConsumer::create(model->specs, *views, tensors.views, std::move(ranks), options);
+  const Millis timeout(static_cast<int64_t>(args.timeout_seconds * 1000));
+  Result<std::unique_ptr<GroupConsumer>> group = invalid_argument("no group");
+  if (!args.coordinator.empty()) {
+    group = GroupConsumer::find(*addresses, *views, tensors.views, options, timeout, &model->specs);
+  } else {
+    std::vector<GroupRank> ranks;
+    for (size_t k = 0; k < addresses->size(); ++k) ranks.push_back({model->rank_pieces[k], {(*addresses)[k]}, nullptr});
+    group = GroupConsumer::create(model->specs, *views, tensors.views, std::move(ranks), options);
+  }
   if (!group.ok()) return fail(group.status());
   GroupConsumer& g = **group;
-  if (Status s = g.start(Millis(static_cast<int64_t>(args.timeout_seconds * 1000))); !s.ok()) return fail(s);
+  if (Status s = g.start(timeout); !s.ok()) return fail(s);
   emit({{"event", "joined"}, {"layout", (*tp)[0].text()}, {"ranks", g.state().ranks}});
   uint64_t seen = 0;
   while (!stop_requested()) {
@@ -264,12 +285,23 @@ int run_group_producer_role(const SyncArgs& args) {
   auto options = rank_options(args, *rails, args.threads);
   if (!options.ok()) return fail(options.status());
   options->listen = *listen;
+  if (!args.coordinator.empty()) {
+    auto coordinator = parse_endpoint(args.coordinator);
+    if (!coordinator.ok()) return fail(coordinator.status().with_context("--coordinator"));
+    options->group = rank_seat(*model, static_cast<uint32_t>(args.rank), *coordinator, args.coordinator_elsewhere);
+  }
   auto manifest = Manifest::create(owner.local_specs());
   if (!manifest.ok()) return fail(manifest.status());
   auto producer = Producer::create(*manifest, tensors.views, *options);
   if (!producer.ok()) return fail(producer.status());
+  const auto coordinator = (*producer)->group_coordinator();
   emit({{"event", "listening"}, {"rank", args.rank}, {"address", (*producer)->address().to_string()},
-        {"transport", std::string((*producer)->transport())}});
+        {"transport", std::string((*producer)->transport())},
+        {"coordinator", coordinator ? coordinator->to_string() : args.coordinator}});
+  if (Status s = (*producer)->wait_registered(Millis(static_cast<int64_t>(args.timeout_seconds * 1000))); !s.ok()) {
+    return fail(s);
+  }
+  if (!args.coordinator.empty()) emit({{"event", "registered"}, {"rank", args.rank}});
   std::string line;
   while (std::getline(std::cin, line)) {
     // The rank's tensors follow the trace before every command (they are what it publishes).
@@ -307,9 +339,12 @@ int run_group_sync(const SyncArgs& args) {
   const auto logical = (*trace)->published();
   ThreadPool pool(args.threads);
 
-  // The trainer ranks, each with its own codec threads (a rank's process has its own cores).
+  // The trainer ranks, each with its own codec threads (a rank's process has its own cores);
+  // rank 0 hosts the group's coordinator, every rank registers with it, and the rollout
+  // processes find the group there.
   const auto rail = [](int r, int who) { return fmt::format("127.{}.0.{}", r + 1, who + 2); };  // who -1: trainer
   std::vector<Rank> ranks(static_cast<size_t>(args.producers));
+  Endpoint coordinator{"127.0.0.1", 0};
   for (int k = 0; k < args.producers; ++k) {
     Rank& rank = ranks[static_cast<size_t>(k)];
     const Layout& owner = model->ranks[static_cast<size_t>(k)];
@@ -318,11 +353,18 @@ int run_group_sync(const SyncArgs& args) {
     for (int r = 0; r < args.rails; ++r) rails.push_back(Endpoint{rail(r, -1), 0});
     auto options = rank_options(args, std::move(rails), threads);
     if (!options.ok()) return fail(options.status());
+    options->group = rank_seat(*model, static_cast<uint32_t>(k), coordinator, false);
     auto manifest = Manifest::create(owner.local_specs());
     if (!manifest.ok()) return fail(manifest.status());
     auto producer = Producer::create(*manifest, rank.tensors->views, *options);
     if (!producer.ok()) return fail(producer.status().with_context(fmt::format("trainer rank {}", k)));
     rank.producer = std::move(producer).value();
+    if (k == 0) coordinator = *rank.producer->group_coordinator();
+  }
+  for (int k = 0; k < args.producers; ++k) {
+    if (Status s = ranks[static_cast<size_t>(k)].producer->wait_registered(timeout); !s.ok()) {
+      return fail(s.with_context(fmt::format("trainer rank {}", k)));
+    }
   }
 
   // The rollout processes: children of this executable.
@@ -346,7 +388,7 @@ int run_group_sync(const SyncArgs& args) {
                                      "--token", std::to_string(args.token), "--name", ro.name, "--transport",
                                      std::string(ranks[0].producer->transport()), "--threads", std::to_string(threads),
                                      "--die-with-parent"};
-    for (const Rank& rank : ranks) argv.insert(argv.end(), {"--ranks", rank.producer->address().to_string()});
+    argv.insert(argv.end(), {"--coordinator", coordinator.to_string()});
     for (int r = 0; r < args.rails; ++r) argv.insert(argv.end(), {"--rail", rail(r, static_cast<int>(c))});
     auto child = ChildProcess::spawn(argv, false);
     if (!child.ok()) return fail(child.status());

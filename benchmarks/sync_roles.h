@@ -50,6 +50,8 @@ struct SyncArgs {
   std::vector<std::string> consumer_layouts;  // rollout layouts, "tp2,tp2,tp1" (sync_group.h)
   std::string layout;                       // role group-consumer: "tpN:r"
   std::vector<std::string> ranks;           // role group-consumer: each trainer rank's control address
+  std::string coordinator;                  // roles group-*: the group coordinator's address (rank 0 hosts it)
+  bool coordinator_elsewhere = false;       // role group-producer: rank 0 registers with it like every rank
   int rank = 0;                             // role group-producer: which trainer rank
   bool commands = false;                    // producer role: take commands on stdin
   bool die_with_parent = false;

@@ -2,12 +2,14 @@
 (each a producer of its row, column and flat shards of one model, in a
 namespace of its own) and three rollout processes of their own layouts (TP2
 rank 0, TP2 rank 1, TP1 with fused qkv_proj), joined by two switched planes.
-Twenty versions at mixed densities and a full one, every rollout process's
-tensors checked after every commit against its view of the logical model; a
-rank SIGKILLed mid-version leaves every process at a whole version, and after
-it restarts (replaying the trace's steps, then a full version of its shards)
-everyone goes on. A rollout process built for another model is refused by the
-ranks, naming the tensor."""
+The ranks register with the group's coordinator (hosted by rank 0, or run on
+its own) and the rollout processes know only its address. Twenty versions at
+mixed densities and a full one, every rollout process's tensors checked after
+every commit against its view of the logical model; a rank SIGKILLed
+mid-version leaves every process at a whole version, and after it restarts on
+another port (replaying the trace's steps, then a full version of its shards)
+everyone finds it and goes on. A rollout process built for another model is
+refused, naming the tensor, by the coordinator and by the ranks."""
 import os
 import signal
 import subprocess
@@ -21,6 +23,7 @@ from testbed import binary
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 PORT = 7400
+COORDINATOR_PORT = 7300
 TOKEN = 515151
 RANKS = 4
 TRAINERS = [f"t{k}" for k in range(RANKS)]
@@ -35,6 +38,7 @@ class Group:
         self.ranks = {}
         self.rollouts = {}
         self.lrs = []  # the learning rate of every step so far: a restarted rank replays them
+        self.standalone = None  # a coordinator of its own, when the test runs one
 
     def rails(self, host):
         return [a for plane in range(len(self.tb.planes)) for a in ("--rail", self.tb.plane_address(plane, host))]
@@ -42,19 +46,37 @@ class Group:
     def address(self, k):
         return f"{self.tb.plane_address(0, TRAINERS[k])}:{PORT}"
 
-    def start_rank(self, k):
+    def coordinator(self):
+        """The group coordinator's address: rank 0's host, on the first plane."""
+        return f"{self.tb.plane_address(0, TRAINERS[0])}:{COORDINATOR_PORT}"
+
+    def start_coordinator(self):
+        """The coordinator on its own (rank 0 then registers with it like every rank)."""
+        argv = [binary("deltacast-bench"), "coordinator", "--world", str(RANKS), "--listen",
+                f"0.0.0.0:{COORDINATOR_PORT}", "--token", str(TOKEN)]
+        proc = self.tb.spawn(TRAINERS[0], argv, stdout=subprocess.PIPE, stderr=log_sink("coordinator"), text=True)
+        self.standalone = Events(proc, "coordinator")
+        self.standalone.next("listening")
+        return self.standalone
+
+    def start_rank(self, k, port=PORT, elsewhere=False):
         argv = [binary("deltacast-bench"), "sync", "--role", "group-producer", "--commands", "--rank", str(k),
-                "--producers", str(RANKS), "--elements", str(self.elements), "--listen", f"0.0.0.0:{PORT}",
+                "--producers", str(RANKS), "--elements", str(self.elements), "--listen", f"0.0.0.0:{port}",
+                "--coordinator", self.coordinator() if k or elsewhere else f"0.0.0.0:{COORDINATOR_PORT}",
+                *(["--coordinator-elsewhere"] if elsewhere else []),
                 "--token", str(TOKEN), "--threads", "1", *self.rails(TRAINERS[k])]
         proc = self.tb.spawn(TRAINERS[k], argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=log_sink(TRAINERS[k]), text=True, bufsize=1)
         self.ranks[k] = Events(proc, TRAINERS[k])
         self.ranks[k].next("listening")
 
-    def start_rollout(self, host, layout, elements=None):
+    def start_rollout(self, host, layout, elements=None, direct=False):
+        """A rollout process that asks the coordinator for the group (`direct`: is given every rank's address)."""
+        find = [a for k in range(RANKS) for a in ("--ranks", self.address(k))] if direct else \
+            ["--coordinator", self.coordinator()]
         argv = [binary("deltacast-bench"), "sync", "--role", "group-consumer", "--name", host, "--layout", layout,
                 "--producers", str(RANKS), "--elements", str(elements or self.elements), "--token", str(TOKEN),
-                "--threads", "1", *[a for k in range(RANKS) for a in ("--ranks", self.address(k))], *self.rails(host)]
+                "--threads", "1", *find, *self.rails(host)]
         proc = self.tb.spawn(host, argv, stdout=subprocess.PIPE, stderr=log_sink(host), text=True)
         self.rollouts[host] = Events(proc, host)
         return self.rollouts[host]
@@ -95,7 +117,8 @@ class Group:
         return e
 
     def close(self):
-        for events in list(self.rollouts.values()) + list(self.ranks.values()):
+        others = [self.standalone] if self.standalone else []
+        for events in list(self.rollouts.values()) + list(self.ranks.values()) + others:
             if events.proc.poll() is None:
                 events.proc.kill()
             events.proc.wait()
@@ -183,12 +206,13 @@ def test_four_trainer_ranks_to_three_layouts_through_a_rank_killed_mid_version(g
     assert len(reached) < len(LAYOUTS), "the kill did not land mid-version: everyone had the whole version"
 
 
-    # Rank 2 comes back where it listened, replays the trace's steps, and publishes its shards of
-    # the version it died in, in full; everyone reaches it, then the next one.
+    # Rank 2 comes back on another port (the rollout processes ask the coordinator where it went),
+    # replays the trace's steps, and publishes its shards of the version it died in, in full;
+    # everyone reaches it, then the next one.
     for plane in range(2):
         for host in [*TRAINERS, *LAYOUTS]:
             g.tb.plane_rate(plane, host, "1gbit")
-    g.start_rank(2)
+    g.start_rank(2, port=PORT + 1)
     for lr in g.lrs:
         g.command(2, f"step {lr}", "stepped")
     assert g.command(2, f"members {len(LAYOUTS)} 60", "members")["ok"]
@@ -224,9 +248,22 @@ def _committed_at_least(g, host, version):
 
 
 def test_a_rollout_process_of_another_model_is_refused_naming_the_tensor(group):
+    """With the coordinator on its own: it forms the group from the ranks' registrations, and a
+    rollout process of another model is told so by it (asking for the group) and by the ranks
+    (joining them directly)."""
     g = group()
+    coordinator = g.start_coordinator()
     for k in range(RANKS):
-        g.start_rank(k)
+        g.start_rank(k, elsewhere=True)
+        g.ranks[k].next("registered", 60)
+    formed = coordinator.next("formed", 30)
+    assert [r["rank"] for r in formed["ranks"]] == list(range(RANKS)), formed
     wrong = g.start_rollout("r0", "tp2:0", elements=2 * ELEMENTS)
     e = wrong.next("error", 60)
+    assert "the group's tensors are not the ones given" in e["error"] and "'" in e["error"], e
+    wrong = g.start_rollout("r1", "tp2:1", elements=2 * ELEMENTS, direct=True)
+    e = wrong.next("error", 60)
     assert "manifest mismatch" in e["error"] and "'" in e["error"], e
+    # The right model, through the coordinator on its own: it joins every rank it takes from.
+    right = g.start_rollout("r2", "tp1:0")
+    assert right.next("joined", 60)["ranks"] == list(range(RANKS))
