@@ -7,6 +7,7 @@ its rollout workers.
     consumer.pull(timeout=30)               # or consumer.start(on_commit=...)
 """
 from . import _core
+from .coordinator import Coordinator
 from .engine import Consumer, Producer
 from .group import Group, columns, flat, fused, piece, rows
 from .errors import (ClosedError, ConnectionError, CorruptDataError, DeltacastError, DeviceError, DTypeError,
@@ -16,7 +17,7 @@ from .errors import (ClosedError, ConnectionError, CorruptDataError, DeltacastEr
 __version__ = _core.__version__
 
 __all__ = [
-    "Producer", "Consumer", "Group", "rows", "columns", "piece", "flat", "fused", "__version__",
+    "Producer", "Consumer", "Coordinator", "Group", "rows", "columns", "piece", "flat", "fused", "__version__",
     "DeltacastError", "InvalidArgumentError", "ManifestMismatchError", "TransportMismatchError", "DTypeError", "NotContiguousError",
     "DeviceError", "TokenError", "TimeoutError", "ConnectionError", "CorruptDataError", "ClosedError",
 ]

@@ -96,26 +96,45 @@ class Producer(_Engine):
     tensor names to the piece of a logical tensor it is (deltacast.rows,
     columns, piece, flat), ``rank`` and ``world_size`` place it. Every rank
     publishes each training step as the same version number
-    (``publish(version=step)``); rollout processes take ``group_entry`` of
-    every rank (gather them, e.g. with torch.distributed.all_gather_object).
+    (``publish(version=step)``). ``coordinator`` (``"host:port"``, e.g. the
+    trainer's MASTER_ADDR with a port of its own) is where the group meets:
+    rank 0 runs the group's coordinator there (``host_coordinator``: None,
+    rank 0 does; False when a deltacast.Coordinator runs elsewhere), every
+    rank registers its shards and address with it (the constructor waits up
+    to ``register_timeout`` seconds; overlapping shards are refused naming
+    the tensor), and rollout processes need only that address
+    (``Consumer(layout=..., connect=coordinator)``). ``advertise``: the
+    address(es) rollout processes reach this rank at (default: ``listen``,
+    or each rail's address when listening on 0.0.0.0). Without
+    ``coordinator``, rollout processes take ``group_entry`` of every rank
+    (gather them, e.g. with torch.distributed.all_gather_object).
     """
 
     _role = "producer"
 
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
-                 threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None):
+                 threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
+                 coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0):
         items = named_items(named_tensors)
         self._group_entry = None
+        self._coordinator = None
+        seat = None
         if group is not None or shards is not None:
             items = self._check_shards(items, group, rank, world_size, shards)
+            seat = self._seat(group, rank, world_size, shards, coordinator, host_coordinator, advertise,
+                              register_timeout)
+        elif coordinator is not None:
+            raise InvalidArgumentError("coordinator: only a trainer rank of a sharded group (group=, shards=) "
+                                       "registers with a group coordinator")
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
-                                      threads=int(threads), transport=_transport(transport))
+                                      threads=int(threads), transport=_transport(transport), group=seat)
+        if seat is not None:
+            self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address
         if self._group_entry is not None:
             self._group_entry["address"] = self._address
-        if self._group_entry is not None:
             self._check_tensors(self._resolved)
 
     def _check_shards(self, items, group, rank, world_size, shards):
@@ -132,6 +151,21 @@ class Producer(_Engine):
         self._group_entry = {"rank": rank, "world_size": world_size, "address": None,
                              "shards": json.loads(layout_json(shards))}
         return items
+
+    @staticmethod
+    def _seat(group, rank, world_size, shards, coordinator, host_coordinator, advertise, register_timeout):
+        """What the engine needs to keep this rank registered with the group's coordinator (None: no coordinator)."""
+        if coordinator is None:
+            return None
+        where = _addresses(coordinator, "coordinator")
+        if not where:
+            raise InvalidArgumentError("coordinator: give the group coordinator's address, host:port")
+        if register_timeout is None or float(register_timeout) < 0:
+            raise InvalidArgumentError(f"register_timeout: {register_timeout!r} is not a number of seconds")
+        host = rank == 0 if host_coordinator is None else bool(host_coordinator)
+        return {"logical": group._json(), "shards": layout_json(shards), "rank": rank, "world": world_size,
+                "coordinator": where, "host": host, "advertise": _addresses(advertise, "advertise"),
+                "register_timeout": float(register_timeout)}
 
     def _check_tensors(self, resolved):
         for t in json.loads(self._engine.manifest()):
@@ -151,6 +185,13 @@ class Producer(_Engine):
     def address(self):
         """``host:port`` of the control port, for ``Consumer(connect=...)``."""
         return self._address
+
+    @property
+    def coordinator(self):
+        """The group coordinator's address this rank registered with (the one it
+        runs, when it hosts it: port 0 resolved), for rollout processes'
+        ``Consumer(layout=..., connect=...)``; None without a coordinator."""
+        return self._coordinator
 
     @property
     def transport(self):
@@ -225,12 +266,16 @@ class Consumer(_Engine):
     stripe from a neighbour on the same host.
 
     A rollout process of a sharded group gives ``layout`` (each of its tensor
-    names -> the piece of a logical tensor, or fused pieces, it holds),
-    ``group`` (the deltacast.Group) and ``ranks`` (every trainer rank's
-    ``Producer.group_entry``) instead of ``connect``. It takes from each rank
-    only what it holds, and commits version v in the background once every
-    rank's part of v is here (``wait`` for it); a rank that dies mid-version
-    leaves the tensors at the previous version.
+    names -> the piece of a logical tensor, or fused pieces, it holds) and
+    ``connect``: the group coordinator's address (``Producer.coordinator``);
+    it waits up to ``join_timeout`` for the group to form there, and follows
+    a rank that restarts elsewhere. ``group`` (the deltacast.Group) is then
+    optional: given, it must be the group's tensors. Without a coordinator,
+    give ``group`` and ``ranks`` (every trainer rank's
+    ``Producer.group_entry``) instead. It takes from each rank only what it
+    holds, and commits version v in the background once every rank's part
+    of v is here (``wait`` for it); a rank that dies mid-version leaves the
+    tensors at the previous version.
     """
 
     _role = "consumer"
@@ -240,7 +285,8 @@ class Consumer(_Engine):
         items = named_items(named_tensors)
         self._grouped = layout is not None
         if self._grouped:
-            self._join_group(items, layout, group, ranks, token, rails, name, threads, join_timeout, transport, node)
+            self._join_group(items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
+                             transport, node)
             return
         addresses = _addresses(connect, "connect")
         if not addresses:
@@ -252,15 +298,31 @@ class Consumer(_Engine):
                                       transport=_transport(transport), node=_node(node))
         self._background = False
 
-    def _join_group(self, items, layout, group, ranks, token, rails, name, threads, join_timeout, transport, node):
-        if not isinstance(group, Group):
-            raise InvalidArgumentError("group: a consumer with a layout needs the deltacast.Group")
-        entries = _group_entries(ranks)
+    def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
+                    transport, node):
+        if group is not None and not isinstance(group, Group):
+            raise InvalidArgumentError("group: give a deltacast.Group of the logical tensors")
+        if ranks is None:
+            # Through the group's coordinator.
+            coordinator = _addresses(connect, "connect")
+            if not coordinator:
+                raise InvalidArgumentError("connect: give the group coordinator's address (Producer.coordinator), "
+                                           "or group= and ranks= (every rank's Producer.group_entry)")
+            ranks_json, logical = "", group._json() if group is not None else ""
+        else:
+            if connect is not None:
+                raise InvalidArgumentError("give connect (the group coordinator) or ranks (every rank's "
+                                           "group_entry), not both")
+            if group is None:
+                raise InvalidArgumentError("group: a consumer given ranks= needs the deltacast.Group")
+            entries = _group_entries(ranks)
+            ranks_json = json.dumps([{"pieces": e["shards"], "connect": [e["address"]]} for e in entries])
+            coordinator, logical = [], group._json()
         items = ordered_like(layout, items, "layout")
         names, caps, dtypes, self._keep = capsules(items)
-        ranks_json = json.dumps([{"pieces": e["shards"], "connect": [e["address"]]} for e in entries])
-        self._engine = _core.GroupConsumer(names, caps, dtypes, logical=group._json(), layout=layout_json(layout),
-                                           ranks=ranks_json, token=parse_token(token), rails=_addresses(rails, "rails"),
+        self._engine = _core.GroupConsumer(names, caps, dtypes, logical=logical, layout=layout_json(layout),
+                                           ranks=ranks_json, connect=coordinator, token=parse_token(token),
+                                           rails=_addresses(rails, "rails"),
                                            name=name or _default_name(), threads=int(threads),
                                            join_timeout=float(join_timeout), transport=_transport(transport),
                                            node=_node(node))

@@ -86,8 +86,21 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   options.codec.value_codec = value_or_raise(parse_value_codec(args.value_codec));
   if (args.threads > 0) options.codec.threads = args.threads;
   options.transport = args.transport;
-  py::gil_scoped_release release;
-  producer_ = value_or_raise(Producer::create(tensors_->manifest(), tensors_->views(), options));
+  options.group = args.group;
+  const Millis register_timeout = to_millis(args.register_timeout);
+  // Raising needs the interpreter: errors are raised once it is held again.
+  Result<std::unique_ptr<Producer>> created = failed_precondition("not created");
+  Status registered;
+  {
+    py::gil_scoped_release release;
+    created = Producer::create(tensors_->manifest(), tensors_->views(), options);
+    if (created.ok()) registered = (*created)->wait_registered(register_timeout);
+  }
+  producer_ = value_or_raise(std::move(created));
+  if (!registered.ok()) {
+    close();
+    raise_if_error(registered);
+  }
 }
 
 PyProducer::~PyProducer() { close(); }
@@ -101,10 +114,14 @@ std::string PyProducer::address() const { return engine().address().to_string();
 
 std::string PyProducer::transport() const { return std::string(engine().transport()); }
 
+std::string PyProducer::group_coordinator() const {
+  const auto at = engine().group_coordinator();
+  return at ? at->to_string() : "";
+}
+
 uint64_t PyProducer::publish(bool full, uint64_t version) {
   Producer& p = engine();
-  py::gil_scoped_release release;
-  return value_or_raise(p.publish(full, version));
+  return value_or_raise(without_gil([&] { return p.publish(full, version); }));
 }
 
 void PyProducer::wait(uint64_t version, double timeout_seconds) {

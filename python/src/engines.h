@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct ProducerArgs {
   std::string value_codec = "ulp";
   unsigned threads = 0;
   std::string transport = "tcp";
+  std::optional<GroupSeatOptions> group;  // a trainer rank registering with its group's coordinator
+  double register_timeout = 60;           // how long the constructor waits for the registration
 };
 
 class PyProducer {
@@ -33,6 +36,7 @@ class PyProducer {
 
   std::string address() const;
   std::string transport() const;
+  std::string group_coordinator() const;  // the address of the coordinator it hosts ("" when none)
   uint64_t publish(bool full, uint64_t version);
   void wait(uint64_t version, double timeout_seconds);
   void wait_members(size_t count, double timeout_seconds);

@@ -73,26 +73,54 @@ std::string resolve_layout(const std::string& logical_json, const std::string& l
   return out.dump();
 }
 
+GroupSeatOptions seat_options(const std::string& logical_json, const std::string& shards_json, uint32_t rank,
+                              uint32_t world, const std::vector<std::string>& coordinator, bool host,
+                              const std::vector<std::string>& advertise) {
+  GroupSeatOptions seat;
+  seat.logical = logical_specs(logical_json);
+  seat.pieces = local_specs(parse_json(shards_json, "shards"), "shards");
+  seat.rank = rank;
+  seat.world = world;
+  seat.coordinator = endpoints(coordinator, "coordinator");
+  seat.host = host;
+  seat.advertise = endpoints(advertise, "advertise");
+  return seat;
+}
+
 PyGroupConsumer::PyGroupConsumer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                                  const std::vector<std::string>& dtypes, const std::string& logical_json,
                                  const std::string& layout_json, const std::string& ranks_json,
                                  const ConsumerArgs& args)
     : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
-  const auto logical = logical_specs(logical_json);
   auto layout = local_specs(parse_json(layout_json, "layout"), "layout");
-  std::vector<GroupRank> ranks;
-  const Json rank_list = parse_json(ranks_json, "ranks");
-  for (size_t r = 0; r < rank_list.size(); ++r) {
-    const std::string what = "rank " + std::to_string(r);
-    GroupRank rank;
-    rank.pieces = local_specs(reading(what.c_str(), [&] { return rank_list[r].at("pieces"); }), what.c_str());
-    const auto connect = reading(what.c_str(), [&] { return rank_list[r].at("connect").get<std::vector<std::string>>(); });
-    rank.coordinators = endpoints(connect, what + ": address");
-    ranks.push_back(std::move(rank));
-  }
-  consumer_ = value_or_raise(
-      GroupConsumer::create(logical, std::move(layout), tensors_->views(), std::move(ranks), consumer_options(args)));
   const Millis join_timeout = to_millis(args.join_timeout);
+  if (ranks_json.empty()) {
+    // Through the group's coordinator: the group (and, unless given, its tensors) come from there.
+    const auto coordinator = endpoints(args.connect, "connect");
+    const auto logical = logical_json.empty() ? std::vector<TensorSpec>{} : logical_specs(logical_json);
+    const ConsumerOptions options = consumer_options(args);
+    Result<std::unique_ptr<GroupConsumer>> found = failed_precondition("not found");
+    {
+      py::gil_scoped_release release;  // raising needs it back: the error is raised below
+      found = GroupConsumer::find(coordinator, std::move(layout), tensors_->views(), options, join_timeout,
+                                  logical.empty() ? nullptr : &logical);
+    }
+    consumer_ = value_or_raise(std::move(found));
+  } else {
+    const auto logical = logical_specs(logical_json);
+    std::vector<GroupRank> ranks;
+    const Json rank_list = parse_json(ranks_json, "ranks");
+    for (size_t r = 0; r < rank_list.size(); ++r) {
+      const std::string what = "rank " + std::to_string(r);
+      GroupRank rank;
+      rank.pieces = local_specs(reading(what.c_str(), [&] { return rank_list[r].at("pieces"); }), what.c_str());
+      const auto connect = reading(what.c_str(), [&] { return rank_list[r].at("connect").get<std::vector<std::string>>(); });
+      rank.coordinators = endpoints(connect, what + ": address");
+      ranks.push_back(std::move(rank));
+    }
+    consumer_ = value_or_raise(
+        GroupConsumer::create(logical, std::move(layout), tensors_->views(), std::move(ranks), consumer_options(args)));
+  }
   Status joined;
   {
     py::gil_scoped_release release;
@@ -143,6 +171,49 @@ void PyGroupConsumer::close() {
     consumer_->close();
   }
   consumer_.reset();
+}
+
+PyGroupCoordinator::PyGroupCoordinator(uint32_t world, const std::string& listen, uint64_t token) {
+  GroupCoordinatorOptions options;
+  options.listen = value_or_raise(parse_endpoint(listen));
+  options.token = token;
+  coordinator_ = value_or_raise(GroupCoordinator::create({}, world, options));
+}
+
+PyGroupCoordinator::~PyGroupCoordinator() { close(); }
+
+GroupCoordinator& PyGroupCoordinator::engine() const {
+  if (!coordinator_) raise("ClosedError", "this coordinator is closed");
+  return *coordinator_;
+}
+
+std::string PyGroupCoordinator::address() const { return engine().address().to_string(); }
+
+size_t PyGroupCoordinator::registered() const { return engine().directory().registered(); }
+
+std::string PyGroupCoordinator::group() const {
+  auto group = engine().directory().group();
+  if (!group.ok()) return "null";
+  Json tensors = Json::array();
+  for (const TensorSpec& t : group->logical) {
+    tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+  }
+  Json ranks = Json::array();
+  for (const RankEntry& r : group->ranks) {
+    Json addresses = Json::array();
+    for (const Endpoint& e : r.addresses) addresses.push_back(e.to_string());
+    ranks.push_back({{"rank", r.rank}, {"addresses", addresses}});
+  }
+  return Json{{"tensors", tensors}, {"ranks", ranks}}.dump();
+}
+
+void PyGroupCoordinator::close() {
+  if (!coordinator_) return;
+  {
+    py::gil_scoped_release release;
+    coordinator_->close();
+  }
+  coordinator_.reset();
 }
 
 }  // namespace deltacast::python

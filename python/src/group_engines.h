@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "broadcast/engine/group_consumer.h"
+#include "broadcast/engine/group_coordinator.h"
 #include "dlpack_tensors.h"
 #include "engines.h"
 
@@ -20,9 +21,18 @@ namespace deltacast::python {
 // returns the local tensors' specs as JSON ([{name, dtype, shape}]); raises naming the tensor.
 std::string resolve_layout(const std::string& logical_json, const std::string& locals_json);
 
+// A trainer rank's seat in its group (ProducerOptions::group) from what the Python layer gives:
+// the group's tensors and the rank's shards as JSON, the coordinator's address(es), whether this
+// rank hosts it, and the addresses to advertise (empty: derived, group_seat.h).
+GroupSeatOptions seat_options(const std::string& logical_json, const std::string& shards_json, uint32_t rank,
+                              uint32_t world, const std::vector<std::string>& coordinator, bool host,
+                              const std::vector<std::string>& advertise);
+
 class PyGroupConsumer {
  public:
-  // `ranks_json`: [{"pieces": <locals>, "connect": ["host:port", ...]}] for every rank of the group.
+  // `ranks_json`: [{"pieces": <locals>, "connect": ["host:port", ...]}] for every rank of the group;
+  // empty: ask the group coordinator at `args.connect` for the group. `logical_json` may then be
+  // empty (take the group's tensors as they are) or the tensors to expect.
   PyGroupConsumer(const std::vector<std::string>& names, const std::vector<pybind11::capsule>& capsules,
                   const std::vector<std::string>& dtypes, const std::string& logical_json,
                   const std::string& layout_json, const std::string& ranks_json, const ConsumerArgs& args);
@@ -39,6 +49,25 @@ class PyGroupConsumer {
 
   std::unique_ptr<ImportedTensors> tensors_;
   std::unique_ptr<GroupConsumer> consumer_;
+};
+
+// A group coordinator on its own (deltacast.Coordinator).
+class PyGroupCoordinator {
+ public:
+  PyGroupCoordinator(uint32_t world, const std::string& listen, uint64_t token);
+  ~PyGroupCoordinator();
+
+  std::string address() const;
+  // The formed group as JSON ({"tensors": [...], "ranks": [{"rank", "addresses"}]}), or "null"
+  // while ranks are missing.
+  std::string group() const;
+  size_t registered() const;
+  void close();
+
+ private:
+  GroupCoordinator& engine() const;
+
+  std::unique_ptr<GroupCoordinator> coordinator_;
 };
 
 }  // namespace deltacast::python

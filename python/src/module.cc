@@ -16,14 +16,25 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyProducer>(m, "Producer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::string listen, uint64_t token,
-                       std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport) {
+                       std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
+                       const py::object& group) {
              ProducerArgs args{std::move(listen), token, std::move(rails), std::move(value_codec), threads,
-                               std::move(transport)};
+                               std::move(transport), std::nullopt, 60};
+             if (!group.is_none()) {
+               // {logical, shards, rank, world, coordinator, host, advertise, register_timeout}, from engine.py
+               const py::dict g = group.cast<py::dict>();
+               args.group = seat_options(
+                   g["logical"].cast<std::string>(), g["shards"].cast<std::string>(), g["rank"].cast<uint32_t>(),
+                   g["world"].cast<uint32_t>(), g["coordinator"].cast<std::vector<std::string>>(), g["host"].cast<bool>(),
+                   g["advertise"].cast<std::vector<std::string>>());
+               args.register_timeout = g["register_timeout"].cast<double>();
+             }
              return std::make_unique<PyProducer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
-           py::arg("value_codec"), py::arg("threads"), py::arg("transport"))
+           py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none())
       .def_property_readonly("address", &PyProducer::address)
+      .def_property_readonly("group_coordinator", &PyProducer::group_coordinator)
       .def_property_readonly("transport", &PyProducer::transport)
       .def("publish", &PyProducer::publish, py::arg("full"), py::arg("version"))
       .def("wait", &PyProducer::wait, py::arg("version"), py::arg("timeout"))
@@ -59,18 +70,26 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyGroupConsumer>(m, "GroupConsumer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, const std::string& logical, const std::string& layout,
-                       const std::string& ranks, uint64_t token, std::vector<std::string> rails, std::string name,
-                       unsigned threads, double join_timeout, std::string transport, std::string node) {
-             ConsumerArgs args{{},      token,        std::move(rails),     std::move(name),
-                               threads, join_timeout, std::move(transport), std::move(node)};
+                       const std::string& ranks, std::vector<std::string> connect, uint64_t token,
+                       std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
+                       std::string transport, std::string node) {
+             ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
+                               threads,            join_timeout, std::move(transport), std::move(node)};
              return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),
-           py::arg("ranks"), py::arg("token"), py::arg("rails"), py::arg("name"), py::arg("threads"),
+           py::arg("ranks"), py::arg("connect"), py::arg("token"), py::arg("rails"), py::arg("name"), py::arg("threads"),
            py::arg("join_timeout"), py::arg("transport"), py::arg("node"))
       .def_property_readonly("transport", &PyGroupConsumer::transport)
       .def("wait_version", &PyGroupConsumer::wait_version, py::arg("version"), py::arg("timeout"))
       .def_property_readonly("version", &PyGroupConsumer::version)
       .def("state", &PyGroupConsumer::state)
       .def("close", &PyGroupConsumer::close);
+
+  py::class_<PyGroupCoordinator>(m, "GroupCoordinator")
+      .def(py::init<uint32_t, const std::string&, uint64_t>(), py::arg("world"), py::arg("listen"), py::arg("token"))
+      .def_property_readonly("address", &PyGroupCoordinator::address)
+      .def("group", &PyGroupCoordinator::group)
+      .def("registered", &PyGroupCoordinator::registered)
+      .def("close", &PyGroupCoordinator::close);
 }

@@ -132,3 +132,90 @@ def test_group_misuse_is_refused_naming_the_tensor_or_argument():
             deltacast.Consumer(held, layout=mixed, group=GROUP, ranks=[p.group_entry, other], token=TOKEN)
         with pytest.raises(deltacast.InvalidArgumentError, match="group"):
             deltacast.Consumer(held, layout=layout, ranks=[p.group_entry], token=TOKEN)
+        # A step number that goes back is refused (the error is raised with the interpreter held).
+        assert p.publish(version=3) == 3
+        with pytest.raises(deltacast.InvalidArgumentError, match="not above"):
+            p.publish(version=2)
+
+
+def publish_step(model, shards, rank_tensors, producers, version):
+    for r, p in enumerate(producers):
+        for n, s in shards[r].items():
+            rank_tensors[r][n].copy_(take(model, s))
+        assert p.publish(version=version) == version
+
+
+def test_ranks_meet_at_the_coordinator_rank_0_hosts_and_rollout_processes_need_only_its_address():
+    model = logical_model(3)
+    shards = [trainer_shards(r) for r in range(2)]
+    rank_tensors = [{n: take(model, s) for n, s in shards[r].items()} for r in range(2)]
+    # Rank 0 runs the coordinator (port 0 here: its address is then read back); rank 1 registers there.
+    producers = [deltacast.Producer(rank_tensors[0], token=TOKEN, group=GROUP, rank=0, world_size=2,
+                                    shards=shards[0], threads=1, coordinator="127.0.0.1:0")]
+    coordinator = producers[0].coordinator
+    assert coordinator.startswith("127.0.0.1:") and not coordinator.endswith(":0")
+    producers.append(deltacast.Producer(rank_tensors[1], token=TOKEN, group=GROUP, rank=1, world_size=2,
+                                        shards=shards[1], threads=1, coordinator=coordinator))
+    assert producers[1].coordinator == coordinator
+    layout = tp_layout(0, 1)
+    held = {n: torch.zeros_like(take(model, s)) for n, s in layout.items()}
+    consumer = deltacast.Consumer(held, layout=layout, connect=coordinator, token=TOKEN, name="tp1", threads=1)
+    try:
+        assert consumer.state()["ranks"] == [0, 1]
+        for version in range(1, 4):
+            if version > 1:
+                step(model, version, 0.02)
+            publish_step(model, shards, rank_tensors, producers, version)
+            consumer.wait(version, timeout=30)
+            for n, s in layout.items():
+                assert bits(held[n]) == bits(take(model, s)), f"{n}, version {version}"
+    finally:
+        consumer.close()
+        for p in producers:
+            p.close()
+
+
+def test_a_coordinator_of_its_own_forms_the_group_and_refuses_what_does_not_fit():
+    model = logical_model(4)
+    shards = [trainer_shards(r) for r in range(2)]
+    rank_tensors = [{n: take(model, s) for n, s in shards[r].items()} for r in range(2)]
+    with deltacast.Coordinator(2, listen="127.0.0.1:0", token=TOKEN) as coordinator:
+        gone = coordinator.address
+        assert coordinator.group() is None and coordinator.registered() == 0
+        producers = [deltacast.Producer(rank_tensors[r], token=TOKEN, group=GROUP, rank=r, world_size=2,
+                                        shards=shards[r], threads=1, coordinator=coordinator.address,
+                                        host_coordinator=False) for r in range(2)]
+        try:
+            group = coordinator.group()
+            assert [r["rank"] for r in group["ranks"]] == [0, 1]
+            assert [t["name"] for t in group["tensors"]] == list(GROUP.tensors)
+            # A third process claiming rank 1's rows of q as rank 0's is refused, naming the tensor.
+            greedy = dict(shards[0], q=deltacast.rows("q", 16, 48))
+            greedy_tensors = dict(rank_tensors[0], q=take(model, greedy["q"]))
+            with pytest.raises(deltacast.InvalidArgumentError, match="'q'"):
+                deltacast.Producer(greedy_tensors, token=TOKEN, group=GROUP, rank=0, world_size=2, shards=greedy,
+                                   coordinator=coordinator.address, host_coordinator=False, register_timeout=10)
+            # A rollout process expecting other tensors is told which; a wrong token is refused.
+            layout = tp_layout(1, 2)
+            held = {n: torch.zeros_like(take(model, s)) for n, s in layout.items()}
+            other = deltacast.Group(dict(GROUP.tensors, k=("bf16", (32, 16))))
+            with pytest.raises(deltacast.ManifestMismatchError, match="'k'"):
+                deltacast.Consumer(held, layout=layout, group=other, connect=coordinator.address, token=TOKEN)
+            with pytest.raises(deltacast.TokenError):
+                deltacast.Consumer(held, layout=layout, connect=coordinator.address, token="wrong")
+            consumer = deltacast.Consumer(held, layout=layout, group=GROUP, connect=coordinator.address, token=TOKEN,
+                                          threads=1)
+            with consumer:
+                publish_step(model, shards, rank_tensors, producers, 1)
+                consumer.wait(1, timeout=30)
+                for n, s in layout.items():
+                    assert bits(held[n]) == bits(take(model, s)), n
+        finally:
+            for p in producers:
+                p.close()
+    # Nobody there any more: a rank gives up after register_timeout, saying why.
+    with pytest.raises(deltacast.TimeoutError, match="not registered"):
+        deltacast.Producer(rank_tensors[1], token=TOKEN, group=GROUP, rank=1, world_size=2, shards=shards[1],
+                           coordinator=gone, register_timeout=0.5)
+    with pytest.raises(deltacast.InvalidArgumentError, match="coordinator"):
+        deltacast.Producer(rank_tensors[1], token=TOKEN, coordinator=gone)
