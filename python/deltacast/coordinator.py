@@ -4,10 +4,11 @@ import json
 
 from . import _core
 from ._tensors import parse_token
-from .errors import ClosedError, InvalidArgumentError
+from .engine import _Engine
+from .errors import InvalidArgumentError
 
 
-class Coordinator:
+class Coordinator(_Engine):
     """Where a sharded group meets: trainer ranks register their shards and
     addresses here, rollout processes find the group here
     (``Consumer(layout=..., connect=coordinator.address)``). It learns the
@@ -15,15 +16,12 @@ class Coordinator:
     shards that overlap are refused naming the tensor. ``listen``: its
     address (port 0: any free port, see ``address``)."""
 
+    _role = "coordinator"
+
     def __init__(self, world_size, listen="0.0.0.0:0", token=None):
         if not isinstance(world_size, int) or world_size < 1:
             raise InvalidArgumentError(f"world_size: {world_size!r} is not a positive int")
         self._engine = _core.GroupCoordinator(world=world_size, listen=str(listen), token=parse_token(token))
-
-    def _live(self):
-        if self._engine is None:
-            raise ClosedError("this coordinator is closed")
-        return self._engine
 
     @property
     def address(self):
@@ -38,21 +36,6 @@ class Coordinator:
         """The formed group, ``{"tensors": [...], "ranks": [{"rank", "addresses"}]}``,
         or None while ranks are missing or their shards leave a gap."""
         return json.loads(self._live().group())
-
-    def close(self):
-        """Stops listening. Idempotent."""
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     def __repr__(self):
         return "<deltacast.Coordinator closed>" if self._engine is None else \

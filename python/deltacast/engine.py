@@ -48,7 +48,7 @@ def _addresses(value, what):
 
 
 class _Engine:
-    """What Producer and Consumer share: closing (idempotent, also on garbage
+    """What Producer, Consumer and Coordinator share: closing (idempotent, also on garbage
     collection and leaving a with-block) and refusing calls once closed."""
 
     _role = "engine"

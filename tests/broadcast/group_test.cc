@@ -149,11 +149,27 @@ void step_model(TensorSet& model, double density, std::mt19937_64& rng) {
   }
 }
 
+// The logical model, random bits.
+TensorSet random_model(std::mt19937_64& rng) {
+  TensorSet model(Manifest::create(logical_tensors()).value());
+  testing::fill_random_bits(model, rng);
+  return model;
+}
+
+// Ranks `which` publish their pieces of `model` as version v.
+void publish(std::vector<Rank>& ranks, const TensorSet& model, uint64_t v, bool full, const std::vector<size_t>& which) {
+  for (size_t k : which) {
+    gather(ranks[k].layout, model, *ranks[k].tensors);
+    auto published = ranks[k].producer->publish(full, v);
+    ASSERT_TRUE(published.ok()) << "rank " << k << ": " << published.status().to_string();
+    ASSERT_EQ(*published, v);
+  }
+}
+
 TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
   const Manifest logical = Manifest::create(logical_tensors()).value();
   std::mt19937_64 rng(51);
-  TensorSet model(logical);
-  testing::fill_random_bits(model, rng);
+  TensorSet model = random_model(rng);
   std::vector<Rank> ranks;
   for (uint64_t r = 0; r < 4; ++r) ranks.emplace_back(r);
   for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
@@ -167,12 +183,7 @@ TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
   EXPECT_EQ(processes[2]->consumer->state().ranks, (std::vector<uint32_t>{0, 1, 2, 3}));
   // Every rank publishes step v as version v.
   const auto publish_all = [&](uint64_t v, bool full, std::vector<size_t> which = {0, 1, 2, 3}) {
-    for (size_t k : which) {
-      gather(ranks[k].layout, model, *ranks[k].tensors);
-      auto published = ranks[k].producer->publish(full, v);
-      ASSERT_TRUE(published.ok()) << "rank " << k << ": " << published.status().to_string();
-      ASSERT_EQ(*published, v);
-    }
+    publish(ranks, model, v, full, which);
   };
   const auto members = [&](size_t k) {
     size_t n = 0;
@@ -284,10 +295,8 @@ TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
 // The ranks join their group's coordinator (rank 0 hosts it); a rollout process knows only its
 // address, finds the group there, and finds a rank that restarted at another port.
 TEST(Group, RolloutProcessesFindTheGroupAtItsCoordinatorAndARankThatMoved) {
-  const Manifest logical = Manifest::create(logical_tensors()).value();
   std::mt19937_64 rng(52);
-  TensorSet model(logical);
-  testing::fill_random_bits(model, rng);
+  TensorSet model = random_model(rng);
   std::vector<Rank> ranks;
   GroupSeatOptions seat;
   seat.world = 4;
@@ -308,16 +317,9 @@ TEST(Group, RolloutProcessesFindTheGroupAtItsCoordinatorAndARankThatMoved) {
   ASSERT_TRUE(tp1.consumer);
   ASSERT_TRUE(tp1.consumer->start(kWait).ok());
   for (auto& rank : ranks) ASSERT_TRUE(rank.producer->wait_members(1, kWait).ok());
-  const auto publish = [&](uint64_t v, bool full, std::vector<size_t> which) {
-    for (size_t k : which) {
-      gather(ranks[k].layout, model, *ranks[k].tensors);
-      auto published = ranks[k].producer->publish(full, v);
-      ASSERT_TRUE(published.ok()) << "rank " << k << ": " << published.status().to_string();
-    }
-  };
   for (uint64_t v = 1; v <= 2; ++v) {
     step_model(model, 0.01, rng);
-    ASSERT_NO_FATAL_FAILURE(publish(v, v == 1, {0, 1, 2, 3}));
+    ASSERT_NO_FATAL_FAILURE(publish(ranks, model, v, v == 1, {0, 1, 2, 3}));
     ASSERT_TRUE(tp1.consumer->wait_version(v, kWait).ok()) << tp1.consumer->state().last_error.to_string();
     EXPECT_TRUE(tp1.holds(model)) << "version " << v;
   }
@@ -330,8 +332,8 @@ TEST(Group, RolloutProcessesFindTheGroupAtItsCoordinatorAndARankThatMoved) {
   ASSERT_TRUE(ranks[3].producer->wait_registered(kWait).ok());
   ASSERT_TRUE(ranks[3].producer->wait_members(1, kWait).ok()) << "the rollout process did not find the moved rank";
   step_model(model, 0.01, rng);
-  ASSERT_NO_FATAL_FAILURE(publish(3, false, {0, 1, 2}));
-  ASSERT_NO_FATAL_FAILURE(publish(3, true, {3}));
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 3, false, {0, 1, 2}));
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 3, true, {3}));
   ASSERT_TRUE(tp1.consumer->wait_version(3, kWait).ok()) << tp1.consumer->state().last_error.to_string();
   EXPECT_TRUE(tp1.holds(model));
   tp1.consumer->close();
