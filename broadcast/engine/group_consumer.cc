@@ -72,11 +72,12 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::find(std::vector<Endpoint>
                     diff.empty() ? "same tensors in another order" : diff);
   }
   std::vector<GroupRank> ranks;
+  GroupClientOptions quick = client;
+  quick.request_timeout = Millis(500);  // asked on a rank consumer's reconnect thread, which close() joins
   for (RankEntry& entry : group.ranks) {
     const uint32_t r = entry.rank;
-    ranks.push_back({std::move(entry.pieces), std::move(entry.addresses), [client, r] {
-                       // Short: this runs on the rank consumer's reconnect thread.
-                       auto now = find_group(client, Millis(1000));
+    ranks.push_back({std::move(entry.pieces), std::move(entry.addresses), [quick, r] {
+                       auto now = find_group(quick, Millis(500));
                        return now.ok() && r < now->ranks.size() ? now->ranks[r].addresses : std::vector<Endpoint>{};
                      }});
   }
