@@ -78,6 +78,10 @@ def trainer_rank(args):
     mine = {n: view(weights, s).detach().clone() for n, s in shards.items()}
     producer = deltacast.Producer(mine, token=TOKEN, group=group(args.hidden), rank=args.rank, world_size=WORLD,
                                   shards=shards, coordinator=args.coordinator, threads=1)
+    # Like a real tensor-parallel step, the ranks go in lockstep: here the driver says when the
+    # rollout processes are in, and each wait() below holds a rank until the group committed the
+    # step (which needs every rank's part of it).
+    sys.stdin.readline()
     data = torch.Generator().manual_seed(1)
     for step in range(1, args.steps + 1):
         x = torch.randn(64, DIM, generator=data).to(torch.bfloat16)
@@ -107,6 +111,7 @@ def rollout(args):
     tensors = {n: torch.zeros(shapes[n], dtype=torch.bfloat16) for n in layout}
     with deltacast.Consumer(tensors, layout=layout, connect=args.coordinator, token=TOKEN, threads=1,
                             name=f"tp{tp_rank}of{tp_world}") as consumer:
+        print("joined", flush=True)
         consumer.wait(args.steps, timeout=120)
         torch.save(tensors, args.out)
 
@@ -140,12 +145,23 @@ def main():
     ranks = [subprocess.Popen([*common, "--role", "trainer", "--rank", str(r), "--out", os.path.join(tmp, "model.pt")],
                               stdin=subprocess.PIPE, text=True) for r in range(WORLD)]
     layouts = ["0/2", "0/1"]
-    rollouts = [subprocess.Popen([*common, "--role", "rollout", "--layout", lay, "--out", os.path.join(tmp, f"r{i}.pt")])
-                for i, lay in enumerate(layouts)]
+    rollouts = [subprocess.Popen([*common, "--role", "rollout", "--layout", lay, "--out", os.path.join(tmp, f"r{i}.pt")],
+                                 stdout=subprocess.PIPE, text=True) for i, lay in enumerate(layouts)]
+    if not all(p.stdout.readline().strip() == "joined" for p in rollouts):
+        for p in ranks + rollouts:
+            p.kill()
+        print("a rollout process could not join the group")
+        return 1
+    for p in ranks:  # go
+        p.stdin.write("go\n")
+        p.stdin.flush()
     ok = all(p.wait(300) == 0 for p in rollouts)
     for p in ranks:
-        p.stdin.write("done\n")
-        p.stdin.flush()
+        try:
+            p.stdin.write("done\n")
+            p.stdin.flush()
+        except BrokenPipeError:  # it failed already, and said why
+            pass
         ok &= p.wait(60) == 0
     if not ok:
         print("a process failed")
