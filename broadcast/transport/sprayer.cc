@@ -78,6 +78,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   TimePoint waiting_since{};  // ... and only of a stall that lasted while they waited
   bool stall_reported = false;
 
+  TimePoint now() const { return options.clock != nullptr ? options.clock->now() : SteadyClock::now(); }
   bool active() const { return table.is_open(); }
   uint64_t transfer() const { return table.shape().id; }
 
@@ -96,7 +97,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     const Copy c = it->second;
     copies.erase(it);
     Rail& rail = rails[c.rail];
-    const TimePoint now = SteadyClock::now();
+    const TimePoint now = this->now();
     if (c.probe) rail.probe_inflight = false;
     const bool current = active() && c.transfer == transfer();
     if (current && !c.expired) table.drop_copy(c.slice);
@@ -251,7 +252,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
 
   // One round of scheduling for the open transfer; returns when to look again.
   TimePoint step(std::unique_lock<std::mutex>& lock) {
-    const TimePoint now = SteadyClock::now();
+    const TimePoint now = this->now();
     TimePoint next = now + std::chrono::milliseconds(10);
     // A stall is only a stall while something offered is still undelivered.
     if (table.offered_count() == table.done_count()) last_progress = now;
@@ -340,7 +341,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return !outstanding(); })) {
       log().error("transfer {}: copies still outstanding after their channels were reset", transfer());
     }
-    table.close(SteadyClock::now());
+    table.close(now());
     data = nullptr;
     draining = false;
   }
@@ -367,7 +368,7 @@ Sprayer::Sprayer(std::vector<std::unique_ptr<Channel>> channels, SprayOptions op
     rail.telemetry.name = rail.channel->rail().name.empty() ? rail.channel->rail().to_string() : rail.channel->rail().name;
     state_->rails.push_back(std::move(rail));
   }
-  state_->scheduler = std::thread([state = state_.get()] { state->run_scheduler(); });
+  if (options.scheduler_thread) state_->scheduler = std::thread([state = state_.get()] { state->run_scheduler(); });
 }
 
 Sprayer::~Sprayer() {
@@ -377,7 +378,7 @@ Sprayer::~Sprayer() {
     state_->stop = true;
     state_->cv.notify_all();
   }
-  state_->scheduler.join();
+  if (state_->scheduler.joinable()) state_->scheduler.join();
   for (auto& rail : state_->rails) rail.channel->close();
 }
 
@@ -385,7 +386,7 @@ size_t Sprayer::rails() const { return state_->rails.size(); }
 
 LinkSample Sprayer::link_sample() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = state_->now();
   LinkSample sample = state_->table.link_sample(now);
   for (auto& rail : state_->rails) {
     const double busy = rail.estimate.busy_total(now) - rail.busy_mark;
@@ -403,7 +404,7 @@ void Sprayer::set_observer(std::function<void(const SprayEvent&)> observer) {
 std::vector<RailTelemetry> Sprayer::telemetry() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   std::vector<RailTelemetry> out;
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = state_->now();
   for (auto& rail : state_->rails) {
     RailTelemetry t = rail.telemetry;
     t.state = rail.health.state(now);
@@ -419,7 +420,7 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
   if (s.rails.empty()) return invalid_argument("no rails to send on");
   close();
   std::lock_guard<std::mutex> lock(s.mu);
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = s.now();
   if (slice_bytes == 0) slice_bytes = s.pick_slice_bytes(bytes, now);
   DC_ASSIGN_OR_RETURN(TransferShape shape, TransferShape::make(transfer, bytes, slice_bytes));
   s.table.open(shape, now);
@@ -438,14 +439,14 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
 void Sprayer::offer(uint32_t slice, uint64_t checksum) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = s.now();
   if (s.table.offer(slice, now, checksum)) s.place(now);
 }
 
 void Sprayer::offer(uint32_t slice) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = s.now();
   if (s.table.offer(slice, now)) s.place(now);
 }
 
@@ -453,7 +454,7 @@ void Sprayer::offer_all() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active()) return;
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = s.now();
   s.table.offer_all(now);
   s.place(now);
 }
@@ -462,7 +463,7 @@ void Sprayer::offer_all(std::span<const uint64_t> checksums) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active()) return;
-  const TimePoint now = SteadyClock::now();
+  const TimePoint now = s.now();
   const uint32_t slices = s.table.shape().slices();
   for (uint32_t i = 0; i < slices && i < checksums.size(); ++i) (void)s.table.offer(i, now, checksums[i]);
   s.place(now);
@@ -471,7 +472,7 @@ void Sprayer::offer_all(std::span<const uint64_t> checksums) {
 void Sprayer::skip(uint32_t slice) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.table.skip(slice, SteadyClock::now())) s.cv.notify_all();
+  if (s.table.skip(slice, s.now())) s.cv.notify_all();
 }
 
 Result<TransferResult> Sprayer::wait(Millis timeout) {
@@ -479,7 +480,7 @@ Result<TransferResult> Sprayer::wait(Millis timeout) {
   std::unique_lock<std::mutex> lock(s.mu);
   if (!s.active()) return failed_precondition("no transfer is open");
   const auto ready = [&] { return s.table.finished() || !s.failure.ok(); };
-  if (s.waiters++ == 0) s.waiting_since = SteadyClock::now();
+  if (s.waiters++ == 0) s.waiting_since = s.now();
   bool in_time = true;
   if (timeout == Millis::max()) {
     s.cv.wait(lock, ready);
@@ -496,6 +497,18 @@ Result<TransferResult> Sprayer::wait(Millis timeout) {
   const TimePoint finished = shape.slices() == 0 ? s.table.opened_at() : s.table.finished_at();
   return TransferResult{shape.bytes, shape.slice_bytes, shape.slices(), seconds(finished - s.table.opened_at()),
                         s.table.resent()};
+}
+
+TimePoint Sprayer::poll() {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!s.active() || !s.failure.ok() || s.table.finished()) return TimePoint::max();
+  return s.step(lock);
+}
+
+bool Sprayer::finished() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->active() && state_->table.finished();
 }
 
 void Sprayer::close() {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "broadcast/transport/clock.h"
 #include "broadcast/transport/rail_health.h"
 #include "broadcast/transport/slice_table.h"
 #include "broadcast/transport/transfer.h"
@@ -44,6 +45,11 @@ struct SprayOptions {
   Millis stall_timeout{5000};        // no slice delivered for this long fails the transfer (for a waiter)
   RailHealthOptions health;
   uint64_t seed = 1;
+  // Where time comes from (null: the steady clock). A simulation passes its clock and no
+  // scheduler thread: it calls poll() at the times poll() asks for, and everything else happens
+  // in the channels' completions and the calls to offer().
+  const TimeSource* clock = nullptr;
+  bool scheduler_thread = true;
 };
 
 struct RailTelemetry {
@@ -114,6 +120,12 @@ class Sprayer {
   void skip(uint32_t slice);
   Result<TransferResult> wait(Millis timeout = Millis::max());
   void close();
+  // Without a scheduler thread: one round of what the thread would do (deadlines, probes,
+  // placing queued slices); returns when to call again (TimePoint::max(): nothing to do until a
+  // slice is offered).
+  TimePoint poll();
+  // Every slice of the open transfer delivered (or skipped).
+  bool finished() const;
 
   std::vector<RailTelemetry> telemetry() const;
   // How the link to the receiver did in the open (or last) transfer.

@@ -1,0 +1,72 @@
+#include "broadcast/transport/sim/channel.h"
+
+namespace deltacast::sim {
+
+SimChannel::SimChannel(SimNetwork* network, RailSpec rail)
+    : network_(network),
+      rail_(std::move(rail)),
+      from_(network->port_of(rail_.local.host)),
+      to_(network->port_of(rail_.remote.host)) {}
+
+SimChannel::~SimChannel() {
+  close();
+  *alive_ = false;
+}
+
+void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
+  const uint64_t id = next_id_++;
+  if (closed_) {
+    // Never inside send(): the failure is an event of its own.
+    network_->loop().after(Duration::zero(), [alive = alive_, done = std::move(done), name = rail_.to_string()] {
+      done(unavailable("{}: channel closed", name));
+    });
+    return;
+  }
+  outstanding_.emplace(id, std::move(done));
+  if (!network_->up(from_) || !network_->up(to_)) return;  // lost on the way: only a deadline notices
+  const TimePoint arrival = network_->transmit(from_, to_, slice.length);
+  network_->loop().at(arrival, [this, alive = alive_, id, slice] {
+    if (*alive) arrive(id, slice);
+  });
+}
+
+void SimChannel::arrive(uint64_t id, const SliceRef& slice) {
+  if (!outstanding_.count(id)) return;  // failed by a reset meanwhile
+  if (!network_->up(from_) || !network_->up(to_)) return;  // a port went down under it
+  SliceSink* sink = network_->lookup(rail_.remote);
+  Status status;
+  if (sink == nullptr) {
+    status = unavailable("{}: nothing listens at {}", rail_.to_string(), rail_.remote.to_string());
+  } else if (auto landing = sink->begin(slice, nullptr); !landing.ok()) {
+    status = landing.status();
+  } else if (!sink->complete(slice, *landing, /*verified=*/true)) {
+    status = corrupt("{}: the receiver did not accept slice {}", rail_.to_string(), slice.index);
+  }
+  network_->loop().after(network_->latency(), [this, alive = alive_, id, status] {
+    if (!*alive) return;
+    auto it = outstanding_.find(id);
+    if (it == outstanding_.end()) return;
+    SliceDone done = std::move(it->second);
+    outstanding_.erase(it);
+    done(status);
+  });
+}
+
+bool SimChannel::ready() const { return !closed_ && network_->lookup(rail_.remote) != nullptr; }
+
+void SimChannel::fail_outstanding(const char* why) {
+  // Taken out first: a completion may send again on this channel.
+  std::map<uint64_t, SliceDone> failed;
+  failed.swap(outstanding_);
+  for (auto& [id, done] : failed) done(unavailable("{}: {}", rail_.to_string(), why));
+}
+
+void SimChannel::reset() { fail_outstanding("channel reset"); }
+
+void SimChannel::close() {
+  if (closed_) return;
+  closed_ = true;
+  fail_outstanding("channel closed");
+}
+
+}  // namespace deltacast::sim

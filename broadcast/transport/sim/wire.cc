@@ -1,0 +1,90 @@
+#include "broadcast/transport/sim/wire.h"
+
+#include <algorithm>
+
+namespace deltacast::sim {
+
+void EventLoop::at(TimePoint when, std::function<void()> event) {
+  queue_.push(Event{std::max(when, now_), next_order_++, std::move(event)});
+}
+
+uint64_t EventLoop::run(const std::function<bool()>& done, TimePoint limit) {
+  uint64_t ran = 0;
+  while (!queue_.empty() && !done()) {
+    if (queue_.top().when > limit) break;
+    // The event leaves the queue before it runs: it may schedule others.
+    Event e = std::move(const_cast<Event&>(queue_.top()));
+    queue_.pop();
+    now_ = e.when;
+    e.run();
+    ++ran;
+  }
+  return ran;
+}
+
+uint32_t SimNetwork::port_of(const std::string& host) {
+  auto [it, added] = port_index_.try_emplace(host, static_cast<uint32_t>(ports_.size()));
+  if (added) ports_.emplace_back();
+  return it->second;
+}
+
+void SimNetwork::set_port(const std::string& host, PortModel model) { ports_[port_of(host)].model = model; }
+
+void SimNetwork::set_port_up(const std::string& host, bool up) { ports_[port_of(host)].model.up = up; }
+
+void SimNetwork::set_port_rates(const std::string& host, double out_bytes_per_second, double in_bytes_per_second) {
+  PortModel& m = ports_[port_of(host)].model;
+  m.out_bytes_per_second = out_bytes_per_second;
+  m.in_bytes_per_second = in_bytes_per_second;
+}
+
+void SimNetwork::set_node(const std::string& host, const std::string& node) {
+  auto [it, added] = node_index_.try_emplace(node, static_cast<uint32_t>(nodes_.size()));
+  if (added) nodes_.emplace_back();
+  ports_[port_of(host)].node = static_cast<int>(it->second);
+}
+
+void SimNetwork::set_node_limit(const std::string& node, double bytes_per_second) {
+  auto [it, added] = node_index_.try_emplace(node, static_cast<uint32_t>(nodes_.size()));
+  if (added) nodes_.emplace_back();
+  nodes_[it->second].bytes_per_second = bytes_per_second;
+}
+
+void SimNetwork::bind(const Endpoint& endpoint, SliceSink* sink) { listeners_[endpoint.to_string()] = sink; }
+
+void SimNetwork::unbind(const Endpoint& endpoint) { listeners_.erase(endpoint.to_string()); }
+
+SliceSink* SimNetwork::lookup(const Endpoint& endpoint) const {
+  auto it = listeners_.find(endpoint.to_string());
+  return it == listeners_.end() ? nullptr : it->second;
+}
+
+uint16_t SimNetwork::free_port(const std::string& host) {
+  uint16_t& next = next_port_.try_emplace(host, uint16_t{20000}).first->second;
+  while (listeners_.count(Endpoint{host, next}.to_string())) ++next;
+  return next++;
+}
+
+TimePoint SimNetwork::hold(Share& share, double rate, uint32_t bytes, TimePoint& start) {
+  if (rate <= 0) return start;
+  start = std::max(start, share.free);
+  share.free = start + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(bytes / rate));
+  return share.free;
+}
+
+TimePoint SimNetwork::transmit(uint32_t from, uint32_t to, uint32_t bytes) {
+  // Out of the sender (its port, then its node's share), into the receiver (likewise), each
+  // stage starting no earlier than the one before it started; the slice is there when the
+  // slowest stage is done, one latency later.
+  TimePoint start = loop_.now();
+  TimePoint done = start;
+  Port& out = ports_[from];
+  Port& in = ports_[to];
+  done = std::max(done, hold(out.out, out.model.out_bytes_per_second, bytes, start));
+  if (out.node >= 0) done = std::max(done, hold(nodes_[out.node].out, nodes_[out.node].bytes_per_second, bytes, start));
+  done = std::max(done, hold(in.in, in.model.in_bytes_per_second, bytes, start));
+  if (in.node >= 0) done = std::max(done, hold(nodes_[in.node].in, nodes_[in.node].bytes_per_second, bytes, start));
+  return done + latency_;
+}
+
+}  // namespace deltacast::sim

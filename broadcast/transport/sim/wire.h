@@ -1,0 +1,118 @@
+// The simulated backend's medium: a clock that moves only as events run, and
+// a model of the network it carries slices over. Nothing here moves bytes or
+// sleeps: a slice's journey is two events (it lands in the receiver's sink;
+// its acknowledgement reaches the sender), placed in simulated time by the
+// model, so thousands of hosts and terabytes of traffic run in seconds on one
+// core, through the same Transport interface (and so the same sprayer, rail
+// health and estimators) as a real network.
+//
+// The model: every host address is a port (a NIC), full duplex, with its own
+// rate each way; a slice holds the sender's port, then the receiver's (not
+// before it started leaving), each for its own time at that port's rate, first
+// come first served, and arrives one latency after the later of the two is
+// done. Ports may be grouped into a node whose PCIe/NIC limit they share, also
+// each way. A port that is down drops what crosses it silently, the way a
+// pulled cable stalls a connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "broadcast/transport/clock.h"
+#include "broadcast/transport/transport.h"
+
+namespace deltacast::sim {
+
+using Duration = SteadyClock::duration;
+
+// Simulated time and what happens in it. Time starts at the epoch and moves to each event's
+// time as the event runs; an event may schedule others (never in the past).
+class EventLoop : public TimeSource {
+ public:
+  TimePoint now() const override { return now_; }
+  void at(TimePoint when, std::function<void()> event);
+  void after(Duration delay, std::function<void()> event) { at(now_ + delay, std::move(event)); }
+  // Runs events in time order until `done()` holds (checked after each event), none is left, or
+  // the next one lies past `limit`. Returns the number of events run.
+  uint64_t run(const std::function<bool()>& done, TimePoint limit = TimePoint::max());
+  size_t pending() const { return queue_.size(); }
+
+ private:
+  struct Event {
+    TimePoint when;
+    uint64_t order;  // events at one time run in the order they were scheduled
+    std::function<void()> run;
+    bool operator>(const Event& o) const { return when != o.when ? when > o.when : order > o.order; }
+  };
+  TimePoint now_{};
+  uint64_t next_order_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+};
+
+struct PortModel {
+  double out_bytes_per_second = 0;  // 0: no limit
+  double in_bytes_per_second = 0;
+  bool up = true;
+};
+
+class SimNetwork {
+ public:
+  EventLoop& loop() { return loop_; }
+  const TimeSource& clock() const { return loop_; }
+
+  // Host address -> its port. Unknown hosts have no limit and are up.
+  void set_port(const std::string& host, PortModel model);
+  void set_port_up(const std::string& host, bool up);
+  void set_port_rates(const std::string& host, double out_bytes_per_second, double in_bytes_per_second);
+  // The hosts of one node share its limit each way (0: none).
+  void set_node(const std::string& host, const std::string& node);
+  void set_node_limit(const std::string& node, double bytes_per_second);
+  void set_latency(Duration latency) { latency_ = latency; }
+  Duration latency() const { return latency_; }
+
+  // Receivers by "host:port".
+  void bind(const Endpoint& endpoint, SliceSink* sink);
+  void unbind(const Endpoint& endpoint);
+  SliceSink* lookup(const Endpoint& endpoint) const;
+  uint16_t free_port(const std::string& host);
+
+  // A port's index, for what is looked up per slice.
+  uint32_t port_of(const std::string& host);
+  bool up(uint32_t port) const { return ports_[port].model.up; }
+  // Reserves the way from port `from` to port `to` for `bytes`, from now on, after what each
+  // resource carries already; returns when the last byte arrives.
+  TimePoint transmit(uint32_t from, uint32_t to, uint32_t bytes);
+
+ private:
+  struct Share {  // one direction of a port or of a node
+    TimePoint free{};
+  };
+  struct Port {
+    PortModel model;
+    Share out, in;
+    int node = -1;
+  };
+  struct Node {
+    double bytes_per_second = 0;
+    Share out, in;
+  };
+  // Holds `share` for `bytes` at `rate` starting no earlier than `start`; returns when it is done
+  // (and moves `start` to when it began).
+  static TimePoint hold(Share& share, double rate, uint32_t bytes, TimePoint& start);
+
+  EventLoop loop_;
+  Duration latency_ = std::chrono::microseconds(5);
+  std::vector<Port> ports_;
+  std::unordered_map<std::string, uint32_t> port_index_;
+  std::vector<Node> nodes_;
+  std::unordered_map<std::string, uint32_t> node_index_;
+  std::unordered_map<std::string, SliceSink*> listeners_;
+  std::unordered_map<std::string, uint16_t> next_port_;
+};
+
+}  // namespace deltacast::sim

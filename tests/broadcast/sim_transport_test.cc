@@ -1,0 +1,135 @@
+// The simulated backend under the real sprayer, driven by the simulated clock with no scheduler
+// thread: a transfer over two rails takes the time the ports' rates say and uses both; a port
+// that goes down mid-transfer stalls its slices silently until their deadlines move them to the
+// other rail, and nothing is lost or doubled; ports shared by several senders are shared.
+#include "broadcast/transport/sim/transport.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "broadcast/transport/sprayer.h"
+
+namespace deltacast::sim {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A receiver that records which slices arrived, and how often.
+struct CountingSink : SliceSink {
+  std::map<uint32_t, int> arrived;
+  Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
+  bool complete(const SliceRef& slice, const Landing&, bool verified) override {
+    if (verified) ++arrived[slice.index];
+    return verified;
+  }
+};
+
+double secs(TimePoint t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
+
+struct TwoHosts {
+  SimNetwork net;
+  SimTransport transport{&net};
+  CountingSink sink;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Sprayer> sprayer;
+
+  // Sender a (rails 10.0.0.1, 10.1.0.1) to receiver b (10.0.0.2, 10.1.0.2), `rate` bytes/s per port.
+  explicit TwoHosts(double rate) {
+    for (const char* host : {"10.0.0.1", "10.1.0.1", "10.0.0.2", "10.1.0.2"}) net.set_port_rates(host, rate, rate);
+    net.set_latency(std::chrono::microseconds(10));
+    listener = transport.listen({{"10.0.0.2", 0}, {"10.1.0.2", 0}}, &sink, {}).value();
+    std::vector<std::unique_ptr<Channel>> channels;
+    const auto at = listener->endpoints();
+    const std::string local[] = {"10.0.0.1", "10.1.0.1"};
+    for (size_t r = 0; r < 2; ++r) {
+      RailSpec rail;
+      rail.local = Endpoint{local[r], 0};
+      rail.remote = at[r];
+      rail.name = "rail" + std::to_string(r);
+      channels.push_back(transport.connect(rail, {}).value());
+    }
+    SprayOptions o;
+    o.clock = &net.clock();
+    o.scheduler_thread = false;
+    o.slice_bytes = 1 << 20;
+    sprayer = std::make_unique<Sprayer>(std::move(channels), o);
+  }
+
+  // Offers a transfer and runs the loop, polling the sprayer when it asks, until it is done.
+  void run(uint64_t bytes) {
+    static const uint8_t nothing = 0;  // the simulation never reads the bytes
+    ASSERT_TRUE(sprayer->open(1, &nothing, bytes).ok());
+    sprayer->offer_all();
+    poll();
+    net.loop().run([&] { return sprayer->finished(); }, net.loop().now() + std::chrono::seconds(60));
+  }
+  void poll() {
+    const TimePoint next = sprayer->poll();
+    if (next != TimePoint::max()) net.loop().at(next, [this] { poll(); });
+  }
+};
+
+TEST(SimTransport, ASprayedTransferTakesWhatTheRatesSayOverBothRails) {
+  TwoHosts h(100e6);  // 100 MB/s per port: two rails, 200 MB/s
+  ASSERT_NO_FATAL_FAILURE(h.run(200 << 20));
+  ASSERT_TRUE(h.sprayer->finished());
+  EXPECT_EQ(h.sink.arrived.size(), 200u);
+  for (const auto& [slice, n] : h.sink.arrived) EXPECT_EQ(n, 1) << "slice " << slice;
+  const double t = secs(h.net.loop().now());
+  EXPECT_GT(t, (200 << 20) / 200e6);
+  EXPECT_LT(t, 1.1 * (200 << 20) / 200e6) << "both rails should carry about half";
+  const auto telemetry = h.sprayer->telemetry();
+  for (const auto& rail : telemetry) EXPECT_GT(rail.bytes_acked, uint64_t{70} << 20) << rail.name;
+}
+
+TEST(SimTransport, ARailThatGoesDownStallsUntilDeadlinesMoveItsSlicesAndNothingIsLostOrDoubled) {
+  TwoHosts h(100e6);
+  // Rail 1's sending port goes down 0.3 s in (simulated), for good.
+  h.net.loop().at(TimePoint{} + milliseconds(300), [&] { h.net.set_port_up("10.1.0.1", false); });
+  ASSERT_NO_FATAL_FAILURE(h.run(200 << 20));
+  ASSERT_TRUE(h.sprayer->finished());
+  EXPECT_EQ(h.sink.arrived.size(), 200u);
+  for (const auto& [slice, n] : h.sink.arrived) EXPECT_EQ(n, 1) << "slice " << slice;
+  const auto telemetry = h.sprayer->telemetry();
+  EXPECT_GT(telemetry[1].timeouts, 0u) << "the silent loss was found by deadlines";
+  EXPECT_NE(telemetry[1].state, RailState::kHealthy);
+  // After the loss everything went over rail 0 at 100 MB/s: about 0.3 s + (200 MiB - 60 MiB) / 100 MB/s.
+  const double t = secs(h.net.loop().now());
+  EXPECT_GT(t, 0.3 + 130e6 / 100e6);
+  EXPECT_LT(t, 0.3 + 170e6 / 100e6);
+}
+
+TEST(SimTransport, APortSharedBySendersIsShared) {
+  SimNetwork net;
+  net.set_port_rates("r", 0, 100e6);  // the receiver's port takes 100 MB/s in all
+  const TimePoint a = net.transmit(net.port_of("s1"), net.port_of("r"), 100'000'000);
+  const TimePoint b = net.transmit(net.port_of("s2"), net.port_of("r"), 100'000'000);
+  EXPECT_NEAR(secs(a), 1.0, 1e-3);
+  EXPECT_NEAR(secs(b), 2.0, 1e-3) << "the second slice waits for the port";
+  // A node limit shared by two ports of one host.
+  net.set_node("n0", "node");
+  net.set_node("n1", "node");
+  net.set_node_limit("node", 50e6);
+  const TimePoint c = net.transmit(net.port_of("n0"), net.port_of("x"), 50'000'000);
+  const TimePoint d = net.transmit(net.port_of("n1"), net.port_of("y"), 50'000'000);
+  EXPECT_NEAR(secs(c), 1.0, 1e-3);
+  EXPECT_NEAR(secs(d), 2.0, 1e-3);
+}
+
+TEST(SimTransport, EventsRunInTimeOrderAndTheClockFollows) {
+  EventLoop loop;
+  std::vector<int> order;
+  loop.at(TimePoint{} + milliseconds(20), [&] { order.push_back(2); });
+  loop.at(TimePoint{} + milliseconds(10), [&] {
+    order.push_back(1);
+    loop.after(milliseconds(20), [&] { order.push_back(3); });
+  });
+  loop.at(TimePoint{} + milliseconds(20), [&] { order.push_back(22); });
+  EXPECT_EQ(loop.run([] { return false; }), 4u);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 22, 3}));
+  EXPECT_EQ(loop.now(), TimePoint{} + milliseconds(30));
+}
+
+}  // namespace
+}  // namespace deltacast::sim
