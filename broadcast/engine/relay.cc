@@ -123,6 +123,13 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   if (it != senders_.end()) offer(*it->second.sprayer, slice);
 }
 
+TimePoint Relay::poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TimePoint next = TimePoint::max();
+  for (auto& [id, sender] : senders_) next = std::min(next, sender.sprayer->poll());
+  return next;
+}
+
 void Relay::end() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;

@@ -49,6 +49,10 @@ class Relay {
   // Drops the sprayer (and connections) to a peer that left.
   void forget_peer(uint32_t id);
 
+  // With sprayers that run no scheduler thread (a simulation, RelayOptions::spray): one round of
+  // each sprayer's scheduling; returns when to call again (TimePoint::max(): nothing open).
+  TimePoint poll();
+
   std::vector<RailTelemetry> telemetry(uint32_t child) const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;

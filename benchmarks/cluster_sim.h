@@ -1,0 +1,74 @@
+// deltacast-bench simulate's engine: one version broadcast to a simulated
+// cluster, by the code that ships. Every node runs a real Relay whose
+// sprayers (rail choice, deadlines, rail health) send over the simulated
+// transport (broadcast/transport/sim) under its clock; the chains come from
+// the real planner (plan_chains over every GPU, grouped by node) and are
+// re-planned by it when nodes die, each new parent sending only what its new
+// child lacks, as the producer's rounds do. What is modelled rather than run:
+// the control plane (a death is noticed after `detect_seconds`, the control
+// link's dead_after), and the GPUs inside a node, which take the version from
+// the GPU it entered at over the node's own links (NVLink/PCIe), one after
+// another, cut-through. Baselines go through the same network and sprayers:
+// a binary tree of nodes (each forwarding everything to two children, like a
+// tree relay) and one ring/chain through every node in order (one stripe, as
+// NCCL's ring broadcast).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace deltacast::bench {
+
+struct ClusterSpec {
+  uint32_t nodes = 16;                  // rollout nodes
+  uint32_t gpus_per_node = 8;           // consumers per node
+  uint32_t rails = 8;                   // NICs per node, the producer's too
+  double rail_bytes_per_second = 50e9;  // each way (400 Gbit/s)
+  double latency_seconds = 5e-6;        // one network hop
+  double node_limit_bytes_per_second = 0;  // what a node's PCIe takes across its rails, each way (0: no limit)
+  double intra_bytes_per_second = 450e9;   // GPU to GPU inside a node (NVLink, each way)
+  double intra_latency_seconds = 2e-6;
+  std::map<uint32_t, double> rate_factor;  // node -> its rails' rate factor (0.1: a 10x-slow node)
+  uint32_t stripes = 0;                    // deltacast's stripes (0: the planner's default_stripes)
+};
+
+enum class SimTopology { kDeltacast, kBinaryTree, kRing };
+std::string_view topology_name(SimTopology t);
+
+struct FaultSpec {
+  double dead_fraction = 0;      // of the nodes, dying at random times during the version
+  double detect_seconds = 1.5;   // until the producer notices a death and re-plans
+  uint32_t flapping_rails = 0;   // rails (of random nodes) that go down and come back
+  double flap_down_seconds = 0.02;
+  uint64_t seed = 1;
+};
+
+struct SimResult {
+  std::vector<double> consumer_seconds;  // per GPU, node by node (negative: its node died)
+  double seconds = 0;                    // the last surviving consumer
+  double median_seconds = 0;
+  bool survivors_complete = false;
+  uint32_t stripes = 0;
+  uint32_t slice_bytes = 0;
+  uint32_t slices = 0;
+  uint32_t dead_nodes = 0;
+  uint32_t replans = 0;
+  uint64_t events = 0;
+  double wall_seconds = 0;
+  uint64_t producer_bytes_out = 0;  // what the producer's rails carried
+  uint64_t max_node_bytes_out = 0;  // the busiest rollout node's rails, out
+};
+
+// The pipelined-broadcast lower bound for `bytes` to `receivers` over links of `bandwidth` and
+// per-hop latency `alpha`: (sqrt(S/B) + sqrt((N-1) alpha))^2.
+double pipelined_bound(uint64_t bytes, uint32_t receivers, double bandwidth, double alpha);
+
+// `slow_nodes`: nodes the planner puts at the chains' tails (what the rate book found slow).
+Result<SimResult> simulate_version(const ClusterSpec& cluster, uint64_t bytes, SimTopology topology,
+                                   const FaultSpec& faults, const std::vector<uint32_t>& slow_nodes = {});
+
+}  // namespace deltacast::bench

@@ -1,0 +1,181 @@
+// deltacast-bench simulate: versions broadcast to simulated clusters of up to
+// thousands of GPUs by the real planner, relays and sprayers
+// (cluster_sim.h), against the pipelined-broadcast bound and two baselines
+// run by the same simulator (a binary tree of nodes, one ring through every
+// node). For every consumer count: a dense version and a sparse one, fault
+// free; then, for deltacast, the same with nodes dying mid-version and rails
+// flapping (--dead-fraction, --flapping-rails), and with slow nodes
+// (--slow-nodes, placed at the chains' tails as the rate book would).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "bench_commands.h"
+#include "cluster_sim.h"
+
+namespace deltacast::bench {
+
+namespace {
+
+using Json = nlohmann::json;
+
+struct SimulateArgs {
+  std::vector<uint32_t> consumers{64, 1024};
+  uint32_t gpus_per_node = 8;
+  uint32_t rails = 8;
+  double rail_gbit = 400;
+  double latency_us = 5;
+  double node_limit_gbyte = 0;
+  double intra_gbyte = 450;
+  uint32_t stripes = 0;
+  double gbytes = 140;
+  double density = 0.02;
+  double dead_fraction = 0.01;
+  double detect_seconds = 1.5;
+  uint32_t flapping_rails = 0;
+  uint32_t slow_nodes = 1;
+  double slow_factor = 0.1;
+  bool baselines = true;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+Json result_json(const SimResult& r) {
+  return {{"seconds", r.seconds},
+          {"median_seconds", r.median_seconds},
+          {"survivors_complete", r.survivors_complete},
+          {"stripes", r.stripes},
+          {"slice_bytes", r.slice_bytes},
+          {"dead_nodes", r.dead_nodes},
+          {"replans", r.replans},
+          {"events", r.events},
+          {"wall_seconds", r.wall_seconds},
+          {"producer_bytes_out", r.producer_bytes_out},
+          {"max_node_bytes_out", r.max_node_bytes_out}};
+}
+
+Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kind, uint64_t bytes) {
+  ClusterSpec c;
+  c.gpus_per_node = std::min(a.gpus_per_node, consumers);
+  c.nodes = (consumers + c.gpus_per_node - 1) / c.gpus_per_node;
+  c.rails = a.rails;
+  c.rail_bytes_per_second = a.rail_gbit * 1e9 / 8;
+  c.latency_seconds = a.latency_us * 1e-6;
+  c.node_limit_bytes_per_second = a.node_limit_gbyte * 1e9;
+  c.intra_bytes_per_second = a.intra_gbyte * 1e9;
+  c.stripes = a.stripes;
+  const double node_rate = c.rail_bytes_per_second * c.rails;
+  Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
+              {"consumers", c.nodes * c.gpus_per_node},
+              {"nodes", c.nodes},
+              {"bytes", bytes},
+              {"kind", kind}};
+  const double bound = pipelined_bound(bytes, c.nodes, std::min(node_rate, c.node_limit_bytes_per_second > 0
+                                                                             ? c.node_limit_bytes_per_second
+                                                                             : node_rate),
+                                       c.latency_seconds);
+  row["bound_seconds"] = bound;
+  DC_ASSIGN_OR_RETURN(const SimResult clean, simulate_version(c, bytes, SimTopology::kDeltacast, FaultSpec{}));
+  row["seconds"] = clean.seconds;
+  row["ratio_to_bound"] = clean.seconds / bound;
+  row["survivors_complete"] = clean.survivors_complete;
+  row["deltacast"] = result_json(clean);
+  if (a.baselines) {
+    DC_ASSIGN_OR_RETURN(const SimResult tree, simulate_version(c, bytes, SimTopology::kBinaryTree, FaultSpec{}));
+    DC_ASSIGN_OR_RETURN(const SimResult ring, simulate_version(c, bytes, SimTopology::kRing, FaultSpec{}));
+    row["binary_tree_seconds"] = tree.seconds;
+    row["ring_seconds"] = ring.seconds;
+  }
+  if (a.dead_fraction > 0 || a.flapping_rails > 0) {
+    FaultSpec f;
+    f.dead_fraction = a.dead_fraction;
+    f.detect_seconds = a.detect_seconds;
+    f.flapping_rails = a.flapping_rails;
+    f.seed = a.seed;
+    DC_ASSIGN_OR_RETURN(const SimResult faulty, simulate_version(c, bytes, SimTopology::kDeltacast, f));
+    row["faults"] = result_json(faulty);
+    row["faults"]["vs_fault_free"] = faulty.seconds / clean.seconds;
+    row["survivors_complete"] = clean.survivors_complete && faulty.survivors_complete;
+  }
+  if (a.slow_nodes > 0 && c.nodes > a.slow_nodes) {
+    // Slow nodes in the middle of the node order, found slow (at the tails) as the rate book would.
+    ClusterSpec slow = c;
+    std::vector<uint32_t> which;
+    for (uint32_t i = 0; i < a.slow_nodes; ++i) {
+      const uint32_t k = c.nodes / 2 + i;
+      slow.rate_factor[k] = a.slow_factor;
+      which.push_back(k);
+    }
+    DC_ASSIGN_OR_RETURN(const SimResult r, simulate_version(slow, bytes, SimTopology::kDeltacast, FaultSpec{}, which));
+    row["slow"] = result_json(r);
+    row["slow"]["median_vs_fault_free"] = r.median_seconds / clean.median_seconds;
+  }
+  return row;
+}
+
+int run(const SimulateArgs& a) {
+  Json rows = Json::array();
+  const uint64_t dense = static_cast<uint64_t>(a.gbytes * 1e9);
+  for (uint32_t n : a.consumers) {
+    for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"dense", dense},
+                                      {"sparse", static_cast<uint64_t>(a.density * static_cast<double>(dense))}}) {
+      if (bytes == 0) continue;
+      auto row = scenario(a, n, kind, bytes);
+      if (!row.ok()) {
+        fmt::print(stderr, "deltacast-bench simulate: {}\n", row.status().to_string());
+        return 1;
+      }
+      if (!a.json) {
+        const Json& r = *row;
+        fmt::print("{:>5} consumers {:<6} {:>10.4f} s  bound {:>9.4f} s  x{:<6.3f}", n, kind, r["seconds"].get<double>(),
+                   r["bound_seconds"].get<double>(), r["ratio_to_bound"].get<double>());
+        if (r.contains("binary_tree_seconds")) {
+          fmt::print("  tree {:>9.4f} s  ring {:>9.4f} s", r["binary_tree_seconds"].get<double>(),
+                     r["ring_seconds"].get<double>());
+        }
+        if (r.contains("faults")) {
+          fmt::print("  faults x{:.3f} ({} dead)", r["faults"]["vs_fault_free"].get<double>(),
+                     r["faults"]["dead_nodes"].get<uint32_t>());
+        }
+        if (r.contains("slow")) fmt::print("  slow: median x{:.3f}", r["slow"]["median_vs_fault_free"].get<double>());
+        fmt::print("  [{:.1f} s wall]\n", r["deltacast"]["wall_seconds"].get<double>());
+      }
+      rows.push_back(std::move(row).value());
+    }
+  }
+  if (a.json) fmt::print("{}\n", Json{{"scenarios", rows}}.dump(2));
+  return 0;
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto a = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate", "A version to a simulated cluster through the real planner, relays and sprayers, against the bound");
+  cmd->add_option("--consumers", a->consumers, "Consumer GPU counts to simulate")->capture_default_str();
+  cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs (consumers) per node")->capture_default_str();
+  cmd->add_option("--rails", a->rails, "NICs per node")->capture_default_str()->check(CLI::Range(1, 16));
+  cmd->add_option("--rail-gbit", a->rail_gbit, "Rate of each rail, Gbit/s each way")->capture_default_str();
+  cmd->add_option("--latency-us", a->latency_us, "One network hop, microseconds")->capture_default_str();
+  cmd->add_option("--node-limit-gbyte", a->node_limit_gbyte, "A node's PCIe limit across its rails, GB/s (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--intra-gbyte", a->intra_gbyte, "GPU to GPU inside a node, GB/s each way")->capture_default_str();
+  cmd->add_option("--stripes", a->stripes, "deltacast's stripes (0: the planner's default)")->capture_default_str();
+  cmd->add_option("--gbytes", a->gbytes, "The dense version, GB")->capture_default_str();
+  cmd->add_option("--density", a->density, "The sparse version's share of the dense bytes")->capture_default_str();
+  cmd->add_option("--dead-fraction", a->dead_fraction, "Nodes dying mid-version (0: none)")->capture_default_str();
+  cmd->add_option("--detect-seconds", a->detect_seconds, "Until the producer notices a death")->capture_default_str();
+  cmd->add_option("--flapping-rails", a->flapping_rails, "Rails going down and up mid-version")->capture_default_str();
+  cmd->add_option("--slow-nodes", a->slow_nodes, "Slow nodes (0: none)")->capture_default_str();
+  cmd->add_option("--slow-factor", a->slow_factor, "Their rails' rate factor")->capture_default_str();
+  cmd->add_flag("!--no-baselines", a->baselines, "Skip the binary tree and ring baselines");
+  cmd->add_option("--seed", a->seed, "Fault seed")->capture_default_str();
+  cmd->add_flag("--json", a->json, "JSON output");
+  cmd->callback([a] { throw CLI::RuntimeError(run(*a)); });
+}
+
+}  // namespace deltacast::bench
