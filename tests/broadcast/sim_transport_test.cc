@@ -117,6 +117,49 @@ TEST(SimTransport, APortSharedBySendersIsShared) {
   EXPECT_NEAR(secs(d), 2.0, 1e-3);
 }
 
+// A slow sender that queued many slices on its own port holds the receiver's port only as its
+// slices reach it: a fast sender's slice that comes in between is not queued behind the slow
+// one's later slices.
+TEST(SimTransport, ASlowSendersBacklogDoesNotHoldTheReceiversPort) {
+  SimNetwork net;
+  SimTransport transport(&net);
+  net.set_port_rates("slow", 100e6, 0);
+  net.set_port_rates("fast", 10e9, 0);
+  net.set_port_rates("c", 0, 1e9);
+  struct TimedSink : SliceSink {
+    EventLoop* loop;
+    std::map<uint64_t, TimePoint> arrived;  // by transfer
+    Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
+    bool complete(const SliceRef& s, const Landing&, bool) override {
+      arrived[s.transfer * 1000 + s.index] = loop->now();
+      return true;
+    }
+  } sink;
+  sink.loop = &net.loop();
+  auto listener = transport.listen({{"c", 0}}, &sink, {}).value();
+  const auto channel = [&](const char* from) {
+    RailSpec rail;
+    rail.local = Endpoint{from, 0};
+    rail.remote = listener->endpoints()[0];
+    return transport.connect(rail, {}).value();
+  };
+  auto slow = channel("slow");
+  auto fast = channel("fast");
+  int acked = 0;
+  for (uint32_t i = 0; i < 10; ++i) {  // 10 x 10 MB leave the slow port 0.1 s apart
+    slow->send(SliceRef{1, 100'000'000, 10'000'000, i, 10'000'000, 0, true}, nullptr, [&](Status s) { acked += s.ok(); });
+  }
+  net.loop().at(TimePoint{} + milliseconds(150), [&] {
+    fast->send(SliceRef{2, 10'000'000, 10'000'000, 0, 10'000'000, 0, true}, nullptr, [&](Status s) { acked += s.ok(); });
+  });
+  net.loop().run([&] { return acked == 11; });
+  ASSERT_EQ(acked, 11);
+  // It left at 0.150 s and took 10 ms at the receiver's port, which the slow sender's slice then
+  // in flight shares: well before the slow sender's last slice (about 1 s).
+  EXPECT_LT(secs(sink.arrived.at(2000)), 0.2);
+  EXPECT_NEAR(secs(sink.arrived.at(1009)), 1.0, 0.01);
+}
+
 TEST(SimTransport, EventsRunInTimeOrderAndTheClockFollows) {
   EventLoop loop;
   std::vector<int> order;

@@ -24,9 +24,14 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
   }
   outstanding_.emplace(id, std::move(done));
   if (!network_->up(from_) || !network_->up(to_)) return;  // lost on the way: only a deadline notices
-  const TimePoint arrival = network_->transmit(from_, to_, slice.length);
-  network_->loop().at(arrival, [this, alive = alive_, id, slice] {
-    if (*alive) arrive(id, slice);
+  // It leaves the sender's port in turn; once it starts leaving it queues for the receiver's.
+  const auto [start, left] = network_->leave(from_, slice.length);
+  network_->loop().at(start, [this, alive = alive_, id, slice, start = start, left = left] {
+    if (!*alive) return;
+    const TimePoint in = network_->enter(to_, slice.length, start);
+    network_->loop().at(std::max(left, in) + network_->latency(), [this, alive, id, slice] {
+      if (*alive) arrive(id, slice);
+    });
   });
 }
 

@@ -72,19 +72,25 @@ TimePoint SimNetwork::hold(Share& share, double rate, uint32_t bytes, TimePoint&
   return share.free;
 }
 
-TimePoint SimNetwork::transmit(uint32_t from, uint32_t to, uint32_t bytes) {
-  // Out of the sender (its port, then its node's share), into the receiver (likewise), each
-  // stage starting no earlier than the one before it started; the slice is there when the
-  // slowest stage is done, one latency later.
+std::pair<TimePoint, TimePoint> SimNetwork::leave(uint32_t from, uint32_t bytes) {
   TimePoint start = loop_.now();
-  TimePoint done = start;
   Port& out = ports_[from];
-  Port& in = ports_[to];
-  done = std::max(done, hold(out.out, out.model.out_bytes_per_second, bytes, start));
+  TimePoint done = hold(out.out, out.model.out_bytes_per_second, bytes, start);
   if (out.node >= 0) done = std::max(done, hold(nodes_[out.node].out, nodes_[out.node].bytes_per_second, bytes, start));
-  done = std::max(done, hold(in.in, in.model.in_bytes_per_second, bytes, start));
+  return {start, std::max(done, start)};
+}
+
+TimePoint SimNetwork::enter(uint32_t to, uint32_t bytes, TimePoint at) {
+  TimePoint start = at;
+  Port& in = ports_[to];
+  TimePoint done = hold(in.in, in.model.in_bytes_per_second, bytes, start);
   if (in.node >= 0) done = std::max(done, hold(nodes_[in.node].in, nodes_[in.node].bytes_per_second, bytes, start));
-  return done + latency_;
+  return std::max(done, start);
+}
+
+TimePoint SimNetwork::transmit(uint32_t from, uint32_t to, uint32_t bytes) {
+  const auto [start, left] = leave(from, bytes);
+  return std::max(left, enter(to, bytes, start)) + latency_;
 }
 
 }  // namespace deltacast::sim

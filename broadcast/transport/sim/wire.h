@@ -7,10 +7,12 @@
 // health and estimators) as a real network.
 //
 // The model: every host address is a port (a NIC), full duplex, with its own
-// rate each way; a slice holds the sender's port, then the receiver's (not
-// before it started leaving), each for its own time at that port's rate, first
-// come first served, and arrives one latency after the later of the two is
-// done. Ports may be grouped into a node whose PCIe/NIC limit they share, also
+// rate each way; a slice holds the sender's port for its time at that port's
+// rate, first come first served, and from the moment it starts leaving it
+// queues for the receiver's port (first come first served there too, in the
+// order slices reach it, so a sender that queued much on its own port cannot
+// hold the receiver's port for slices that have not left yet); it arrives one
+// latency after the later of the two is done. Ports may be grouped into a node whose PCIe/NIC limit they share, also
 // each way. A port that is down drops what crosses it silently, the way a
 // pulled cable stalls a connection.
 #pragma once
@@ -84,8 +86,14 @@ class SimNetwork {
   // A port's index, for what is looked up per slice.
   uint32_t port_of(const std::string& host);
   bool up(uint32_t port) const { return ports_[port].model.up; }
-  // Reserves the way from port `from` to port `to` for `bytes`, from now on, after what each
-  // resource carries already; returns when the last byte arrives.
+  // When a slice of `bytes` handed to port `from` now starts and ends leaving it (after what
+  // the port and its node send already).
+  std::pair<TimePoint, TimePoint> leave(uint32_t from, uint32_t bytes);
+  // When a slice of `bytes` reaching port `to` at `at` is all in (after what the port and its
+  // node take in already). Called at `at`, in time order.
+  TimePoint enter(uint32_t to, uint32_t bytes, TimePoint at);
+  // Both for a slice sent now, reserving the receiver's port at once (what a caller without
+  // events in between, such as a test, can use): when its last byte arrives.
   TimePoint transmit(uint32_t from, uint32_t to, uint32_t bytes);
 
  private:
