@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/planner.h"
+#include "broadcast/engine/rate_book.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
 #include "broadcast/transport/sim/transport.h"
@@ -383,6 +384,19 @@ Result<SimResult> simulate_version(const ClusterSpec& c, uint64_t bytes, SimTopo
     } else {
       result.max_node_bytes_out = std::max(result.max_node_bytes_out, out);
     }
+  }
+  // The round's link reports into the rate book, which judges who is slow (node ids stand for
+  // members: a node's GPUs take the version over its rails together).
+  if (topology == SimTopology::kDeltacast) {
+    RateBook book;
+    std::vector<uint32_t> members;
+    for (const auto& node : nodes) {
+      if (!node->alive) continue;
+      if (node->id != kProducer) members.push_back(node->id);
+      for (const auto& [child, sample] : node->relay->child_links()) book.record(node->id, child, sample);
+    }
+    book.close_round();
+    for (uint32_t id : book.judge(members).slow) result.judged_slow.push_back(id - 1);
   }
   for (auto& node : nodes) {
     if (node->relay) node->relay->end();

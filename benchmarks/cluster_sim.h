@@ -61,6 +61,9 @@ struct SimResult {
   double wall_seconds = 0;
   uint64_t producer_bytes_out = 0;  // what the producer's rails carried
   uint64_t max_node_bytes_out = 0;  // the busiest rollout node's rails, out
+  // The nodes the producer's rate book (fed every relay's link reports of this version, as
+  // `staged` messages carry them) judges slow: the next version's chains put them at the tails.
+  std::vector<uint32_t> judged_slow;
 };
 
 // The pipelined-broadcast lower bound for `bytes` to `receivers` over links of `bandwidth` and

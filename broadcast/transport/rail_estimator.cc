@@ -22,13 +22,16 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
   const double late = std::max(0.0, seconds(now - expected));
   late_dev_ = 0.75 * late_dev_ + 0.25 * std::abs(late - late_mean_);
   late_mean_ = 0.875 * late_mean_ + 0.125 * late;
+  ++sample_slices_;
   const double busy_now = busy_total(now);
   const double busy = busy_now - sample_busy_mark_;
-  if (busy >= std::chrono::duration<double>(kSampleWindow).count()) {
+  const bool first_done = bandwidth_ == 0 && sample_slices_ >= kFirstSampleSlices && busy > 0;
+  if (first_done || busy >= std::chrono::duration<double>(kSampleWindow).count()) {
     const double sample = static_cast<double>(delivered_total_ - sample_delivered_mark_) / busy;
     bandwidth_ = bandwidth_ == 0 ? sample : 0.7 * bandwidth_ + 0.3 * sample;
     sample_busy_mark_ = busy_now;
     sample_delivered_mark_ = delivered_total_;
+    sample_slices_ = 0;
   }
 }
 

@@ -21,6 +21,11 @@ class RailEstimator {
   static constexpr double kAssumedBandwidth = 125e6;
   // A rate sample spans at least this much busy time.
   static constexpr std::chrono::milliseconds kSampleWindow{20};
+  // ... except the first, which ends as soon as this many slices were delivered: a fast rail
+  // carries 20 ms of busy time only after a gigabyte or more, and until its first sample it is
+  // held to two slices at a time (has_room) and looks slow to the sprayer's choice, so it would
+  // stay in slow start for a whole large transfer beside rails that were measured.
+  static constexpr uint32_t kFirstSampleSlices = 16;
 
   // Bytes per second, 0 until measured.
   double bandwidth() const { return bandwidth_; }
@@ -58,6 +63,7 @@ class RailEstimator {
   TimePoint busy_since_{};   // start of the current busy stretch
   double busy_total_ = 0;    // banked busy time of finished stretches
   // The totals when the current rate sample began.
+  uint32_t sample_slices_ = 0;
   uint64_t sample_delivered_mark_ = 0;
   double sample_busy_mark_ = 0;
 };
