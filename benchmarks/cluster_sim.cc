@@ -21,7 +21,6 @@ namespace deltacast::bench {
 namespace {
 
 using sim::Duration;
-constexpr uint64_t kTransfer = 1;
 constexpr uint32_t kProducer = 0;  // node id of the producer; rollout node k is id k + 1
 constexpr Duration kPollEvery = std::chrono::milliseconds(1);
 
@@ -59,8 +58,10 @@ struct Node {
   std::vector<TimePoint> stripe_last;  // when the last slice of each stripe arrived
   TimePoint first{};
   bool alive = true;
+  uint64_t bytes_out_before = 0;  // what its rails carried out in earlier versions
   sim::EventLoop* loop = nullptr;
   uint32_t stripes = 1;
+  uint64_t transfer = 0;  // the version under way
 
   void arrived(uint32_t slice) {
     if (!alive || slice >= have.size() || have[slice]) return;
@@ -68,7 +69,7 @@ struct Node {
     have[slice] = 1;
     ++held;
     stripe_last[slice % stripes] = loop->now();
-    if (relay) relay->on_slice(kTransfer, slice, 0);
+    if (relay) relay->on_slice(transfer, slice, 0);
     for (auto& kid : tree_kids) kid->offer(slice, 0);
   }
   bool complete() const { return held == have.size(); }
@@ -153,211 +154,258 @@ double pipelined_bound(uint64_t bytes, uint32_t receivers, double bandwidth, dou
   return (a + b) * (a + b);
 }
 
-Result<SimResult> simulate_version(const ClusterSpec& c, uint64_t bytes, SimTopology topology, const FaultSpec& faults,
-                                   const std::vector<uint32_t>& slow_nodes) {
-  if (c.nodes == 0 || c.gpus_per_node == 0 || c.rails == 0) return invalid_argument("an empty cluster");
-  if (bytes == 0) return invalid_argument("a version of 0 bytes");
-  if (c.rail_bytes_per_second <= 0 || c.intra_bytes_per_second <= 0) return invalid_argument("rates must be positive");
-  const auto wall_start = std::chrono::steady_clock::now();
-  sim::SimNetwork net;
-  auto transport = std::make_shared<sim::SimTransport>(&net);
-  net.set_latency(span(c.latency_seconds));
+namespace {
 
+// One simulated cluster: its network, every node's listener and relay, and the producer's rate
+// book, kept across versions as a producer keeps them across rounds.
+class SimCluster {
+ public:
+  SimCluster(const ClusterSpec& c, SimTopology topology) : c_(c), topology_(topology) {}
+  Status build();
+  // Broadcasts one version of `bytes` (`faults` injected during it) and reports it.
+  Result<SimResult> run_version(uint64_t bytes, const FaultSpec& faults);
+
+ private:
+  Status plan(uint32_t stripes, const std::vector<uint32_t>& slow,
+              std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
+  Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
+  void finish_version(const SimResult& result);
+
+  ClusterSpec c_;
+  SimTopology topology_;
+  sim::SimNetwork net_;
+  std::shared_ptr<sim::SimTransport> transport_ = std::make_shared<sim::SimTransport>(&net_);
+  SprayOptions spray_;
+  std::vector<std::unique_ptr<Node>> nodes_;  // [0]: the producer
+  std::map<uint32_t, PeerEndpoints> directory_;
+  std::vector<uint32_t> alive_;  // rollout nodes by index
+  RateBook book_;
+  uint64_t transfer_ = 0;
+};
+
+Status SimCluster::build() {
+  if (c_.nodes == 0 || c_.gpus_per_node == 0 || c_.rails == 0) return invalid_argument("an empty cluster");
+  if (c_.rail_bytes_per_second <= 0 || c_.intra_bytes_per_second <= 0) return invalid_argument("rates must be positive");
+  net_.set_latency(span(c_.latency_seconds));
+  spray_.clock = &net_.clock();
+  spray_.scheduler_thread = false;
   // Ports: every rail of every node (the producer is node 0), at the rail rate times the node's
   // factor, sharing the node's PCIe limit.
-  const uint32_t total_nodes = c.nodes + 1;
-  for (uint32_t n = 0; n < total_nodes; ++n) {
-    const auto factor = n == kProducer ? c.rate_factor.end() : c.rate_factor.find(n - 1);
-    const double rate = c.rail_bytes_per_second * (factor == c.rate_factor.end() ? 1.0 : factor->second);
-    for (uint32_t r = 0; r < c.rails; ++r) {
-      const std::string host = rail_host(n, r);
-      net.set_port_rates(host, rate, rate);
-      if (c.node_limit_bytes_per_second > 0) net.set_node(host, fmt::format("node{}", n));
-    }
-    if (c.node_limit_bytes_per_second > 0) net.set_node_limit(fmt::format("node{}", n), c.node_limit_bytes_per_second);
-  }
-
-  // The version's shape, as a round picks it: stripes, and the alpha-beta slice size for chains
-  // through every consumer at the nodes' rate.
-  const uint32_t consumers = c.nodes * c.gpus_per_node;
-  const double node_rate = c.rail_bytes_per_second * c.rails;
-  uint32_t stripes = topology != SimTopology::kDeltacast ? 1 : c.stripes != 0 ? c.stripes : default_stripes(consumers);
-  const uint32_t slice_bytes =
-      alpha_beta_slice_bytes(bytes / stripes, consumers, RoundOptions{}.alpha_seconds, node_rate);
-  DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(kTransfer, bytes, slice_bytes));
-  stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
-
-  SprayOptions spray;
-  spray.clock = &net.clock();
-  spray.scheduler_thread = false;
-  spray.slice_bytes = slice_bytes;
-  const std::vector<uint64_t> source_checksums(shape.slices(), 0);
-  std::vector<std::unique_ptr<Node>> nodes;
-  std::map<uint32_t, PeerEndpoints> directory;
-  for (uint32_t n = 0; n < total_nodes; ++n) {
+  for (uint32_t n = 0; n <= c_.nodes; ++n) {
+    const auto factor = n == kProducer ? c_.rate_factor.end() : c_.rate_factor.find(n - 1);
+    const double rate = c_.rail_bytes_per_second * (factor == c_.rate_factor.end() ? 1.0 : factor->second);
     auto node = std::make_unique<Node>();
     node->id = n;
-    node->loop = &net.loop();
-    node->stripes = stripes;
-    for (uint32_t r = 0; r < c.rails; ++r) node->local_rails.push_back(Endpoint{rail_host(n, r), 0});
+    node->loop = &net_.loop();
     node->sink.node = node.get();
-    node->have.assign(shape.slices(), n == kProducer ? 1 : 0);
-    node->held = n == kProducer ? shape.slices() : 0;
-    node->stripe_last.assign(stripes, TimePoint{});
+    for (uint32_t r = 0; r < c_.rails; ++r) {
+      const std::string host = rail_host(n, r);
+      net_.set_port_rates(host, rate, rate);
+      if (c_.node_limit_bytes_per_second > 0) net_.set_node(host, fmt::format("node{}", n));
+      node->local_rails.push_back(Endpoint{host, 0});
+    }
+    if (c_.node_limit_bytes_per_second > 0) net_.set_node_limit(fmt::format("node{}", n), c_.node_limit_bytes_per_second);
     if (n != kProducer) {
-      DC_ASSIGN_OR_RETURN(node->listener, transport->listen(node->local_rails, &node->sink, {}));
-      directory[n] = node->listener->endpoints();
+      DC_ASSIGN_OR_RETURN(node->listener, transport_->listen(node->local_rails, &node->sink, {}));
+      directory_[n] = node->listener->endpoints();
+      alive_.push_back(n - 1);
     }
-    if (topology != SimTopology::kBinaryTree) {
-      node->relay = std::make_unique<Relay>(RelayOptions{transport, node->local_rails, {}, spray});
-      node->relay->begin(shape, version_bytes(), stripes, n == kProducer ? &source_checksums : nullptr);
+    if (topology_ != SimTopology::kBinaryTree) {
+      node->relay = std::make_unique<Relay>(RelayOptions{transport_, node->local_rails, {}, spray_});
     }
-    nodes.push_back(std::move(node));
+    nodes_.push_back(std::move(node));
+  }
+  return Status();
+}
+
+// (Re-)plans the chains over the living nodes and tells every relay its children, with what each
+// node holds already, as a round's replan does.
+Status SimCluster::plan(uint32_t stripes, const std::vector<uint32_t>& slow,
+                        std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order) {
+  NodeChains chains;
+  if (topology_ == SimTopology::kDeltacast) {
+    DC_ASSIGN_OR_RETURN(chains, deltacast_chains(c_, alive_, stripes, slow));
+  } else {
+    chains.chains.assign(1, {});
+    chains.order.assign(1, {});
+    for (uint32_t k : alive_) {
+      chains.chains[0].push_back(k + 1);
+      for (uint32_t g = 0; g < c_.gpus_per_node; ++g) chains.order[0][k + 1].push_back(g);
+    }
+  }
+  for (uint32_t s = 0; s < stripes; ++s) gpu_order[s] = chains.order[std::min<size_t>(s, chains.order.size() - 1)];
+  const auto children = children_of(chains, stripes);
+  std::map<uint32_t, std::vector<bool>> have;
+  for (const auto& node : nodes_) {
+    if (node->alive && node->id != kProducer) have[node->id] = std::vector<bool>(node->have.begin(), node->have.end());
+  }
+  const std::vector<uint32_t> none(stripes, 0);
+  for (const auto& node : nodes_) {
+    if (!node->alive) continue;
+    auto kids = children.find(node->id);
+    DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory_, have));
+  }
+  return Status();
+}
+
+// The binary tree: the node at heap position p (the producer feeds position 0) sends everything
+// to 2p+1 and 2p+2, one sprayer per child.
+Status SimCluster::grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes,
+                             const std::vector<uint64_t>& checksums) {
+  for (uint32_t n = 0; n <= c_.nodes; ++n) {
+    nodes_[n]->tree_kids.clear();
+    std::vector<uint32_t> kids;
+    if (n == kProducer) {
+      kids = {1};
+    } else {
+      for (uint32_t k : {2 * (n - 1) + 1, 2 * (n - 1) + 2}) {
+        if (k < c_.nodes) kids.push_back(k + 1);
+      }
+    }
+    for (uint32_t kid : kids) {
+      std::vector<std::unique_ptr<Channel>> channels;
+      for (uint32_t r = 0; r < c_.rails; ++r) {
+        RailSpec rail;
+        rail.local = nodes_[n]->local_rails[r];
+        rail.remote = directory_[kid][r];
+        rail.name = fmt::format("{}-{}.r{}", n, kid, r);
+        DC_ASSIGN_OR_RETURN(auto channel, transport_->connect(rail, {}));
+        channels.push_back(std::move(channel));
+      }
+      auto sprayer = std::make_unique<Sprayer>(std::move(channels), spray_);
+      DC_RETURN_IF_ERROR(sprayer->open(transfer, version_bytes(), bytes, slice_bytes).status());
+      if (n == kProducer) sprayer->offer_all(checksums);
+      nodes_[n]->tree_kids.push_back(std::move(sprayer));
+    }
+  }
+  return Status();
+}
+
+Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& faults) {
+  if (bytes == 0) return invalid_argument("a version of 0 bytes");
+  const auto wall_start = std::chrono::steady_clock::now();
+  const TimePoint t0 = net_.loop().now();
+  const auto since_start = [&](TimePoint t) { return at_seconds(t) - at_seconds(t0); };
+
+  // The version's shape, as a round picks it: stripes, and the alpha-beta slice size for chains
+  // through every consumer at the nodes' rate; the slow nodes from the rate book.
+  const uint32_t consumers = c_.nodes * c_.gpus_per_node;
+  const double node_rate = c_.rail_bytes_per_second * c_.rails;
+  uint32_t stripes = topology_ != SimTopology::kDeltacast ? 1 : c_.stripes != 0 ? c_.stripes : default_stripes(consumers);
+  const uint32_t slice_bytes =
+      alpha_beta_slice_bytes(bytes / stripes, consumers, RoundOptions{}.alpha_seconds, node_rate);
+  DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
+  stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
+  std::vector<uint32_t> slow;
+  if (topology_ == SimTopology::kDeltacast) {
+    std::vector<uint32_t> members;
+    for (uint32_t k : alive_) members.push_back(k + 1);
+    for (uint32_t id : book_.judge(members).slow) slow.push_back(id - 1);
   }
 
-  // Where each GPU sits in its node's order, per stripe (for the intra-node stage).
-  std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
-  std::vector<uint32_t> alive;
-  for (uint32_t k = 0; k < c.nodes; ++k) alive.push_back(k);
+  const std::vector<uint64_t> source_checksums(shape.slices(), 0);
+  for (auto& node : nodes_) {
+    if (!node->alive) continue;
+    node->stripes = stripes;
+    node->transfer = shape.id;
+    node->have.assign(shape.slices(), node->id == kProducer ? 1 : 0);
+    node->held = node->id == kProducer ? shape.slices() : 0;
+    node->stripe_last.assign(stripes, t0);
+    node->first = t0;
+    if (node->relay) {
+      node->relay->begin(shape, version_bytes(), stripes, node->id == kProducer ? &source_checksums : nullptr);
+    }
+  }
   SimResult result;
   result.stripes = stripes;
   result.slice_bytes = slice_bytes;
   result.slices = shape.slices();
-
-  // (Re-)plans the chains over the living nodes and tells every relay its children, with what
-  // each node holds already, as a round's replan does.
-  const auto plan = [&]() -> Status {
-    NodeChains chains;
-    if (topology == SimTopology::kDeltacast) {
-      DC_ASSIGN_OR_RETURN(chains, deltacast_chains(c, alive, stripes, slow_nodes));
-    } else {
-      chains.chains.assign(1, {});
-      chains.order.assign(1, {});
-      for (uint32_t k : alive) {
-        chains.chains[0].push_back(k + 1);
-        for (uint32_t g = 0; g < c.gpus_per_node; ++g) chains.order[0][k + 1].push_back(g);
-      }
-    }
-    for (uint32_t s = 0; s < stripes; ++s) gpu_order[s] = chains.order[std::min<size_t>(s, chains.order.size() - 1)];
-    const auto children = children_of(chains, stripes);
-    std::map<uint32_t, std::vector<bool>> have;
-    for (const auto& node : nodes) {
-      if (node->alive && node->id != kProducer) have[node->id] = std::vector<bool>(node->have.begin(), node->have.end());
-    }
-    for (const auto& node : nodes) {
-      if (!node->alive) continue;
-      auto kids = children.find(node->id);
-      const std::vector<uint32_t> none(stripes, 0);
-      DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory, have));
-    }
-    return Status();
-  };
-
-  if (topology == SimTopology::kBinaryTree) {
-    // Node at heap position p (the producer feeds position 0) sends everything to 2p+1 and 2p+2.
-    for (uint32_t n = 0; n < total_nodes; ++n) {
-      std::vector<uint32_t> kids;
-      if (n == kProducer) {
-        kids = {1};
-      } else {
-        for (uint32_t k : {2 * (n - 1) + 1, 2 * (n - 1) + 2}) {
-          if (k < c.nodes) kids.push_back(k + 1);
-        }
-      }
-      for (uint32_t kid : kids) {
-        std::vector<std::unique_ptr<Channel>> channels;
-        for (uint32_t r = 0; r < c.rails; ++r) {
-          RailSpec rail;
-          rail.local = nodes[n]->local_rails[r];
-          rail.remote = directory[kid][r];
-          rail.name = fmt::format("{}-{}.r{}", n, kid, r);
-          DC_ASSIGN_OR_RETURN(auto channel, transport->connect(rail, {}));
-          channels.push_back(std::move(channel));
-        }
-        auto sprayer = std::make_unique<Sprayer>(std::move(channels), spray);
-        DC_RETURN_IF_ERROR(sprayer->open(kTransfer, version_bytes(), bytes, slice_bytes).status());
-        if (n == kProducer) sprayer->offer_all(source_checksums);
-        nodes[n]->tree_kids.push_back(std::move(sprayer));
-      }
-    }
-    for (uint32_t k = 0; k < c.nodes; ++k) {
-      for (uint32_t g = 0; g < c.gpus_per_node; ++g) gpu_order[0][k + 1].push_back(g);
+  result.slow_nodes = slow;
+  std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
+  if (topology_ == SimTopology::kBinaryTree) {
+    DC_RETURN_IF_ERROR(grow_tree(shape.id, bytes, slice_bytes, source_checksums));
+    for (uint32_t k = 0; k < c_.nodes; ++k) {
+      for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpu_order[0][k + 1].push_back(g);
     }
   } else {
-    DC_RETURN_IF_ERROR(plan());
+    DC_RETURN_IF_ERROR(plan(stripes, slow, gpu_order));
   }
 
   // Faults: nodes that die at random times (noticed detect_seconds later, then re-planned
   // around), and rails that go down for a moment.
   std::mt19937_64 rng(faults.seed);
-  const double expected = pipelined_bound(bytes, c.nodes, node_rate, c.latency_seconds);
+  const double expected = pipelined_bound(bytes, c_.nodes, node_rate, c_.latency_seconds);
   Status replan_error;
+  // This version's events refer to its locals: once it is over, those still queued do nothing.
+  const auto live = std::make_shared<bool>(true);
   if (faults.dead_fraction > 0) {
-    if (topology == SimTopology::kBinaryTree) return invalid_argument("node deaths are simulated for chains only");
-    const auto dying = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(faults.dead_fraction * c.nodes)));
-    std::vector<uint32_t> order(c.nodes);
-    for (uint32_t k = 0; k < c.nodes; ++k) order[k] = k;
+    if (topology_ == SimTopology::kBinaryTree) return invalid_argument("node deaths are simulated for chains only");
+    const auto dying = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(faults.dead_fraction * c_.nodes)));
+    std::vector<uint32_t> order = alive_;
     std::shuffle(order.begin(), order.end(), rng);
-    for (uint32_t i = 0; i < std::min(dying, c.nodes - 1); ++i) {
+    for (uint32_t i = 0; i + 1 < order.size() && i < dying; ++i) {
       const uint32_t k = order[i];
       const double when = std::uniform_real_distribution<double>(0.1, 0.9)(rng) * expected;
-      net.loop().at(TimePoint{} + span(when), [&, k] {
-        Node& node = *nodes[k + 1];
+      net_.loop().at(t0 + span(when), [&, k, stripes, live] {
+        if (!*live) return;
+        Node& node = *nodes_[k + 1];
         node.alive = false;
         node.listener->close();
         node.relay->end();
         ++result.dead_nodes;
-        net.loop().after(span(faults.detect_seconds), [&, k] {
-          alive.erase(std::remove(alive.begin(), alive.end(), k), alive.end());
+        net_.loop().after(span(faults.detect_seconds), [&, k, stripes, live] {
+          if (!*live) return;
+          alive_.erase(std::remove(alive_.begin(), alive_.end(), k), alive_.end());
           ++result.replans;
-          if (Status s = plan(); !s.ok()) replan_error = s;
+          if (Status s = plan(stripes, slow, gpu_order); !s.ok()) replan_error = s;
         });
       });
     }
   }
   for (uint32_t i = 0; i < faults.flapping_rails; ++i) {
-    const uint32_t k = static_cast<uint32_t>(rng() % c.nodes);
-    const std::string host = rail_host(k + 1, static_cast<uint32_t>(rng() % c.rails));
+    const uint32_t k = alive_[rng() % alive_.size()];
+    const std::string host = rail_host(k + 1, static_cast<uint32_t>(rng() % c_.rails));
     const double when = std::uniform_real_distribution<double>(0.05, 0.8)(rng) * expected;
-    net.loop().at(TimePoint{} + span(when), [&net, host] { net.set_port_up(host, false); });
-    net.loop().at(TimePoint{} + span(when + faults.flap_down_seconds), [&net, host] { net.set_port_up(host, true); });
+    net_.loop().at(t0 + span(when), [this, host] { net_.set_port_up(host, false); });
+    net_.loop().at(t0 + span(when + faults.flap_down_seconds), [this, host] { net_.set_port_up(host, true); });
   }
 
   // The sprayers have no threads: a tick polls them (deadlines, probes) every simulated
   // millisecond while the version is under way.
   const auto everyone_done = [&] {
-    return std::all_of(nodes.begin(), nodes.end(), [](const auto& n) { return !n->alive || n->complete(); });
+    return std::all_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return !n->alive || n->complete(); });
   };
-  std::function<void()> tick = [&] {
-    for (auto& node : nodes) {
+  std::function<void()> tick = [&, live] {
+    if (!*live) return;
+    for (auto& node : nodes_) {
       if (!node->alive) continue;
       if (node->relay) (void)node->relay->poll();
       for (auto& kid : node->tree_kids) (void)kid->poll();
     }
-    if (!everyone_done()) net.loop().after(kPollEvery, tick);
+    if (!everyone_done()) net_.loop().after(kPollEvery, tick);
   };
-  net.loop().after(kPollEvery, tick);
-  const TimePoint limit = TimePoint{} + span(20 * expected + 10 * faults.detect_seconds + 60);
-  result.events = net.loop().run(everyone_done, limit);
+  net_.loop().after(kPollEvery, tick);
+  const TimePoint limit = t0 + span(20 * expected + 10 * faults.detect_seconds + 60);
+  result.events = net_.loop().run(everyone_done, limit);
   DC_RETURN_IF_ERROR(replan_error);
   result.survivors_complete = everyone_done();
 
   // Every GPU: its node's stripes pass through it in the node's order, cut-through, over the
   // node's own links; no sooner than the whole version could cross one such link.
-  const double hop = slice_bytes / c.intra_bytes_per_second + c.intra_latency_seconds;
+  const double hop = slice_bytes / c_.intra_bytes_per_second + c_.intra_latency_seconds;
   std::vector<double> finished;
-  for (uint32_t k = 0; k < c.nodes; ++k) {
-    const Node& node = *nodes[k + 1];
-    for (uint32_t g = 0; g < c.gpus_per_node; ++g) {
+  for (uint32_t k = 0; k < c_.nodes; ++k) {
+    const Node& node = *nodes_[k + 1];
+    for (uint32_t g = 0; g < c_.gpus_per_node; ++g) {
       if (!node.alive) {
         result.consumer_seconds.push_back(-1);
         continue;
       }
-      double done = at_seconds(node.first) + static_cast<double>(bytes) / c.intra_bytes_per_second;
+      double done = since_start(node.first) + static_cast<double>(bytes) / c_.intra_bytes_per_second;
       for (uint32_t s = 0; s < stripes; ++s) {
         const auto& order = gpu_order[s][k + 1];
         const auto pos = static_cast<double>(std::find(order.begin(), order.end(), g) - order.begin());
-        done = std::max(done, at_seconds(node.stripe_last[s]) + pos * hop);
+        done = std::max(done, since_start(node.stripe_last[s]) + pos * hop);
       }
       if (!node.complete()) done = std::numeric_limits<double>::infinity();
       result.consumer_seconds.push_back(done);
@@ -367,43 +415,60 @@ Result<SimResult> simulate_version(const ClusterSpec& c, uint64_t bytes, SimTopo
   std::sort(finished.begin(), finished.end());
   result.seconds = finished.empty() ? 0 : finished.back();
   result.median_seconds = finished.empty() ? 0 : finished[finished.size() / 2];
-
-  // What each node's rails carried out.
-  for (const auto& node : nodes) {
+  finish_version(result);
+  // What each node's rails carried out in this version.
+  for (const auto& node : nodes_) {
     uint64_t out = 0;
     if (node->relay) {
-      for (uint32_t kid = 1; kid < total_nodes; ++kid) {
+      for (uint32_t kid = 1; kid <= c_.nodes; ++kid) {
         for (const auto& rail : node->relay->telemetry(kid)) out += rail.bytes_acked;
       }
     }
     for (const auto& kid : node->tree_kids) {
       for (const auto& rail : kid->telemetry()) out += rail.bytes_acked;
     }
+    const uint64_t carried = out - node->bytes_out_before;
+    node->bytes_out_before = out;
     if (node->id == kProducer) {
-      result.producer_bytes_out = out;
+      result.producer_bytes_out = carried;
     } else {
-      result.max_node_bytes_out = std::max(result.max_node_bytes_out, out);
+      result.max_node_bytes_out = std::max(result.max_node_bytes_out, carried);
     }
   }
-  // The round's link reports into the rate book, which judges who is slow (node ids stand for
-  // members: a node's GPUs take the version over its rails together).
-  if (topology == SimTopology::kDeltacast) {
-    RateBook book;
-    std::vector<uint32_t> members;
-    for (const auto& node : nodes) {
-      if (!node->alive) continue;
-      if (node->id != kProducer) members.push_back(node->id);
-      for (const auto& [child, sample] : node->relay->child_links()) book.record(node->id, child, sample);
-    }
-    book.close_round();
-    for (uint32_t id : book.judge(members).slow) result.judged_slow.push_back(id - 1);
+  // Whatever this version left queued (a tick, faults not yet due) runs now as nothing, so that
+  // the next version starts with an idle loop.
+  *live = false;
+  net_.loop().run([] { return false; });
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+// The round's link reports go to the rate book (node ids stand for members: a node's GPUs take
+// the version over its rails together), and the relays stop forwarding.
+void SimCluster::finish_version(const SimResult&) {
+  for (const auto& node : nodes_) {
+    if (!node->alive || !node->relay) continue;
+    for (const auto& [child, sample] : node->relay->child_links()) book_.record(node->id, child, sample);
   }
-  for (auto& node : nodes) {
+  book_.close_round();
+  for (auto& node : nodes_) {
     if (node->relay) node->relay->end();
     for (auto& kid : node->tree_kids) kid->close();
   }
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  return result;
+}
+
+}  // namespace
+
+Result<SimResult> simulate_versions(const ClusterSpec& cluster, const std::vector<uint64_t>& versions,
+                                    SimTopology topology, const FaultSpec& faults) {
+  if (versions.empty()) return invalid_argument("no version to simulate");
+  SimCluster sim(cluster, topology);
+  DC_RETURN_IF_ERROR(sim.build());
+  SimResult last;
+  for (size_t v = 0; v < versions.size(); ++v) {
+    DC_ASSIGN_OR_RETURN(last, sim.run_version(versions[v], v + 1 == versions.size() ? faults : FaultSpec{}));
+  }
+  return last;
 }
 
 }  // namespace deltacast::bench

@@ -61,17 +61,20 @@ struct SimResult {
   double wall_seconds = 0;
   uint64_t producer_bytes_out = 0;  // what the producer's rails carried
   uint64_t max_node_bytes_out = 0;  // the busiest rollout node's rails, out
-  // The nodes the producer's rate book (fed every relay's link reports of this version, as
-  // `staged` messages carry them) judges slow: the next version's chains put them at the tails.
-  std::vector<uint32_t> judged_slow;
+  // The nodes this version's chains had at their tails: the rate book's verdict on the versions
+  // before (every relay's link reports, as `staged` messages carry them).
+  std::vector<uint32_t> slow_nodes;
 };
 
 // The pipelined-broadcast lower bound for `bytes` to `receivers` over links of `bandwidth` and
 // per-hop latency `alpha`: (sqrt(S/B) + sqrt((N-1) alpha))^2.
 double pipelined_bound(uint64_t bytes, uint32_t receivers, double bandwidth, double alpha);
 
-// `slow_nodes`: nodes the planner puts at the chains' tails (what the rate book found slow).
-Result<SimResult> simulate_version(const ClusterSpec& cluster, uint64_t bytes, SimTopology topology,
-                                   const FaultSpec& faults, const std::vector<uint32_t>& slow_nodes = {});
+// Broadcasts `versions` (their bytes) one after another to one simulated cluster and reports the
+// last: the ones before warm it up as a producer's earlier rounds do (the sprayers have measured
+// the rails, the rate book the nodes, whose verdict plans the next version). `faults` are
+// injected during the last version.
+Result<SimResult> simulate_versions(const ClusterSpec& cluster, const std::vector<uint64_t>& versions,
+                                    SimTopology topology, const FaultSpec& faults);
 
 }  // namespace deltacast::bench
