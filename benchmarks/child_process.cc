@@ -24,6 +24,28 @@ std::string executable_dir() {
   return error ? std::string(".") : self.parent_path().string();
 }
 
+std::string find_helper_script(const std::string& name) {
+  for (const std::string& dir : {executable_dir(), std::string(DELTACAST_SOURCE_DIR) + "/benchmarks"}) {
+    const std::string path = dir + "/" + name;
+    if (std::filesystem::exists(path)) return path;
+  }
+  return "";
+}
+
+Result<std::string> find_python_with(const std::string& module) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("DELTACAST_PYTHON")) candidates.push_back(env);
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  for (const auto& python : candidates) {
+    auto probe = ChildProcess::spawn({python, "-c", "import " + module}, false, nullptr, /*quiet=*/true);
+    if (!probe.ok()) continue;
+    auto status = (*probe)->wait(std::chrono::seconds(180));
+    if (status.ok() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) return python;
+  }
+  return unavailable("no Python with {} found (tried $DELTACAST_PYTHON, python3, /usr/bin/python3)", module);
+}
+
 Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(const std::vector<std::string>& argv, bool with_stdin,
                                                           OnLine on_line, bool quiet) {
   if (argv.empty()) return invalid_argument("no command to run");

@@ -58,5 +58,10 @@ class ChildProcess {
 
 // The directory this executable lives in.
 std::string executable_dir();
+// A helper script of the benchmarks: next to the executable (the build copies them there), or in
+// the source tree's benchmarks/ directory; "" when neither has it.
+std::string find_helper_script(const std::string& name);
+// The first Python interpreter that imports `module`: $DELTACAST_PYTHON, python3, /usr/bin/python3.
+Result<std::string> find_python_with(const std::string& module);
 
 }  // namespace deltacast::bench

@@ -292,8 +292,8 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   const uint32_t consumers = c_.nodes * c_.gpus_per_node;
   const double node_rate = c_.rail_bytes_per_second * c_.rails;
   uint32_t stripes = topology_ != SimTopology::kDeltacast ? 1 : c_.stripes != 0 ? c_.stripes : default_stripes(consumers);
-  const uint32_t slice_bytes =
-      alpha_beta_slice_bytes(bytes / stripes, consumers, RoundOptions{}.alpha_seconds, node_rate);
+  const double alpha = c_.slice_alpha_seconds > 0 ? c_.slice_alpha_seconds : RoundOptions{}.alpha_seconds;
+  const uint32_t slice_bytes = alpha_beta_slice_bytes(bytes / stripes, consumers, alpha, node_rate);
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
   stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
   std::vector<uint32_t> slow;

@@ -11,37 +11,11 @@
 
 namespace deltacast::bench {
 
-namespace {
-
-std::string find_script() {
-  for (const std::string& dir : {executable_dir(), std::string(DELTACAST_SOURCE_DIR) + "/benchmarks"}) {
-    const std::string path = dir + "/gloo_broadcast.py";
-    if (std::filesystem::exists(path)) return path;
-  }
-  return "";
-}
-
-// The first interpreter that imports torch.distributed: $DELTACAST_PYTHON, python3, /usr/bin/python3.
-Result<std::string> find_python() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("DELTACAST_PYTHON")) candidates.push_back(env);
-  candidates.push_back("python3");
-  candidates.push_back("/usr/bin/python3");
-  for (const auto& python : candidates) {
-    auto probe = ChildProcess::spawn({python, "-c", "import torch.distributed"}, false, nullptr, /*quiet=*/true);
-    if (!probe.ok()) continue;
-    auto status = (*probe)->wait(std::chrono::seconds(180));
-    if (status.ok() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) return python;
-  }
-  return unavailable("no Python with torch.distributed found (tried $DELTACAST_PYTHON, python3, /usr/bin/python3)");
-}
-
-}  // namespace
 
 Result<std::unique_ptr<GlooBaseline>> GlooBaseline::start(const Manifest& manifest, int receivers) {
-  const std::string script = find_script();
+  const std::string script = find_helper_script("gloo_broadcast.py");
   if (script.empty()) return unavailable("gloo_broadcast.py not found next to the executable");
-  DC_ASSIGN_OR_RETURN(std::string python, find_python());
+  DC_ASSIGN_OR_RETURN(std::string python, find_python_with("torch.distributed"));
   std::unique_ptr<GlooBaseline> g(new GlooBaseline());
   g->python_ = python;
   const std::string dir = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";

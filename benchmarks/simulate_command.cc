@@ -10,10 +10,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include "bench_commands.h"
+#include "child_process.h"
 #include "cluster_sim.h"
 
 namespace deltacast::bench {
@@ -31,6 +36,7 @@ struct SimulateArgs {
   double node_limit_gbyte = 0;
   double intra_gbyte = 450;
   uint32_t stripes = 0;
+  double slice_alpha_us = 0;
   double gbytes = 140;
   double warmup_gbytes = 8;
   double density = 0.02;
@@ -42,10 +48,12 @@ struct SimulateArgs {
   bool baselines = true;
   uint64_t seed = 1;
   bool json = false;
+  bool per_consumer = false;  // every consumer's time in the JSON
+  std::string plot;           // PNG to draw (plot_simulate.py)
 };
 
-Json result_json(const SimResult& r) {
-  return {{"seconds", r.seconds},
+Json result_json(const SimResult& r, bool per_consumer) {
+  Json j = {{"seconds", r.seconds},
           {"median_seconds", r.median_seconds},
           {"survivors_complete", r.survivors_complete},
           {"stripes", r.stripes},
@@ -56,6 +64,12 @@ Json result_json(const SimResult& r) {
           {"wall_seconds", r.wall_seconds},
           {"producer_bytes_out", r.producer_bytes_out},
           {"max_node_bytes_out", r.max_node_bytes_out}};
+  if (per_consumer) {
+    Json times = Json::array();  // a dead node's consumers: null
+    for (double t : r.consumer_seconds) times.push_back(t >= 0 && std::isfinite(t) ? Json(t) : Json(nullptr));
+    j["consumer_seconds"] = std::move(times);
+  }
+  return j;
 }
 
 // `learn_bytes`: the first version, a full one, which every scenario's cluster runs first (the
@@ -70,6 +84,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   c.node_limit_bytes_per_second = a.node_limit_gbyte * 1e9;
   c.intra_bytes_per_second = a.intra_gbyte * 1e9;
   c.stripes = a.stripes;
+  c.slice_alpha_seconds = a.slice_alpha_us * 1e-6;
   const double node_rate = c.rail_bytes_per_second * c.rails;
   Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
               {"consumers", c.nodes * c.gpus_per_node},
@@ -87,7 +102,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   row["seconds"] = clean.seconds;
   row["ratio_to_bound"] = clean.seconds / bound;
   row["survivors_complete"] = clean.survivors_complete;
-  row["deltacast"] = result_json(clean);
+  row["deltacast"] = result_json(clean, a.per_consumer);
   if (a.baselines) {
     DC_ASSIGN_OR_RETURN(const SimResult tree, simulate_versions(c, versions, SimTopology::kBinaryTree, FaultSpec{}));
     DC_ASSIGN_OR_RETURN(const SimResult ring, simulate_versions(c, versions, SimTopology::kRing, FaultSpec{}));
@@ -101,7 +116,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
     f.flapping_rails = a.flapping_rails;
     f.seed = a.seed;
     DC_ASSIGN_OR_RETURN(const SimResult faulty, simulate_versions(c, versions, SimTopology::kDeltacast, f));
-    row["faults"] = result_json(faulty);
+    row["faults"] = result_json(faulty, a.per_consumer);
     row["faults"]["vs_fault_free"] = faulty.seconds / clean.seconds;
     row["survivors_complete"] = clean.survivors_complete && faulty.survivors_complete;
   }
@@ -111,11 +126,31 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
     ClusterSpec slow = c;
     for (uint32_t i = 0; i < a.slow_nodes; ++i) slow.rate_factor[c.nodes / 2 + i] = a.slow_factor;
     DC_ASSIGN_OR_RETURN(const SimResult r, simulate_versions(slow, versions, SimTopology::kDeltacast, FaultSpec{}));
-    row["slow"] = result_json(r);
+    row["slow"] = result_json(r, a.per_consumer);
     row["slow"]["slow_nodes"] = r.slow_nodes;
     row["slow"]["median_vs_fault_free"] = r.median_seconds / clean.median_seconds;
   }
   return row;
+}
+
+// Draws `report` into `png` with plot_simulate.py (matplotlib).
+Status plot(const Json& report, const std::string& png) {
+  const std::string script = find_helper_script("plot_simulate.py");
+  if (script.empty()) return unavailable("plot_simulate.py not found next to the executable");
+  const std::string data = png + ".json";
+  {
+    std::ofstream out(data);
+    out << report.dump();
+    if (!out) return io_error("could not write {}", data);
+  }
+  DC_ASSIGN_OR_RETURN(const std::string python, find_python_with("matplotlib"));
+  DC_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn({python, script, data, png}, false));
+  DC_ASSIGN_OR_RETURN(const int status, child->wait(std::chrono::seconds(120)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return internal_error("plot_simulate.py failed (is python3-matplotlib installed?); its data is in {}", data);
+  }
+  std::remove(data.c_str());
+  return Status();
 }
 
 int run(const SimulateArgs& a) {
@@ -148,7 +183,14 @@ int run(const SimulateArgs& a) {
       rows.push_back(std::move(row).value());
     }
   }
-  if (a.json) fmt::print("{}\n", Json{{"scenarios", rows}}.dump(2));
+  const Json report{{"scenarios", rows}};
+  if (a.json) fmt::print("{}\n", report.dump(2));
+  if (!a.plot.empty()) {
+    if (Status s = plot(report, a.plot); !s.ok()) {
+      fmt::print(stderr, "deltacast-bench simulate: --plot: {}\n", s.to_string());
+      return 1;
+    }
+  }
   return 0;
 }
 
@@ -167,6 +209,9 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--intra-gbyte", a->intra_gbyte, "GPU to GPU inside a node, GB/s each way")->capture_default_str();
   cmd->add_option("--stripes", a->stripes, "deltacast's stripes (0: the planner's default)")->capture_default_str();
+  cmd->add_option("--slice-alpha-us", a->slice_alpha_us,
+                  "Per-slice cost the slice size is chosen with, microseconds (0: the rounds' default)")
+      ->capture_default_str();
   cmd->add_option("--gbytes", a->gbytes, "The dense version, GB")->capture_default_str();
   cmd->add_option("--warmup-gbytes", a->warmup_gbytes,
                   "The full version every scenario runs first (rails and nodes measured), GB; at most --gbytes")
@@ -180,7 +225,12 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("!--no-baselines", a->baselines, "Skip the binary tree and ring baselines");
   cmd->add_option("--seed", a->seed, "Fault seed")->capture_default_str();
   cmd->add_flag("--json", a->json, "JSON output");
-  cmd->callback([a] { throw CLI::RuntimeError(run(*a)); });
+  cmd->add_flag("--per-consumer", a->per_consumer, "With --json: every consumer's time");
+  cmd->add_option("--plot", a->plot, "Draw time vs consumers and the spread of completion times into this PNG");
+  cmd->callback([a] {
+    if (!a->plot.empty()) a->per_consumer = true;
+    throw CLI::RuntimeError(run(*a));
+  });
 }
 
 }  // namespace deltacast::bench

@@ -5,16 +5,19 @@ field; every surviving consumer must complete in every scenario; a single
 chain through every node (the ring baseline) must land at the pipelined
 bound for the dense version, which checks the simulated network against the theory it is judged by;
 and the binary tree, which halves every sender's rate, must take longer than
-the chain. How close deltacast itself comes to the bound is a benchmark
-number (README), not judged here."""
+the chain; --plot must draw its PNG. How close deltacast itself comes to the
+bound is a benchmark number (benchmarks/README.md), not judged here."""
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 bench = sys.argv[1]
-out = subprocess.run([bench, "simulate", "--consumers", "16", "64", "--gbytes", "2", "--dead-fraction", "0.2",
-                      "--flapping-rails", "2", "--slow-nodes", "1", "--detect-seconds", "0.05", "--json"],
-                     capture_output=True, text=True, timeout=300)
+png = os.path.join(tempfile.mkdtemp(prefix="deltacast-simulate-"), "sim.png")
+out = subprocess.run([bench, "simulate", "--consumers", "16", "64", "--gbytes", "2", "--warmup-gbytes", "1",
+                      "--dead-fraction", "0.2", "--flapping-rails", "2", "--slow-nodes", "1", "--detect-seconds",
+                      "0.05", "--json", "--plot", png], capture_output=True, text=True, timeout=300)
 assert out.returncode == 0, out.stderr[-4000:]
 rows = json.loads(out.stdout)["scenarios"]
 assert [(r["consumers"], r["kind"]) for r in rows] == [(16, "dense"), (16, "sparse"), (64, "dense"), (64, "sparse")]
@@ -34,4 +37,9 @@ for r in rows:
         assert r["bytes"] <= r["deltacast"]["producer_bytes_out"] <= 1.05 * r["bytes"], r["deltacast"]
     if "slow" in r:
         assert r["slow"]["survivors_complete"] is True
+# --plot drew the picture (matplotlib), and --json then carries every consumer's time.
+with open(png, "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
+assert os.path.getsize(png) > 10_000, os.path.getsize(png)
+assert len(rows[2]["deltacast"]["consumer_seconds"]) == 64
 print("simulate ok:", ", ".join(f"{r['scenario']}: x{r['ratio_to_bound']:.2f} of the bound" for r in rows))
