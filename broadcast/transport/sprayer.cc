@@ -333,7 +333,9 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     draining = true;  // every completion from here on wakes this wait
     if (!stuck.empty()) {
       // Acked copies finish on their own in a moment; only copies that are not moving need a reset.
-      cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !outstanding(); });
+      // (Without a scheduler thread the completions run on the caller's own event loop: none can
+      // come while it waits here.)
+      if (options.scheduler_thread) cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !outstanding(); });
       lock.unlock();
       for (uint32_t r : stuck) rails[r].channel->reset();
       lock.lock();
