@@ -287,15 +287,16 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   const TimePoint t0 = net_.loop().now();
   const auto since_start = [&](TimePoint t) { return at_seconds(t) - at_seconds(t0); };
 
-  // The version's shape, as a round picks it: stripes, and the alpha-beta slice size for chains
-  // through every consumer at the nodes' rate; the slow nodes from the rate book.
+  // The version's shape, as a round picks it (version_shape: stripes, and the alpha-beta slice
+  // size for chains through every consumer over the nodes' rails); the slow nodes from the rate book.
   const uint32_t consumers = c_.nodes * c_.gpus_per_node;
   const double node_rate = c_.rail_bytes_per_second * c_.rails;
-  uint32_t stripes = topology_ != SimTopology::kDeltacast ? 1 : c_.stripes != 0 ? c_.stripes : default_stripes(consumers);
   const double alpha = c_.slice_alpha_seconds > 0 ? c_.slice_alpha_seconds : RoundOptions{}.alpha_seconds;
-  const uint32_t slice_bytes = alpha_beta_slice_bytes(bytes / stripes, consumers, alpha, node_rate);
+  const VersionShape planned = version_shape(bytes, consumers, node_rate, c_.rails, alpha,
+                                             topology_ == SimTopology::kDeltacast ? c_.stripes : 1);
+  const uint32_t stripes = planned.stripes;
+  const uint32_t slice_bytes = planned.slice_bytes;
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
-  stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
   std::vector<uint32_t> slow;
   if (topology_ == SimTopology::kDeltacast) {
     std::vector<uint32_t> members;

@@ -51,6 +51,20 @@ Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vec
 // enough that each chain's slices stay large.
 uint32_t default_stripes(size_t consumers);
 
+// How a version goes out: its stripes, and its slices' size.
+struct VersionShape {
+  uint32_t stripes = 1;
+  uint32_t slice_bytes = 0;
+};
+
+// For `bytes` to `members` consumers taking data at `rate` bytes/s each over `rails` rails: the
+// given `stripes` (0: default_stripes) and slices (0: the alpha-beta model below, for a chain
+// through every member with `alpha_seconds` per slice), at most one stripe per slice. A slice
+// crosses each hop over one rail, so the model's beta is one rail's share of the rate, not the
+// whole of it (taking the whole made slices `rails` times too large for the pipeline's fill).
+VersionShape version_shape(uint64_t bytes, size_t members, double rate, uint32_t rails, double alpha_seconds,
+                           uint32_t stripes = 0, uint32_t slice_bytes = 0);
+
 // Slice size from the alpha-beta model of a pipelined chain of `hops` links:
 // k* = sqrt((hops - 1) * bytes / (alpha * beta)) pieces minimise
 // fill time plus per-piece overhead; the slice is bytes / k*, clamped.

@@ -78,14 +78,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
 
   const SlowVerdict verdict = rates_.judge(targets);
   const double rate = verdict.healthy > 0 ? verdict.healthy : options_.default_rate;
-  uint32_t stripes = options_.stripes != 0 ? options_.stripes : default_stripes(targets.size());
-  const uint32_t slice_bytes =
-      options_.slice_bytes != 0
-          ? options_.slice_bytes
-          : alpha_beta_slice_bytes(spec.bytes / stripes, static_cast<uint32_t>(targets.size()), options_.alpha_seconds,
-                                   rate);
+  size_t rails = SIZE_MAX;  // the fewest any target takes data over
+  for (uint32_t id : targets) rails = std::min(rails, std::max<size_t>(1, directory[id].size()));
+  const VersionShape planned = version_shape(spec.bytes, targets.size(), rate, static_cast<uint32_t>(rails),
+                                             options_.alpha_seconds, options_.stripes, options_.slice_bytes);
+  const uint32_t slice_bytes = planned.slice_bytes;
+  const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
-  stripes = std::max<uint32_t>(1, std::min(stripes, shape.slices()));
   Plan plan = plan_chains(in_plan, stripes, verdict.slow, nodes);
   rates_.adopt(targets, verdict);
   result.first_plan = plan;

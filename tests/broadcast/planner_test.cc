@@ -137,6 +137,24 @@ TEST(Planner, AlphaBetaSliceSizeFollowsTheModel) {
   EXPECT_EQ(alpha_beta_slice_bytes(uint64_t{1} << 40, 2, 1.0, beta), 4u << 20) << "clamped above";
 }
 
+// A version's shape: a slice crosses each hop over one rail, so its size is modelled at one
+// rail's rate: the more rails share a member's rate, the smaller the slices (0.5 GB through 1024
+// members at 400 GB/s over 8 rails: 1 MiB, where the whole rate gave 4 MiB).
+TEST(Planner, AVersionsSlicesAreSizedForOneRail) {
+  const uint64_t bytes = 2800ull << 20;
+  const VersionShape one = version_shape(bytes, 1024, 400e9, 1, 100e-6);
+  const VersionShape eight = version_shape(bytes, 1024, 400e9, 8, 100e-6);
+  EXPECT_EQ(one.stripes, 4u);
+  EXPECT_EQ(one.slice_bytes, alpha_beta_slice_bytes(bytes / 4, 1024, 100e-6, 400e9));
+  EXPECT_EQ(eight.slice_bytes, alpha_beta_slice_bytes(bytes / 4, 1024, 100e-6, 50e9));
+  EXPECT_LT(eight.slice_bytes, one.slice_bytes);
+  // Given stripes and slices stand; never more stripes than slices.
+  EXPECT_EQ(version_shape(bytes, 1024, 400e9, 8, 100e-6, 2, 1 << 20).stripes, 2u);
+  EXPECT_EQ(version_shape(bytes, 1024, 400e9, 8, 100e-6, 2, 1 << 20).slice_bytes, 1u << 20);
+  EXPECT_EQ(version_shape(3 << 16, 1024, 400e9, 8, 100e-6, 0, 64 << 10).stripes, 3u);
+  EXPECT_EQ(version_shape(0, 5, 1e9, 2, 100e-6).stripes, 1u);
+}
+
 TEST(Planner, DefaultStripesStayBetweenOneAndFour) {
   EXPECT_EQ(default_stripes(0), 1u);
   EXPECT_EQ(default_stripes(1), 1u);
