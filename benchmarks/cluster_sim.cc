@@ -139,15 +139,6 @@ std::map<uint32_t, std::vector<uint32_t>> children_of(const NodeChains& chains, 
 
 }  // namespace
 
-std::string_view topology_name(SimTopology t) {
-  switch (t) {
-    case SimTopology::kDeltacast: return "deltacast";
-    case SimTopology::kBinaryTree: return "binary-tree";
-    case SimTopology::kRing: return "ring";
-  }
-  return "?";
-}
-
 double pipelined_bound(uint64_t bytes, uint32_t receivers, double bandwidth, double alpha) {
   const double a = std::sqrt(static_cast<double>(bytes) / bandwidth);
   const double b = std::sqrt(std::max<double>(0, receivers - 1.0) * alpha);

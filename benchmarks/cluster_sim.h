@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <map>
-#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -38,7 +37,6 @@ struct ClusterSpec {
 };
 
 enum class SimTopology { kDeltacast, kBinaryTree, kRing };
-std::string_view topology_name(SimTopology t);
 
 struct FaultSpec {
   double dead_fraction = 0;      // of the nodes, dying at random times during the version
