@@ -17,7 +17,7 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
   const uint64_t id = next_id_++;
   if (closed_) {
     // Never inside send(): the failure is an event of its own.
-    network_->loop().after(Duration::zero(), [alive = alive_, done = std::move(done), name = rail_.to_string()] {
+    network_->loop().after(Duration::zero(), [done = std::move(done), name = rail_.to_string()] {
       done(unavailable("{}: channel closed", name));
     });
     return;

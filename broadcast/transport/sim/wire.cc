@@ -28,8 +28,6 @@ uint32_t SimNetwork::port_of(const std::string& host) {
   return it->second;
 }
 
-void SimNetwork::set_port(const std::string& host, PortModel model) { ports_[port_of(host)].model = model; }
-
 void SimNetwork::set_port_up(const std::string& host, bool up) { ports_[port_of(host)].model.up = up; }
 
 void SimNetwork::set_port_rates(const std::string& host, double out_bytes_per_second, double in_bytes_per_second) {
@@ -38,16 +36,18 @@ void SimNetwork::set_port_rates(const std::string& host, double out_bytes_per_se
   m.in_bytes_per_second = in_bytes_per_second;
 }
 
-void SimNetwork::set_node(const std::string& host, const std::string& node) {
+uint32_t SimNetwork::node_of(const std::string& node) {
   auto [it, added] = node_index_.try_emplace(node, static_cast<uint32_t>(nodes_.size()));
   if (added) nodes_.emplace_back();
-  ports_[port_of(host)].node = static_cast<int>(it->second);
+  return it->second;
+}
+
+void SimNetwork::set_node(const std::string& host, const std::string& node) {
+  ports_[port_of(host)].node = static_cast<int>(node_of(node));
 }
 
 void SimNetwork::set_node_limit(const std::string& node, double bytes_per_second) {
-  auto [it, added] = node_index_.try_emplace(node, static_cast<uint32_t>(nodes_.size()));
-  if (added) nodes_.emplace_back();
-  nodes_[it->second].bytes_per_second = bytes_per_second;
+  nodes_[node_of(node)].bytes_per_second = bytes_per_second;
 }
 
 void SimNetwork::bind(const Endpoint& endpoint, SliceSink* sink) { listeners_[endpoint.to_string()] = sink; }

@@ -68,7 +68,6 @@ class SimNetwork {
   const TimeSource& clock() const { return loop_; }
 
   // Host address -> its port. Unknown hosts have no limit and are up.
-  void set_port(const std::string& host, PortModel model);
   void set_port_up(const std::string& host, bool up);
   void set_port_rates(const std::string& host, double out_bytes_per_second, double in_bytes_per_second);
   // The hosts of one node share its limit each way (0: none).
@@ -112,6 +111,7 @@ class SimNetwork {
   // Holds `share` for `bytes` at `rate` starting no earlier than `start`; returns when it is done
   // (and moves `start` to when it began).
   static TimePoint hold(Share& share, double rate, uint32_t bytes, TimePoint& start);
+  uint32_t node_of(const std::string& node);
 
   EventLoop loop_;
   Duration latency_ = std::chrono::microseconds(5);
