@@ -77,11 +77,11 @@ std::optional<size_t> Manifest::find(std::string_view name) const {
   return std::nullopt;
 }
 
-std::string Manifest::first_difference(const Manifest& other) const {
-  const size_t common = std::min(size(), other.size());
+std::string first_difference(std::span<const TensorSpec> a_list, std::span<const TensorSpec> b_list) {
+  const size_t common = std::min(a_list.size(), b_list.size());
   for (size_t i = 0; i < common; ++i) {
-    const TensorSpec& a = tensors_[i];
-    const TensorSpec& b = other.tensors_[i];
+    const TensorSpec& a = a_list[i];
+    const TensorSpec& b = b_list[i];
     if (a.name != b.name) return fmt::format("tensor {}: name '{}' vs '{}'", i, a.name, b.name);
     if (a.dtype != b.dtype) {
       return fmt::format("tensor {} '{}': dtype {} vs {}", i, a.name, dtype_name(a.dtype), dtype_name(b.dtype));
@@ -90,13 +90,17 @@ std::string Manifest::first_difference(const Manifest& other) const {
       return fmt::format("tensor {} '{}': shape {} vs {}", i, a.name, shape_string(a.shape), shape_string(b.shape));
     }
   }
-  if (size() != other.size()) {
-    const bool mine_longer = size() > other.size();
-    const TensorSpec& extra = mine_longer ? tensors_[common] : other.tensors_[common];
-    return fmt::format("tensor count {} vs {}: tensor {} '{}' exists only on the {} side", size(), other.size(), common,
-                       extra.name, mine_longer ? "first" : "second");
+  if (a_list.size() != b_list.size()) {
+    const bool first_longer = a_list.size() > b_list.size();
+    const TensorSpec& extra = first_longer ? a_list[common] : b_list[common];
+    return fmt::format("tensor count {} vs {}: tensor {} '{}' exists only on the {} side", a_list.size(),
+                       b_list.size(), common, extra.name, first_longer ? "first" : "second");
   }
   return "";
+}
+
+std::string Manifest::first_difference(const Manifest& other) const {
+  return deltacast::first_difference(tensors_, other.tensors_);
 }
 
 Status Manifest::check_views(std::span<const TensorView> views) const {

@@ -45,7 +45,7 @@ class Manifest {
   std::optional<size_t> find(std::string_view name) const;
 
   // Describes the first difference from `other` ("tensor 3 'layer.0.w': dtype bf16 vs f32"),
-  // or returns an empty string when the two are identical.
+  // or returns an empty string when the two are identical (first_difference below).
   std::string first_difference(const Manifest& other) const;
 
   // Checks that `views` matches this manifest one to one (count, dtype, element count).
@@ -59,5 +59,9 @@ class Manifest {
   std::vector<TensorSpec> tensors_;
   uint64_t hash_ = 0;
 };
+
+// The first difference between two lists of tensors, as Manifest::first_difference describes it
+// ("" when they are identical); the lists need not be valid manifests.
+std::string first_difference(std::span<const TensorSpec> a, std::span<const TensorSpec> b);
 
 }  // namespace deltacast

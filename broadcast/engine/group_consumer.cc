@@ -65,11 +65,8 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::find(std::vector<Endpoint>
   client.netns = options.netns;
   DC_ASSIGN_OR_RETURN(GroupView group, find_group(client, timeout));
   if (logical != nullptr && *logical != group.logical) {
-    DC_ASSIGN_OR_RETURN(const Manifest theirs, Manifest::create(group.logical));
-    auto ours = Manifest::create(*logical);
-    const std::string diff = ours.ok() ? ours->first_difference(theirs) : ours.status().message();
     return mismatch("the group's tensors are not the ones given: {} (given vs group)",
-                    diff.empty() ? "same tensors in another order" : diff);
+                    first_difference(*logical, group.logical));
   }
   std::vector<GroupRank> ranks;
   GroupClientOptions quick = client;

@@ -36,12 +36,9 @@ Status GroupDirectory::register_rank(RankEntry entry, const std::vector<TensorSp
     if (their_logical.empty()) return invalid_argument("rank {} registered without the group's tensors", r);
     DC_RETURN_IF_ERROR(Manifest::create(their_logical).status().with_context(fmt::format("rank {}'s group tensors", r)));
   } else if (their_logical != logical_) {
-    DC_ASSIGN_OR_RETURN(const Manifest ours, Manifest::create(logical_));
-    auto theirs = Manifest::create(their_logical);
-    if (!theirs.ok()) return theirs.status().with_context(fmt::format("rank {}'s group tensors", r));
-    std::string diff = theirs->first_difference(ours);
+    DC_RETURN_IF_ERROR(Manifest::create(their_logical).status().with_context(fmt::format("rank {}'s group tensors", r)));
     return mismatch("rank {} holds pieces of other tensors than the group's: {} (rank vs group)", r,
-                    diff.empty() ? "same tensors in another order" : diff);
+                    first_difference(their_logical, logical_));
   }
   auto layout = Layout::resolve(logical, entry.pieces);
   if (!layout.ok()) return layout.status().with_context(fmt::format("rank {}", r));

@@ -1,7 +1,5 @@
 #include "broadcast/engine/group_seat.h"
 
-#include <fmt/ranges.h>
-
 namespace deltacast {
 
 namespace {
@@ -10,18 +8,9 @@ namespace {
 Status check_pieces(const GroupSeatOptions& o, const Manifest& manifest) {
   auto layout = Layout::resolve(o.logical, o.pieces);
   if (!layout.ok()) return layout.status().with_context(fmt::format("rank {}'s pieces", o.rank));
-  const auto& want = layout->local_specs();
-  if (want.size() != manifest.size()) {
-    return invalid_argument("rank {}: {} pieces for {} tensors", o.rank, want.size(), manifest.size());
-  }
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (want[i] != manifest[i]) {
-      return invalid_argument("rank {}: tensor '{}' is {} {}, its piece of the group is '{}', {} {}", o.rank,
-                              manifest[i].name, dtype_name(manifest[i].dtype), fmt::join(manifest[i].shape, "x"),
-                              want[i].name, dtype_name(want[i].dtype), fmt::join(want[i].shape, "x"));
-    }
-  }
-  return Status();
+  const std::string diff = first_difference(manifest.tensors(), layout->local_specs());
+  if (diff.empty()) return Status();
+  return invalid_argument("rank {}: its tensors are not its pieces: {} (tensor vs its piece of the group)", o.rank, diff);
 }
 
 Result<std::vector<Endpoint>> advertised(const GroupSeatOptions& o, const Endpoint& control,
