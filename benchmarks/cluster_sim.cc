@@ -62,6 +62,7 @@ struct Node {
   sim::EventLoop* loop = nullptr;
   uint32_t stripes = 1;
   uint64_t transfer = 0;  // the version under way
+  size_t* incomplete = nullptr;  // the cluster's count of living nodes still missing slices
 
   void arrived(uint32_t slice) {
     if (!alive || slice >= have.size() || have[slice]) return;
@@ -69,6 +70,7 @@ struct Node {
     have[slice] = 1;
     ++held;
     stripe_last[slice % stripes] = loop->now();
+    if (complete()) --*incomplete;
     if (relay) relay->on_slice(transfer, slice, 0);
     for (auto& kid : tree_kids) kid->offer(slice, 0);
   }
@@ -160,7 +162,7 @@ class SimCluster {
   Status plan(uint32_t stripes, const std::vector<uint32_t>& slow,
               std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
   Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
-  void finish_version(const SimResult& result);
+  void finish_version();
 
   ClusterSpec c_;
   SimTopology topology_;
@@ -172,6 +174,9 @@ class SimCluster {
   std::vector<uint32_t> alive_;  // rollout nodes by index
   RateBook book_;
   uint64_t transfer_ = 0;
+  // Living nodes that do not hold the version under way yet: the loop's stop condition, checked
+  // after every event, so it is kept as a count instead of a scan of every node.
+  size_t incomplete_ = 0;
 };
 
 Status SimCluster::build() {
@@ -188,6 +193,7 @@ Status SimCluster::build() {
     auto node = std::make_unique<Node>();
     node->id = n;
     node->loop = &net_.loop();
+    node->incomplete = &incomplete_;
     node->sink.node = node.get();
     for (uint32_t r = 0; r < c_.rails; ++r) {
       const std::string host = rail_host(n, r);
@@ -296,6 +302,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   }
 
   const std::vector<uint64_t> source_checksums(shape.slices(), 0);
+  incomplete_ = alive_.size();
   for (auto& node : nodes_) {
     if (!node->alive) continue;
     node->stripes = stripes;
@@ -313,6 +320,8 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   result.slice_bytes = slice_bytes;
   result.slices = shape.slices();
   result.slow_nodes = slow;
+  const double node_limit = c_.node_limit_bytes_per_second > 0 ? c_.node_limit_bytes_per_second : node_rate;
+  result.bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit), c_.latency_seconds);
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
   if (topology_ == SimTopology::kBinaryTree) {
     DC_RETURN_IF_ERROR(grow_tree(shape.id, bytes, slice_bytes, source_checksums));
@@ -326,7 +335,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // Faults: nodes that die at random times (noticed detect_seconds later, then re-planned
   // around), and rails that go down for a moment.
   std::mt19937_64 rng(faults.seed);
-  const double expected = pipelined_bound(bytes, c_.nodes, node_rate, c_.latency_seconds);
+  const double expected = result.bound_seconds;
   Status replan_error;
   // This version's events refer to its locals: once it is over, those still queued do nothing.
   const auto live = std::make_shared<bool>(true);
@@ -341,6 +350,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       net_.loop().at(t0 + span(when), [&, k, stripes, live] {
         if (!*live) return;
         Node& node = *nodes_[k + 1];
+        if (!node.complete()) --incomplete_;
         node.alive = false;
         node.listener->close();
         node.relay->end();
@@ -364,9 +374,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
 
   // The sprayers have no threads: a tick polls them (deadlines, probes) every simulated
   // millisecond while the version is under way.
-  const auto everyone_done = [&] {
-    return std::all_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return !n->alive || n->complete(); });
-  };
+  const auto everyone_done = [&] { return incomplete_ == 0; };
   std::function<void()> tick = [&, live] {
     if (!*live) return;
     for (auto& node : nodes_) {
@@ -407,7 +415,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   std::sort(finished.begin(), finished.end());
   result.seconds = finished.empty() ? 0 : finished.back();
   result.median_seconds = finished.empty() ? 0 : finished[finished.size() / 2];
-  finish_version(result);
+  finish_version();
   // What each node's rails carried out in this version.
   for (const auto& node : nodes_) {
     uint64_t out = 0;
@@ -437,7 +445,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
 
 // The round's link reports go to the rate book (node ids stand for members: a node's GPUs take
 // the version over its rails together), and the relays stop forwarding.
-void SimCluster::finish_version(const SimResult&) {
+void SimCluster::finish_version() {
   for (const auto& node : nodes_) {
     if (!node->alive || !node->relay) continue;
     for (const auto& [child, sample] : node->relay->child_links()) book_.record(node->id, child, sample);

@@ -49,6 +49,9 @@ struct FaultSpec {
 struct SimResult {
   std::vector<double> consumer_seconds;  // per GPU, node by node (negative: its node died)
   double seconds = 0;                    // the last surviving consumer
+  // The pipelined bound (pipelined_bound) over the nodes, at a node's rate (its rails, within its
+  // PCIe limit) and one hop's latency.
+  double bound_seconds = 0;
   double median_seconds = 0;
   bool survivors_complete = false;
   uint32_t stripes = 0;

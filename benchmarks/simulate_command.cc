@@ -85,22 +85,17 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   c.intra_bytes_per_second = a.intra_gbyte * 1e9;
   c.stripes = a.stripes;
   c.slice_alpha_seconds = a.slice_alpha_us * 1e-6;
-  const double node_rate = c.rail_bytes_per_second * c.rails;
   Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
               {"consumers", c.nodes * c.gpus_per_node},
               {"nodes", c.nodes},
               {"bytes", bytes},
               {"kind", kind}};
-  const double bound = pipelined_bound(bytes, c.nodes, std::min(node_rate, c.node_limit_bytes_per_second > 0
-                                                                             ? c.node_limit_bytes_per_second
-                                                                             : node_rate),
-                                       c.latency_seconds);
-  row["bound_seconds"] = bound;
   // Every scenario's cluster is warmed up by a first (full) version, as a producer's first round.
   const std::vector<uint64_t> versions = {learn_bytes, bytes};
   DC_ASSIGN_OR_RETURN(const SimResult clean, simulate_versions(c, versions, SimTopology::kDeltacast, FaultSpec{}));
+  row["bound_seconds"] = clean.bound_seconds;
   row["seconds"] = clean.seconds;
-  row["ratio_to_bound"] = clean.seconds / bound;
+  row["ratio_to_bound"] = clean.seconds / clean.bound_seconds;
   row["survivors_complete"] = clean.survivors_complete;
   row["deltacast"] = result_json(clean, a.per_consumer);
   if (a.baselines) {
