@@ -91,8 +91,9 @@ struct NodeChains {
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> order;  // per stripe: node -> GPU positions
 };
 
-Result<NodeChains> deltacast_chains(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes,
-                                    const std::vector<uint32_t>& slow_nodes) {
+// deltacast's chains: the real planner over every GPU, grouped by node.
+Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes,
+               const std::vector<uint32_t>& slow_nodes) {
   std::vector<uint32_t> members;
   NodeOf nodes;
   std::vector<uint32_t> slow;
@@ -104,7 +105,11 @@ Result<NodeChains> deltacast_chains(const ClusterSpec& c, const std::vector<uint
       if (std::find(slow_nodes.begin(), slow_nodes.end(), k) != slow_nodes.end()) slow.push_back(id);
     }
   }
-  const Plan plan = plan_chains(members, stripes, slow, nodes);
+  return plan_chains(members, stripes, slow, nodes);
+}
+
+// A plan over GPUs collapsed to the nodes it passes through.
+Result<NodeChains> collapse(const ClusterSpec& c, const Plan& plan) {
   NodeChains out;
   out.order.resize(plan.stripes());
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
@@ -159,8 +164,7 @@ class SimCluster {
   Result<SimResult> run_version(uint64_t bytes, const FaultSpec& faults);
 
  private:
-  Status plan(uint32_t stripes, const std::vector<uint32_t>& slow,
-              std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
+  Status follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
   Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
   void finish_version();
 
@@ -173,6 +177,7 @@ class SimCluster {
   std::map<uint32_t, PeerEndpoints> directory_;
   std::vector<uint32_t> alive_;  // rollout nodes by index
   RateBook book_;
+  Plan plan_;  // over GPUs (ids k * gpus_per_node + g + 1), as a round plans its members
   uint64_t transfer_ = 0;
   // Living nodes that do not hold the version under way yet: the loop's stop condition, checked
   // after every event, so it is kept as a count instead of a scan of every node.
@@ -215,21 +220,10 @@ Status SimCluster::build() {
   return Status();
 }
 
-// (Re-)plans the chains over the living nodes and tells every relay its children, with what each
-// node holds already, as a round's replan does.
-Status SimCluster::plan(uint32_t stripes, const std::vector<uint32_t>& slow,
-                        std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order) {
-  NodeChains chains;
-  if (topology_ == SimTopology::kDeltacast) {
-    DC_ASSIGN_OR_RETURN(chains, deltacast_chains(c_, alive_, stripes, slow));
-  } else {
-    chains.chains.assign(1, {});
-    chains.order.assign(1, {});
-    for (uint32_t k : alive_) {
-      chains.chains[0].push_back(k + 1);
-      for (uint32_t g = 0; g < c_.gpus_per_node; ++g) chains.order[0][k + 1].push_back(g);
-    }
-  }
+// Tells every relay its children in plan_, with what each node holds already, as a round's
+// announce and replan do.
+Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order) {
+  DC_ASSIGN_OR_RETURN(const NodeChains chains, collapse(c_, plan_));
   for (uint32_t s = 0; s < stripes; ++s) gpu_order[s] = chains.order[std::min<size_t>(s, chains.order.size() - 1)];
   const auto children = children_of(chains, stripes);
   std::map<uint32_t, std::vector<bool>> have;
@@ -329,7 +323,16 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpu_order[0][k + 1].push_back(g);
     }
   } else {
-    DC_RETURN_IF_ERROR(plan(stripes, slow, gpu_order));
+    if (topology_ == SimTopology::kDeltacast) {
+      plan_ = plan_gpus(c_, alive_, stripes, slow);
+    } else {  // one chain through every GPU, node by node
+      plan_ = Plan{};
+      plan_.chains.assign(1, {});
+      for (uint32_t k : alive_) {
+        for (uint32_t g = 0; g < c_.gpus_per_node; ++g) plan_.chains[0].push_back(k * c_.gpus_per_node + g + 1);
+      }
+    }
+    DC_RETURN_IF_ERROR(follow_plan(stripes, gpu_order));
   }
 
   // Faults: nodes that die at random times (noticed detect_seconds later, then re-planned
@@ -342,12 +345,13 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   if (faults.dead_fraction > 0) {
     if (topology_ == SimTopology::kBinaryTree) return invalid_argument("node deaths are simulated for chains only");
     const auto dying = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(faults.dead_fraction * c_.nodes)));
+    const Duration detect = faults.detect_seconds > 0 ? span(faults.detect_seconds) : 2 * net_.latency();
     std::vector<uint32_t> order = alive_;
     std::shuffle(order.begin(), order.end(), rng);
     for (uint32_t i = 0; i + 1 < order.size() && i < dying; ++i) {
       const uint32_t k = order[i];
       const double when = std::uniform_real_distribution<double>(0.1, 0.9)(rng) * expected;
-      net_.loop().at(t0 + span(when), [&, k, stripes, live] {
+      net_.loop().at(t0 + span(when), [&, k, stripes, live, detect] {
         if (!*live) return;
         Node& node = *nodes_[k + 1];
         if (!node.complete()) --incomplete_;
@@ -355,11 +359,14 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
         node.listener->close();
         node.relay->end();
         ++result.dead_nodes;
-        net_.loop().after(span(faults.detect_seconds), [&, k, stripes, live] {
+        net_.loop().after(detect, [&, k, stripes, live] {
           if (!*live) return;
           alive_.erase(std::remove(alive_.begin(), alive_.end(), k), alive_.end());
           ++result.replans;
-          if (Status s = plan(stripes, slow, gpu_order); !s.ok()) replan_error = s;
+          std::vector<uint32_t> gpus;
+          for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpus.push_back(k * c_.gpus_per_node + g + 1);
+          plan_ = without_members(plan_, gpus);  // as a round re-plans around members that died
+          if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       });
     }

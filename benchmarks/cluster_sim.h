@@ -5,8 +5,8 @@
 // the real planner (plan_chains over every GPU, grouped by node) and are
 // re-planned by it when nodes die, each new parent sending only what its new
 // child lacks, as the producer's rounds do. What is modelled rather than run:
-// the control plane (a death is noticed after `detect_seconds`, the control
-// link's dead_after), and the GPUs inside a node, which take the version from
+// the control plane (a death is noticed two hops after it, or `detect_seconds`,
+// as FaultSpec says), and the GPUs inside a node, which take the version from
 // the GPU it entered at over the node's own links (NVLink/PCIe), one after
 // another, cut-through. Baselines go through the same network and sprayers:
 // a binary tree of nodes (each forwarding everything to two children, like a
@@ -40,7 +40,11 @@ enum class SimTopology { kDeltacast, kBinaryTree, kRing };
 
 struct FaultSpec {
   double dead_fraction = 0;      // of the nodes, dying at random times during the version
-  double detect_seconds = 1.5;   // until the producer notices a death and re-plans
+  // Until the producer notices a death and re-plans. 0: the node's processes were killed, so
+  // their connections reset: the producer hears of it one hop later (its control link to them
+  // closes) and its re-plan reaches the parents one hop after that. A silent death (a hung host,
+  // a pulled cable) is noticed after the control link's dead_after, 1.5 s.
+  double detect_seconds = 0;
   uint32_t flapping_rails = 0;   // rails (of random nodes) that go down and come back
   double flap_down_seconds = 0.02;
   uint64_t seed = 1;

@@ -41,7 +41,7 @@ struct SimulateArgs {
   double warmup_gbytes = 8;
   double density = 0.02;
   double dead_fraction = 0.01;
-  double detect_seconds = 1.5;
+  double detect_seconds = 0;
   uint32_t flapping_rails = 0;
   uint32_t slow_nodes = 1;
   double slow_factor = 0.1;
@@ -213,7 +213,10 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--density", a->density, "The sparse version's share of the dense bytes")->capture_default_str();
   cmd->add_option("--dead-fraction", a->dead_fraction, "Nodes dying mid-version (0: none)")->capture_default_str();
-  cmd->add_option("--detect-seconds", a->detect_seconds, "Until the producer notices a death")->capture_default_str();
+  cmd->add_option("--detect-seconds", a->detect_seconds,
+                  "Until the producer notices a death (0: killed processes, whose connections reset: two hops; "
+                  "1.5: a silent death, the control link's timeout)")
+      ->capture_default_str();
   cmd->add_option("--flapping-rails", a->flapping_rails, "Rails going down and up mid-version")->capture_default_str();
   cmd->add_option("--slow-nodes", a->slow_nodes, "Slow nodes (0: none)")->capture_default_str();
   cmd->add_option("--slow-factor", a->slow_factor, "Their rails' rate factor")->capture_default_str();

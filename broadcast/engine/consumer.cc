@@ -185,9 +185,7 @@ Status Consumer::join(int fd) {
   const uint32_t id = welcome->id;
   const uint64_t epoch = welcome->epoch;
   {
-    // Before the link exists: its first message (the announcement of a version, right after the
-    // join) reads the id to find this consumer's children in the plan. With the old id (0 at the
-    // first join) the consumer forwarded nothing and its children starved for the round.
+    // Before the link exists, so that whatever its first message sets off sees this instance's id.
     std::lock_guard<std::mutex> lock(mu_);
     state_.id = id;
     if (state_.epoch != epoch && state_.version != 0) {
@@ -298,9 +296,9 @@ void Consumer::on_version(const control::Announce& m) {
   const uint64_t limit = 2 * manifest_.total_bytes() + (64u << 20);
   Status s;
   if (m.bytes > limit || m.slice_bytes < 1024 || m.slice_bytes > (64u << 20) ||
-      m.plan.plan.stripes() > std::max<uint32_t>(1, inc->shape.slices())) {
+      m.forwarding.stripes() > std::max<uint32_t>(1, inc->shape.slices())) {
     s = corrupt("version {}: {} bytes in {}-byte slices over {} stripes is out of bounds", m.version, m.bytes,
-                m.slice_bytes, m.plan.plan.stripes());
+                m.slice_bytes, m.forwarding.stripes());
   } else if (m.image && m.bytes != image_.bytes()) {
     s = corrupt("version {}: a full version of {} bytes for a model of {}", m.version, m.bytes, image_.bytes());
   }
@@ -311,15 +309,10 @@ void Consumer::on_version(const control::Announce& m) {
   }
   abandon_incoming();
   inc->memory = staging_pool_.acquire(m.bytes);
-  uint32_t id = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    id = state_.id;
-  }
   // Forwarding is set up before staging accepts the first slice, so that no
   // slice arrives unseen by the relay.
-  relay_.begin(inc->shape, inc->memory->data(), m.plan.plan.stripes(), nullptr);
-  if (Status r = relay_.set_children(m.plan.plan.children(id), m.plan.directory, {}); !r.ok()) {
+  relay_.begin(inc->shape, inc->memory->data(), m.forwarding.stripes(), nullptr);
+  if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, {}); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
   }
   s = staging_.expect(m.transfer, m.bytes, m.slice_bytes, inc->memory->data(), inc->memory);
@@ -335,16 +328,14 @@ void Consumer::on_version(const control::Announce& m) {
 
 void Consumer::on_replan(const control::Replan& m) {
   std::shared_ptr<Incoming> inc;
-  uint32_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inc = incoming_;
-    id = state_.id;
   }
   if (!inc || m.transfer != inc->shape.id) return;  // a plan for something else
-  if (m.plan.plan.stripes() != inc->announce.plan.plan.stripes()) {
-    log().error("consumer {}: a re-plan with {} stripes for a version of {}", options_.name, m.plan.plan.stripes(),
-                inc->announce.plan.plan.stripes());
+  if (m.forwarding.stripes() != inc->announce.forwarding.stripes()) {
+    log().error("consumer {}: a re-plan with {} stripes for a version of {}", options_.name, m.forwarding.stripes(),
+                inc->announce.forwarding.stripes());
     return;
   }
   // What each new child already holds, so that only the rest is forwarded.
@@ -353,7 +344,7 @@ void Consumer::on_replan(const control::Replan& m) {
     auto bits = control::decode_bitmap(hex, inc->shape.slices());
     if (bits.ok()) have[child] = *bits;
   }
-  if (Status r = relay_.set_children(m.plan.plan.children(id), m.plan.directory, have); !r.ok()) {
+  if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, have); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
   }
 }

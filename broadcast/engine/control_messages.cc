@@ -268,34 +268,42 @@ Message read_as(const Json& j) {
 
 // ---- plan
 
-void to_json(Json& j, const PlanWire& m) {
-  Json directory = Json::object();
-  for (const auto& [id, rails] : m.directory) directory[std::to_string(id)] = endpoints_json(rails);
-  j = {{"chains", m.plan.chains}, {"directory", directory}};
+Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory) {
+  Forwarding out;
+  out.children = plan.children(id);
+  for (uint32_t child : out.children) {
+    const auto it = directory.find(child);
+    if (child != 0 && it != directory.end()) out.directory[child] = it->second;
+  }
+  return out;
 }
 
-void from_json(const Json& j, PlanWire& m) {
-  const Fields f(j, "plan", {"chains", "directory"});
-  const Json& chains = as_array(f.at("chains"), f.where("chains"), kMaxStripes);
-  if (chains.empty()) refuse("plan has no stripes");
-  const Json& directory = as_object(f.at("directory"), f.where("directory"), kMaxMembers);
-  m = PlanWire();
+void to_json(Json& j, const Forwarding& m) {
+  Json directory = Json::object();
+  for (const auto& [id, rails] : m.directory) directory[std::to_string(id)] = endpoints_json(rails);
+  j = {{"children", m.children}, {"directory", directory}};
+}
+
+void from_json(const Json& j, Forwarding& m) {
+  const Fields f(j, "forwarding", {"children", "directory"});
+  const Json& children = as_array(f.at("children"), f.where("children"), kMaxStripes);
+  if (children.empty()) refuse("forwarding has no stripes");
+  const Json& directory = as_object(f.at("directory"), f.where("directory"), kMaxStripes);
+  m = Forwarding();
   for (auto it = directory.begin(); it != directory.end(); ++it) {
-    const std::string at = fmt::format("plan.directory.{}", it.key());
-    m.directory[id_key(it.key(), "plan.directory")] = as_endpoints(it.value(), at);
+    const std::string at = fmt::format("forwarding.directory.{}", it.key());
+    m.directory[id_key(it.key(), "forwarding.directory")] = as_endpoints(it.value(), at);
   }
-  for (size_t s = 0; s < chains.size(); ++s) {
-    const std::string at = fmt::format("plan.chains[{}]", s);
-    const Json& chain = as_array(chains[s], at, kMaxMembers);
-    std::vector<uint32_t> ids;
-    std::set<uint32_t> seen;
-    for (size_t i = 0; i < chain.size(); ++i) {
-      const uint32_t id = as_id(chain[i], fmt::format("{}[{}]", at, i));
-      if (!seen.insert(id).second) refuse(fmt::format("{} lists member {} twice", at, id));
-      if (!m.directory.count(id)) refuse(fmt::format("{} lists member {}, which the directory does not", at, id));
-      ids.push_back(id);
-    }
-    m.plan.chains.push_back(std::move(ids));
+  std::set<uint32_t> named;
+  for (size_t s = 0; s < children.size(); ++s) {
+    const std::string at = fmt::format("forwarding.children[{}]", s);
+    const uint32_t child = as_u32(children[s], at);  // 0: the stripe ends here
+    if (child != 0 && !m.directory.count(child)) refuse(fmt::format("{} names member {}, which the directory does not", at, child));
+    m.children.push_back(child);
+    named.insert(child);
+  }
+  for (const auto& [id, rails] : m.directory) {
+    if (!named.count(id)) refuse(fmt::format("forwarding.directory lists member {}, which is no child", id));
   }
 }
 
@@ -374,11 +382,11 @@ void from_json(const Json& j, Heartbeat&) { const Fields f(j, "heartbeat", {}); 
 void to_json(Json& j, const Announce& m) {
   j = {{"version", m.version},     {"base", m.base},   {"full", m.full},           {"transfer", m.transfer},
        {"bytes", m.bytes},         {"slice_bytes", m.slice_bytes},                 {"digest", m.digest},
-       {"plan", m.plan},           {"image", m.image}};
+       {"forwarding", m.forwarding}, {"image", m.image}};
 }
 
 void from_json(const Json& j, Announce& m) {
-  const Fields f(j, "version", {"version", "base", "full", "transfer", "bytes", "slice_bytes", "digest", "plan", "image"});
+  const Fields f(j, "version", {"version", "base", "full", "transfer", "bytes", "slice_bytes", "digest", "forwarding", "image"});
   m.version = f.u64("version");
   m.base = f.u64("base");
   m.full = f.boolean("full");
@@ -387,7 +395,7 @@ void from_json(const Json& j, Announce& m) {
   m.slice_bytes = f.u32("slice_bytes");
   if (m.slice_bytes == 0) refuse("version.slice_bytes is 0");
   m.digest = f.u64("digest");
-  from_json(f.at("plan"), m.plan);
+  from_json(f.at("forwarding"), m.forwarding);
   if (m.version == 0) refuse("version.version is 0");
   if (m.full != (m.base == 0)) refuse("version: a full version has base 0, a delta a base");
   m.image = f.boolean("image");
@@ -397,17 +405,19 @@ void from_json(const Json& j, Announce& m) {
 void to_json(Json& j, const Replan& m) {
   Json have = Json::object();
   for (const auto& [id, hex] : m.have) have[std::to_string(id)] = hex;
-  j = {{"transfer", m.transfer}, {"plan", m.plan}, {"have", have}};
+  j = {{"transfer", m.transfer}, {"forwarding", m.forwarding}, {"have", have}};
 }
 
 void from_json(const Json& j, Replan& m) {
-  const Fields f(j, "replan", {"transfer", "plan", "have"});
+  const Fields f(j, "replan", {"transfer", "forwarding", "have"});
   m.transfer = f.u64("transfer");
-  from_json(f.at("plan"), m.plan);
-  const Json& have = as_object(f.at("have"), f.where("have"), kMaxMembers);
+  from_json(f.at("forwarding"), m.forwarding);
+  const Json& have = as_object(f.at("have"), f.where("have"), kMaxStripes);
   m.have.clear();
   for (auto it = have.begin(); it != have.end(); ++it) {
-    m.have[id_key(it.key(), "replan.have")] = as_bitmap(it.value(), fmt::format("replan.have.{}", it.key()));
+    const uint32_t child = id_key(it.key(), "replan.have");
+    if (!m.forwarding.directory.count(child)) refuse(fmt::format("replan.have lists member {}, which is no child", child));
+    m.have[child] = as_bitmap(it.value(), fmt::format("replan.have.{}", it.key()));
   }
 }
 

@@ -37,7 +37,7 @@ namespace control {
 // Bumped whenever a message changes; a join with another protocol is refused.
 // 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node;
 // 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group).
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -51,11 +51,16 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Who forwards which stripe to whom, and where every member of the plan takes data.
-struct PlanWire {
-  Plan plan;                                     // chains per stripe (the slow list stays with the coordinator)
-  std::map<uint32_t, PeerEndpoints> directory;  // every member of the chains
+// One member's part of a version's plan: whom it forwards each stripe to, and where they take
+// data. Each member is sent only its own part, never the chains: the message is the size of the
+// stripes whatever the number of members (a whole plan to every member is quadratic in them).
+struct Forwarding {
+  std::vector<uint32_t> children;               // per stripe: the member it goes on to (0: nobody)
+  std::map<uint32_t, PeerEndpoints> directory;  // where each child named above takes data
+  uint32_t stripes() const { return static_cast<uint32_t>(children.size()); }
 };
+// `id`'s part of `plan`, with its children's endpoints from `directory`.
+Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory);
 
 // consumer -> coordinator, the first message on a control connection.
 struct Join {
@@ -99,17 +104,17 @@ struct Announce {
   uint64_t bytes = 0;
   uint32_t slice_bytes = 0;
   uint64_t digest = 0;  // the transfer's digest (transport/transfer.h)
-  PlanWire plan;  // one chain per stripe
+  Forwarding forwarding;  // the receiver's part of the plan
   // The bytes are the model image (sparse/model_image.h); false: buckets (version_blob.h), a
   // delta or a full version cut down to what the receiver holds. Only a full version is an image.
   bool image = false;
 };
-// coordinator -> consumer: a new plan mid-version (a member died or failed), and what each
-// member holds already, so that a new parent sends only the rest.
+// coordinator -> consumer: its new part of the plan mid-version (a member died or failed), and
+// what each of its children holds already, so that a new parent sends only the rest.
 struct Replan {
   uint64_t transfer = 0;
-  PlanWire plan;
-  std::map<uint32_t, std::string> have;  // slice bitmaps (encode_bitmap)
+  Forwarding forwarding;
+  std::map<uint32_t, std::string> have;  // per child: slice bitmaps (encode_bitmap)
 };
 // consumer -> coordinator: slices held of the transfer in flight.
 struct Progress {
@@ -206,8 +211,8 @@ Result<std::vector<bool>> decode_bitmap(const std::string& hex, size_t bits);
 
 // The JSON form of each struct (the "type" is added by encode()). from_json throws
 // ProtocolError naming the field.
-void to_json(Json& j, const PlanWire& m);
-void from_json(const Json& j, PlanWire& m);
+void to_json(Json& j, const Forwarding& m);
+void from_json(const Json& j, Forwarding& m);
 void to_json(Json& j, const Join& m);
 void from_json(const Json& j, Join& m);
 void to_json(Json& j, const Welcome& m);

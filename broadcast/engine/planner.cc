@@ -92,6 +92,14 @@ Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vec
   return plan;
 }
 
+Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
+  const auto gone = [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); };
+  Plan out = plan;
+  for (auto& chain : out.chains) std::erase_if(chain, gone);
+  std::erase_if(out.slow, gone);
+  return out;
+}
+
 uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,
                                 uint32_t min_bytes, uint32_t max_bytes) {
   if (bytes == 0) return min_bytes;

@@ -47,6 +47,14 @@ using NodeOf = std::map<uint32_t, std::string>;
 Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow = {},
                  const NodeOf& nodes = {});
 
+// `plan` with the members of `dropped` taken out of every chain and everyone else kept in place:
+// each dropped member's parent now feeds its child. This is how a version under way goes on
+// around members that died: each surviving member's new parent was ahead of it in the same
+// chain, so it holds what the old one held and more, and the pipelines keep their positions. (A
+// fresh plan_chains over the rest rotates the chains anew and hands most members a parent at
+// another point of the version: the producer then re-sends much of it to new heads.)
+Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
+
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.
 uint32_t default_stripes(size_t consumers);

@@ -96,6 +96,12 @@ Status Relay::set_children(const std::vector<uint32_t>& children, const std::map
       status = sender.status();  // the plan goes on without this child; the round re-plans if it fails
       continue;
     }
+    // A child that keeps its stripes (a re-plan around someone else) keeps its transfer as it is:
+    // opening it again would drop its copies in flight and send again what it took since the
+    // `have` it reported.
+    bool same_stripes = true;
+    for (uint32_t s = 0; s < stripes_; ++s) same_stripes = same_stripes && ((before[s] == id) == (children_[s] == id));
+    if (same_stripes && shape_.id != 0 && (*sender)->open_transfer() == shape_.id) continue;
     auto h = have.find(id);
     open_child(**sender, id, h == have.end() ? nullptr : &h->second);
   }

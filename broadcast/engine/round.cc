@@ -107,9 +107,12 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // from them, so no one hashes the bytes again. They come from the leaf digests taken while the
   // version's bytes were made (no pass over them here) when slices start on leaves.
   const std::vector<uint64_t> checksums = slice_checksums(spec.data, shape, spec.leaves, hash_pool_);
-  const control::Announce announce{spec.version, spec.base, spec.full, spec.transfer, spec.bytes, slice_bytes,
-                                   transfer_digest(checksums, spec.bytes), {plan, directory}, spec.image};
-  for (uint32_t id : targets) membership_.send(id, announce);
+  control::Announce announce{spec.version, spec.base, spec.full, spec.transfer, spec.bytes, slice_bytes,
+                             transfer_digest(checksums, spec.bytes), {}, spec.image};
+  for (uint32_t id : targets) {
+    announce.forwarding = control::forwarding_of(plan, id, directory);
+    membership_.send(id, announce);
+  }
   relay_.begin(shape, spec.data, stripes, &checksums);
   if (Status s = relay_.set_children(plan.heads(), directory, {}); !s.ok()) {
     log().error("round for version {}: {}", spec.version, s.to_string());
@@ -163,20 +166,26 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       relay_.forget_peer(id);
     }
     if (in_plan.empty()) continue;
-    plan = plan_chains(in_plan, stripes, rates_.judge(in_plan).slow, nodes);
+    plan = without_members(plan, dropped);  // the pipelines go on where they are
     ++result.replans;
     std::map<uint32_t, std::vector<bool>> have;
-    control::Replan replan{spec.transfer, {plan, directory}, {}};
     for (const auto& [id, hex] : look.have) {
       if (!directory.count(id) || hex.empty()) continue;
       auto bits = control::decode_bitmap(hex, shape.slices());
-      if (!bits.ok()) continue;
-      have[id] = *bits;
-      replan.have[id] = hex;
+      if (bits.ok()) have[id] = *bits;
     }
     log().warn("version {}: consumers {} dropped out; re-planned {} stripes over {} consumers", spec.version,
                fmt::join(dropped, ","), stripes, in_plan.size());
-    for (uint32_t id : in_plan) membership_.send(id, replan);
+    // Each member its new part of the plan and what its children hold (only those whose
+    // children changed need it; the rest are told the same again, which changes nothing).
+    for (uint32_t id : in_plan) {
+      control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory), {}};
+      for (uint32_t child : replan.forwarding.children) {
+        const auto hex = look.have.find(child);
+        if (child != 0 && hex != look.have.end() && have.count(child)) replan.have[child] = hex->second;
+      }
+      membership_.send(id, replan);
+    }
     if (Status s = relay_.set_children(plan.heads(), directory, have); !s.ok()) {
       log().error("round for version {}: {}", spec.version, s.to_string());
     }

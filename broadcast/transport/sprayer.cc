@@ -513,6 +513,11 @@ bool Sprayer::finished() const {
   return state_->active() && state_->table.finished();
 }
 
+uint64_t Sprayer::open_transfer() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->active() ? state_->transfer() : 0;
+}
+
 void Sprayer::close() {
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);

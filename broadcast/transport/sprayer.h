@@ -126,6 +126,8 @@ class Sprayer {
   TimePoint poll();
   // Every slice of the open transfer delivered (or skipped).
   bool finished() const;
+  // The transfer open now (0: none).
+  uint64_t open_transfer() const;
 
   std::vector<RailTelemetry> telemetry() const;
   // How the link to the receiver did in the open (or last) transfer.

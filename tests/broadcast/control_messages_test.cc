@@ -68,7 +68,7 @@ TEST_F(SocketPair, ATruncatedFrameTimesOutInsteadOfHanging) {
 }
 
 using testing::every_control_message;
-using testing::two_member_plan;
+using testing::some_forwarding;
 
 TEST(ControlMessages, EveryTypeRoundTrips) {
   const auto messages = every_control_message();
@@ -128,28 +128,58 @@ TEST(ControlMessages, UnknownMissingAndMistypedFieldsAreNamed) {
   EXPECT_NE(refusal(j).find("reason"), std::string::npos);
 }
 
-TEST(ControlMessages, InconsistentPlansAreRefused) {
-  const auto with_plan = [](const std::function<void(Json&)>& edit) {
-    Json j = encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, two_member_plan()});
-    edit(j["plan"]);
+TEST(ControlMessages, InconsistentForwardingIsRefused) {
+  const auto with_forwarding = [](const std::function<void(Json&)>& edit) {
+    Json j = encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, some_forwarding()});
+    edit(j["forwarding"]);
     return refusal(j);
   };
-  EXPECT_EQ(with_plan([](Json&) {}), "");
-  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::parse("[[3, 3]]"); }).find("twice"), std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::parse("[[3, 9]]"); }).find("directory"), std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::parse("[[0]]"); }).find("names no member"), std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json::array(); }).find("stripes"), std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["chains"] = Json(std::vector<std::vector<int>>(kMaxStripes + 1, {3})); }).find("entries"),
+  EXPECT_EQ(with_forwarding([](Json&) {}), "");
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3, 9]"); }).find("directory"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3, -1]"); }).find("children[1]"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3]"); }).find("no child"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::array(); }).find("stripes"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json(std::vector<int>(kMaxStripes + 1, 3)); }).find("entries"),
             std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["directory"]["03"] = Json::array({"10.0.0.9:1"}); }).find("member id"),
+  EXPECT_NE(with_forwarding([](Json& p) { p["directory"]["03"] = Json::array({"10.0.0.9:1"}); }).find("member id"),
             std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["directory"]["3"] = Json::array({"10.0.0.3"}); }).find("port"), std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["directory"]["3"] = Json::array({"host:1"}); }).find("directory"),
+  EXPECT_NE(with_forwarding([](Json& p) { p["directory"]["3"] = Json::array({"10.0.0.3"}); }).find("port"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["directory"]["3"] = Json::array({"host:1"}); }).find("directory"),
             std::string::npos);
-  EXPECT_NE(with_plan([](Json& p) { p["directory"]["3"] = Json::array(); }).find("no data endpoint"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["directory"]["3"] = Json::array(); }).find("no data endpoint"), std::string::npos);
+  // A re-plan's `have` covers the receiver's children only.
+  Json replan = encode(Replan{1, some_forwarding(), {{5, "ff"}}});
+  EXPECT_EQ(refusal(replan), "");
+  replan["have"]["7"] = "ff";
+  EXPECT_NE(refusal(replan).find("no child"), std::string::npos);
   // A full version has no base, a delta has one.
-  Json j = encode(Announce{10, 9, true, 1, 1 << 20, 65536, 1, two_member_plan()});
+  Json j = encode(Announce{10, 9, true, 1, 1 << 20, 65536, 1, some_forwarding()});
   EXPECT_NE(refusal(j).find("base"), std::string::npos);
+}
+
+TEST(ControlMessages, EachMemberIsSentItsOwnPartOfThePlan) {
+  Plan plan;
+  plan.chains = {{3, 5, 8}, {5, 8, 3}};
+  const std::map<uint32_t, PeerEndpoints> directory = {
+      {3, {{"10.0.0.3", 1}}}, {5, {{"10.0.0.5", 1}}}, {8, {{"10.0.0.8", 1}}}};
+  const Forwarding five = forwarding_of(plan, 5, directory);
+  EXPECT_EQ(five.children, (std::vector<uint32_t>{8, 8}));
+  EXPECT_EQ(five.directory.size(), 1u);
+  EXPECT_EQ(five.directory.at(8), directory.at(8));
+  const Forwarding eight = forwarding_of(plan, 8, directory);
+  EXPECT_EQ(eight.children, (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(eight.directory.count(5), 0u);
+  // Whatever the number of members, a member's part is the size of the stripes.
+  Plan big;
+  big.chains.assign(4, {});
+  std::map<uint32_t, PeerEndpoints> everyone;
+  for (uint32_t id = 1; id <= 20000; ++id) {
+    for (auto& chain : big.chains) chain.push_back(id);
+    everyone[id] = {{"10.0.0.1", static_cast<uint16_t>(id % 60000 + 1)}, {"10.1.0.1", 2}};
+  }
+  const std::string text = encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, forwarding_of(big, 777, everyone)}).dump();
+  EXPECT_LT(text.size(), 600u);
+  EXPECT_EQ(refusal(Json::parse(text)), "");
 }
 
 TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {

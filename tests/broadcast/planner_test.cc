@@ -115,6 +115,38 @@ TEST(Planner, EachStripeEntersEachNodeOnce) {
   EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, singles).chains, plan_chains(members(7), 4, {20, 60}).chains);
 }
 
+TEST(Planner, MembersThatDieAreSplicedOutAndEveryoneElseKeepsAParentAheadOfIt) {
+  NodeOf nodes;
+  for (uint32_t id : members(40)) nodes[id] = "node" + std::to_string(id / 30);
+  const Plan before = plan_chains(members(40), 4, {70}, nodes);
+  const std::vector<uint32_t> dropped = {10, 130, 70, 400, 999};  // a head, a middle one, the slow one, the last, a stranger
+  const Plan after = without_members(before, dropped);
+  ASSERT_EQ(after.stripes(), before.stripes());
+  EXPECT_TRUE(after.slow.empty());
+  for (uint32_t s = 0; s < after.stripes(); ++s) {
+    const auto& old_chain = before.chains[s];
+    const auto& chain = after.chains[s];
+    EXPECT_EQ(chain.size(), old_chain.size() - 4) << "stripe " << s;
+    const auto position = [&](uint32_t id) { return std::find(old_chain.begin(), old_chain.end(), id) - old_chain.begin(); };
+    for (size_t i = 0; i < chain.size(); ++i) {
+      EXPECT_EQ(std::count(dropped.begin(), dropped.end(), chain[i]), 0) << "stripe " << s;
+      // In the old order, so whoever feeds a member now was ahead of it and of its old parent.
+      if (i > 0) {
+        EXPECT_LT(position(chain[i - 1]), position(chain[i])) << "stripe " << s;
+      }
+    }
+    // Only the dead members' children have a new parent.
+    for (size_t i = 1; i < chain.size(); ++i) {
+      const auto old_parent = old_chain[position(chain[i]) - 1];
+      if (chain[i - 1] != old_parent) {
+        EXPECT_EQ(std::count(dropped.begin(), dropped.end(), old_parent), 1) << "stripe " << s << " member " << chain[i];
+      }
+    }
+  }
+  EXPECT_EQ(without_members(before, {}).chains, before.chains);
+  EXPECT_EQ(without_members(before, members(40)).heads(), std::vector<uint32_t>(4, 0));
+}
+
 TEST(Planner, EmptyInputsGiveAnEmptyPlan) {
   EXPECT_EQ(plan_chains({}, 3).stripes(), 0u);
   EXPECT_EQ(plan_chains(members(3), 0).stripes(), 0u);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "broadcast/engine/relay.h"
 #include "broadcast/testing/fake/transport.h"
@@ -103,6 +104,31 @@ TEST(Relay, AnIdThatNowNamesAnotherPeerReachesTheNewPeer) {
   forward_all(relay, 2, second, 7, b);
   expect_received(b, 2, second);
   EXPECT_EQ(a.staging.progress(2).arrived, 0u) << "the peer that used to have the id got slices";
+  relay.end();
+}
+
+TEST(Relay, AReplanLeavesAChildThatKeepsItsStripesAlone) {
+  // Member 6 died: its stripe goes to 7 instead, and 5, which keeps its stripe, is told the new
+  // plan too (with no report of what it holds). It must not be sent its stripe again.
+  Child a(25), b(26), c(27);
+  Relay relay = make_relay();
+  const auto data = pattern(10 * kSliceBytes, 4);
+  for (Child* child : {&a, &b, &c}) ASSERT_TRUE(child->staging.expect(1, data.size(), kSliceBytes).ok());
+  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
+  ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
+  for (uint32_t i = 0; i < 10; ++i) relay.on_slice(1, i, slice_checksum(data, i));
+  const auto acked = [&](uint32_t id) {
+    uint64_t n = 0;
+    for (const auto& rail : relay.telemetry(id)) n += rail.slices_acked;
+    return n;
+  };
+  for (int spin = 0; spin < 500 && acked(5) < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(acked(5), 5u);
+  ASSERT_TRUE(relay.set_children({5, 7}, {{5, a.listener->endpoints()}, {7, c.listener->endpoints()}}, {}).ok());
+  for (int spin = 0; spin < 500 && c.staging.progress(1).arrived < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(c.staging.progress(1).arrived, 5u) << "the new child got its stripe";
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(acked(5), 5u) << "the child that kept its stripe was sent it again";
   relay.end();
 }
 

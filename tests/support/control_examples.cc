@@ -4,12 +4,12 @@ namespace deltacast::testing {
 
 using namespace control;
 
-PlanWire two_member_plan() {
-  PlanWire p;
-  p.plan.chains = {{3, 5}, {5, 3}};
-  p.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
-  p.directory[5] = {{"10.0.0.5", 7001}};
-  return p;
+Forwarding some_forwarding() {
+  Forwarding f;
+  f.children = {3, 0, 5, 3};  // four stripes: two to member 3, one to 5, one ends here
+  f.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
+  f.directory[5] = {{"10.0.0.5", 7001}};
+  return f;
 }
 
 LinkSample some_link_sample() {
@@ -48,8 +48,8 @@ std::vector<Message> every_control_message() {
           Welcome{4, 77, 9},
           Reject{StatusCode::kMismatch, "manifest mismatch: tensor 1"},
           Heartbeat{},
-          Announce{10, 9, false, 1234, 1 << 20, 65536, 0xabc, two_member_plan()},
-          Replan{1234, two_member_plan(), {{3, "ff01"}}},
+          Announce{10, 9, false, 1234, 1 << 20, 65536, 0xabc, some_forwarding()},
+          Replan{1234, some_forwarding(), {{3, "ff01"}}},
           Progress{1234, 9, 0.5, "ff01"},
           Staged{10, 0.5, 0.01, {{5, some_link_sample()}}},
           Committed{10, 0.02},

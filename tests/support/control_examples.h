@@ -8,7 +8,7 @@
 
 namespace deltacast::testing {
 
-control::PlanWire two_member_plan();
+control::Forwarding some_forwarding();
 LinkSample some_link_sample();
 // A rank of a group of one registering two pieces.
 control::Register some_registration();
