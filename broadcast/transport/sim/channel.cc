@@ -6,7 +6,8 @@ SimChannel::SimChannel(SimNetwork* network, RailSpec rail)
     : network_(network),
       rail_(std::move(rail)),
       from_(network->port_of(rail_.local.host)),
-      to_(network->port_of(rail_.remote.host)) {}
+      to_(network->port_of(rail_.remote.host)),
+      receiver_(network->sink_slot(rail_.remote)) {}
 
 SimChannel::~SimChannel() {
   close();
@@ -38,7 +39,7 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
 void SimChannel::arrive(uint64_t id, const SliceRef& slice) {
   if (!outstanding_.count(id)) return;  // failed by a reset meanwhile
   if (!network_->up(from_) || !network_->up(to_)) return;  // a port went down under it
-  SliceSink* sink = network_->lookup(rail_.remote);
+  SliceSink* sink = *receiver_;
   Status status;
   if (sink == nullptr) {
     status = unavailable("{}: nothing listens at {}", rail_.to_string(), rail_.remote.to_string());
@@ -57,7 +58,7 @@ void SimChannel::arrive(uint64_t id, const SliceRef& slice) {
   });
 }
 
-bool SimChannel::ready() const { return !closed_ && network_->lookup(rail_.remote) != nullptr; }
+bool SimChannel::ready() const { return !closed_ && *receiver_ != nullptr; }
 
 void SimChannel::fail_outstanding(const char* why) {
   // Taken out first: a completion may send again on this channel.

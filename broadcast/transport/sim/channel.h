@@ -34,6 +34,7 @@ class SimChannel : public Channel {
   RailSpec rail_;
   uint32_t from_ = 0;
   uint32_t to_ = 0;
+  SliceSink* const* receiver_;  // the network's slot for rail_.remote
   bool closed_ = false;
   uint64_t next_id_ = 1;
   std::map<uint64_t, SliceDone> outstanding_;  // sent, not yet acknowledged or failed

@@ -52,16 +52,24 @@ void SimNetwork::set_node_limit(const std::string& node, double bytes_per_second
 
 void SimNetwork::bind(const Endpoint& endpoint, SliceSink* sink) { listeners_[endpoint.to_string()] = sink; }
 
-void SimNetwork::unbind(const Endpoint& endpoint) { listeners_.erase(endpoint.to_string()); }
+void SimNetwork::unbind(const Endpoint& endpoint) {
+  auto it = listeners_.find(endpoint.to_string());
+  if (it != listeners_.end()) it->second = nullptr;
+}
 
 SliceSink* SimNetwork::lookup(const Endpoint& endpoint) const {
   auto it = listeners_.find(endpoint.to_string());
   return it == listeners_.end() ? nullptr : it->second;
 }
 
+SliceSink* const* SimNetwork::sink_slot(const Endpoint& endpoint) {
+  // An unordered_map's elements stay where they are as it grows.
+  return &listeners_.try_emplace(endpoint.to_string(), nullptr).first->second;
+}
+
 uint16_t SimNetwork::free_port(const std::string& host) {
   uint16_t& next = next_port_.try_emplace(host, uint16_t{20000}).first->second;
-  while (listeners_.count(Endpoint{host, next}.to_string())) ++next;
+  while (lookup(Endpoint{host, next}) != nullptr) ++next;
   return next++;
 }
 
