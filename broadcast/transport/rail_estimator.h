@@ -44,6 +44,11 @@ class RailEstimator {
 
   // Seconds until `bytes` more would be delivered behind what is in flight.
   double predicted_seconds(uint32_t bytes) const { return static_cast<double>(inflight_ + bytes) / rate(); }
+  // The same, taking an unmeasured rail at `unmeasured_rate` (a measured sibling's, say) instead
+  // of the guess.
+  double predicted_seconds(uint32_t bytes, double unmeasured_rate) const {
+    return static_cast<double>(inflight_ + bytes) / (bandwidth_ > 0 ? bandwidth_ : unmeasured_rate);
+  }
   // How long a copy predicted to take `predicted` seconds is given: `factor` times the
   // prediction plus a margin of at least `min_margin` (more on a jittery rail), or `first`
   // before the rail's rate is measured.

@@ -181,13 +181,25 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       }
       return -1;
     }
+    // A rail not measured yet beside measured ones (it carried nothing before: its port was
+    // down, or the transfers before were too short for it) is taken at the slowest measured
+    // rate, not at the guess for a sprayer that knows nothing: at the guess it loses every
+    // choice until the measured rails have a queue_target of slices queued, so every slice waits
+    // that long, and it is left to probes to be measured. Slow start still holds it to two
+    // slices in flight until its first sample.
+    double slowest_measured = 0;
+    for (const Rail& rail : rails) {
+      const double b = rail.estimate.bandwidth();
+      if (b > 0 && (slowest_measured == 0 || b < slowest_measured)) slowest_measured = b;
+    }
+    const double unmeasured_rate = slowest_measured > 0 ? slowest_measured : RailEstimator::kAssumedBandwidth;
     std::vector<uint32_t> candidates;
     int best = -1;
     double best_time = 0;
     for (uint32_t r = 0; r < n; ++r) {
       if (!usable(r, now) || !has_room(r, length)) continue;
       candidates.push_back(r);
-      const double t = rails[r].estimate.predicted_seconds(length);
+      const double t = rails[r].estimate.predicted_seconds(length, unmeasured_rate);
       if (best < 0 || t < best_time) best = static_cast<int>(r), best_time = t;
     }
     if (candidates.size() > 1 && std::uniform_real_distribution<double>(0, 1)(rng) < options.probe_share) {

@@ -15,12 +15,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A receiver that records which slices arrived, and how often.
+// A receiver that records which slices arrived, how often, and when first.
 struct CountingSink : SliceSink {
+  const TimeSource* clock = nullptr;
   std::map<uint32_t, int> arrived;
+  std::map<uint32_t, TimePoint> first_at;
   Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
   bool complete(const SliceRef& slice, const Landing&, bool verified) override {
-    if (verified) ++arrived[slice.index];
+    if (verified && ++arrived[slice.index] == 1 && clock != nullptr) first_at[slice.index] = clock->now();
     return verified;
   }
 };
@@ -38,6 +40,7 @@ struct TwoHosts {
   explicit TwoHosts(double rate) {
     for (const char* host : {"10.0.0.1", "10.1.0.1", "10.0.0.2", "10.1.0.2"}) net.set_port_rates(host, rate, rate);
     net.set_latency(std::chrono::microseconds(10));
+    sink.clock = &net.clock();
     listener = transport.listen({{"10.0.0.2", 0}, {"10.1.0.2", 0}}, &sink, {}).value();
     std::vector<std::unique_ptr<Channel>> channels;
     const auto at = listener->endpoints();
@@ -57,12 +60,27 @@ struct TwoHosts {
   }
 
   // Offers a transfer and runs the loop, polling the sprayer when it asks, until it is done.
-  void run(uint64_t bytes) {
+  void run(uint64_t bytes, uint64_t transfer = 1) {
     static const uint8_t nothing = 0;  // the simulation never reads the bytes
-    ASSERT_TRUE(sprayer->open(1, &nothing, bytes).ok());
+    ASSERT_TRUE(sprayer->open(transfer, &nothing, bytes).ok());
     sprayer->offer_all();
     poll();
     net.loop().run([&] { return sprayer->finished(); }, net.loop().now() + std::chrono::seconds(60));
+  }
+  // The same with the slices offered one by one, `every` apart, as a relay forwards what trickles
+  // in: the sender is never backlogged, so a measured rail always has room.
+  void run_paced(uint64_t bytes, uint64_t transfer, std::chrono::microseconds every) {
+    static const uint8_t nothing = 0;
+    auto shape = sprayer->open(transfer, &nothing, bytes);
+    ASSERT_TRUE(shape.ok());
+    const TimePoint start = net.loop().now();
+    for (uint32_t i = 0; i < shape->slices(); ++i) {
+      net.loop().at(start + i * every, [this, i] {
+        sprayer->offer(i);
+        poll();
+      });
+    }
+    net.loop().run([&] { return sprayer->finished(); }, start + std::chrono::seconds(60));
   }
   void poll() {
     const TimePoint next = sprayer->poll();
@@ -98,6 +116,32 @@ TEST(SimTransport, ARailThatGoesDownStallsUntilDeadlinesMoveItsSlicesAndNothingI
   const double t = secs(h.net.loop().now());
   EXPECT_GT(t, 0.3 + 130e6 / 100e6);
   EXPECT_LT(t, 0.3 + 170e6 / 100e6);
+}
+
+// A transfer that trickled in slower than one rail takes leaves the other rail unmeasured: the
+// measured one was always free and won every choice. In the next transfer, which one rail cannot
+// carry, the unmeasured rail is predicted at its sibling's rate, not at the 1 Gbit/s guess for a
+// sprayer that knows nothing, so it takes slices as soon as the measured rail has one in flight.
+// At the guess it would lose every choice until the measured rail had a queue_target (8 ms) of
+// slices queued: 8 ms more for every slice, at every hop of a chain.
+TEST(SimTransport, ARailUnmeasuredBesideAMeasuredOneTakesSlicesBeforeItsSiblingQueues) {
+  TwoHosts h(1e9);  // 1 GB/s per port
+  ASSERT_NO_FATAL_FAILURE(h.run_paced(64 << 20, 1, std::chrono::microseconds(2000)));  // 0.5 GB/s
+  ASSERT_TRUE(h.sprayer->finished());
+  ASSERT_GT(h.sprayer->telemetry()[0].bandwidth_bps, 0.0);
+  ASSERT_EQ(h.sprayer->telemetry()[1].bandwidth_bps, 0.0) << "the trickle should have left rail 1 unmeasured";
+  // 1 MiB slices every 0.7 ms (1.5 GB/s): more than one rail takes, less than two.
+  const auto every = std::chrono::microseconds(700);
+  const TimePoint start = h.net.loop().now();
+  h.sink.arrived.clear();
+  h.sink.first_at.clear();
+  ASSERT_NO_FATAL_FAILURE(h.run_paced(400 << 20, 2, every));
+  ASSERT_TRUE(h.sprayer->finished());
+  double worst = 0;
+  for (const auto& [slice, at] : h.sink.first_at) worst = std::max(worst, secs(at) - secs(start + slice * every));
+  EXPECT_EQ(h.sink.first_at.size(), 400u);
+  EXPECT_LT(worst, 0.004) << "a slice waited behind the measured rail's queue";
+  EXPECT_GT(h.sprayer->telemetry()[1].bandwidth_bps, 0.0) << "rail 1 was never measured";
 }
 
 TEST(SimTransport, APortSharedBySendersIsShared) {
