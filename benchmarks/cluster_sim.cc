@@ -280,19 +280,26 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
 
   // The version's shape, as a round picks it (version_shape: stripes, and the alpha-beta slice
   // size for chains through every consumer over the nodes' rails); the slow nodes from the rate book.
+  // The rate is the rate book's healthy rate, as a round takes it; before anyone is measured
+  // (and for the binary tree, which has no relays to report links) the nodes' rails' rate, as a
+  // producer given its NICs' speed (ProducerOptions::round.default_rate) would. (Left at its
+  // default, 1 Gbit/s, a first round to nodes of 400 Gbit rails goes in 64 KiB slices, and
+  // the rate book did not find a 10x-slow node from such a round at 128 nodes.)
   const uint32_t consumers = c_.nodes * c_.gpus_per_node;
   const double node_rate = c_.rail_bytes_per_second * c_.rails;
+  std::vector<uint32_t> members;
+  for (uint32_t k : alive_) members.push_back(k + 1);
+  const SlowVerdict verdict = book_.judge(members);
+  const double rate = topology_ != SimTopology::kBinaryTree && verdict.healthy > 0 ? verdict.healthy : node_rate;
   const double alpha = c_.slice_alpha_seconds > 0 ? c_.slice_alpha_seconds : RoundOptions{}.alpha_seconds;
-  const VersionShape planned = version_shape(bytes, consumers, node_rate, c_.rails, alpha,
+  const VersionShape planned = version_shape(bytes, consumers, rate, c_.rails, alpha,
                                              topology_ == SimTopology::kDeltacast ? c_.stripes : 1);
   const uint32_t stripes = planned.stripes;
   const uint32_t slice_bytes = planned.slice_bytes;
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
   std::vector<uint32_t> slow;
   if (topology_ == SimTopology::kDeltacast) {
-    std::vector<uint32_t> members;
-    for (uint32_t k : alive_) members.push_back(k + 1);
-    for (uint32_t id : book_.judge(members).slow) slow.push_back(id - 1);
+    for (uint32_t id : verdict.slow) slow.push_back(id - 1);
   }
 
   const std::vector<uint64_t> source_checksums(shape.slices(), 0);

@@ -90,8 +90,10 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
               {"nodes", c.nodes},
               {"bytes", bytes},
               {"kind", kind}};
-  // Every scenario's cluster is warmed up by a first (full) version, as a producer's first round.
-  const std::vector<uint64_t> versions = {learn_bytes, bytes};
+  // Every scenario's cluster is warmed up by a first (full) version, as a producer's first round
+  // (none: the version is the cluster's first, sent by cold sprayers with no rate book).
+  const std::vector<uint64_t> versions =
+      learn_bytes > 0 ? std::vector<uint64_t>{learn_bytes, bytes} : std::vector<uint64_t>{bytes};
   DC_ASSIGN_OR_RETURN(const SimResult clean, simulate_versions(c, versions, SimTopology::kDeltacast, FaultSpec{}));
   row["bound_seconds"] = clean.bound_seconds;
   row["seconds"] = clean.seconds;
@@ -209,7 +211,7 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gbytes", a->gbytes, "The dense version, GB")->capture_default_str();
   cmd->add_option("--warmup-gbytes", a->warmup_gbytes,
-                  "The full version every scenario runs first (rails and nodes measured), GB; at most --gbytes")
+                  "The full version every scenario runs first (rails and nodes measured), GB; at most --gbytes (0: none, the version is the cluster's first)")
       ->capture_default_str();
   cmd->add_option("--density", a->density, "The sparse version's share of the dense bytes")->capture_default_str();
   cmd->add_option("--dead-fraction", a->dead_fraction, "Nodes dying mid-version (0: none)")->capture_default_str();
