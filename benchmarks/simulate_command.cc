@@ -16,6 +16,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <thread>
 
 #include "bench_commands.h"
 #include "child_process.h"
@@ -47,6 +51,7 @@ struct SimulateArgs {
   double slow_factor = 0.1;
   bool baselines = true;
   uint64_t seed = 1;
+  uint32_t jobs = std::max(1u, std::thread::hardware_concurrency());
   bool json = false;
   bool per_consumer = false;  // every consumer's time in the JSON
   std::string plot;           // PNG to draw (plot_simulate.py)
@@ -94,35 +99,68 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   // (none: the version is the cluster's first, sent by cold sprayers with no rate book).
   const std::vector<uint64_t> versions =
       learn_bytes > 0 ? std::vector<uint64_t>{learn_bytes, bytes} : std::vector<uint64_t>{bytes};
-  DC_ASSIGN_OR_RETURN(const SimResult clean, simulate_versions(c, versions, SimTopology::kDeltacast, FaultSpec{}));
+  // The simulations of a row are independent clusters: they run side by side, --jobs at a time.
+  struct Run {
+    std::string name;
+    std::function<Result<SimResult>()> simulate;
+  };
+  std::vector<Run> runs;
+  runs.reserve(5);
+  runs.push_back({"deltacast", [&] { return simulate_versions(c, versions, SimTopology::kDeltacast, FaultSpec{}); }});
+  if (a.baselines) {
+    runs.push_back({"tree", [&] { return simulate_versions(c, versions, SimTopology::kBinaryTree, FaultSpec{}); }});
+    runs.push_back({"ring", [&] { return simulate_versions(c, versions, SimTopology::kRing, FaultSpec{}); }});
+  }
+  FaultSpec f;
+  f.dead_fraction = a.dead_fraction;
+  f.detect_seconds = a.detect_seconds;
+  f.flapping_rails = a.flapping_rails;
+  f.seed = a.seed;
+  if (a.dead_fraction > 0 || a.flapping_rails > 0) {
+    runs.push_back({"faults", [&] { return simulate_versions(c, versions, SimTopology::kDeltacast, f); }});
+  }
+  // Slow nodes in the middle of the node order: the first version finds them (the rate book
+  // judges the relays' link reports), the one reported has them at the chains' tails.
+  ClusterSpec slow = c;
+  for (uint32_t i = 0; i < a.slow_nodes; ++i) slow.rate_factor[c.nodes / 2 + i] = a.slow_factor;
+  if (a.slow_nodes > 0 && c.nodes > a.slow_nodes) {
+    runs.push_back({"slow", [&] { return simulate_versions(slow, versions, SimTopology::kDeltacast, FaultSpec{}); }});
+  }
+  std::map<std::string, SimResult> done;
+  for (size_t first = 0; first < runs.size(); first += std::max<uint32_t>(1, a.jobs)) {
+    std::vector<std::pair<std::string, std::future<Result<SimResult>>>> batch;
+    for (size_t i = first; i < std::min(runs.size(), first + std::max<uint32_t>(1, a.jobs)); ++i) {
+      batch.emplace_back(runs[i].name, std::async(std::launch::async, runs[i].simulate));
+    }
+    Status failed;
+    for (auto& [name, future] : batch) {
+      auto r = future.get();  // every run of the batch ends before anything returns
+      if (!r.ok()) {
+        if (failed.ok()) failed = r.status();
+        continue;
+      }
+      done[name] = std::move(r).value();
+    }
+    DC_RETURN_IF_ERROR(failed);
+  }
+  const SimResult& clean = done.at("deltacast");
   row["bound_seconds"] = clean.bound_seconds;
   row["seconds"] = clean.seconds;
   row["ratio_to_bound"] = clean.seconds / clean.bound_seconds;
   row["survivors_complete"] = clean.survivors_complete;
   row["deltacast"] = result_json(clean, a.per_consumer);
-  if (a.baselines) {
-    DC_ASSIGN_OR_RETURN(const SimResult tree, simulate_versions(c, versions, SimTopology::kBinaryTree, FaultSpec{}));
-    DC_ASSIGN_OR_RETURN(const SimResult ring, simulate_versions(c, versions, SimTopology::kRing, FaultSpec{}));
-    row["binary_tree_seconds"] = tree.seconds;
-    row["ring_seconds"] = ring.seconds;
+  if (done.count("tree")) {
+    row["binary_tree_seconds"] = done.at("tree").seconds;
+    row["ring_seconds"] = done.at("ring").seconds;
   }
-  if (a.dead_fraction > 0 || a.flapping_rails > 0) {
-    FaultSpec f;
-    f.dead_fraction = a.dead_fraction;
-    f.detect_seconds = a.detect_seconds;
-    f.flapping_rails = a.flapping_rails;
-    f.seed = a.seed;
-    DC_ASSIGN_OR_RETURN(const SimResult faulty, simulate_versions(c, versions, SimTopology::kDeltacast, f));
+  if (done.count("faults")) {
+    const SimResult& faulty = done.at("faults");
     row["faults"] = result_json(faulty, a.per_consumer);
     row["faults"]["vs_fault_free"] = faulty.seconds / clean.seconds;
     row["survivors_complete"] = clean.survivors_complete && faulty.survivors_complete;
   }
-  if (a.slow_nodes > 0 && c.nodes > a.slow_nodes) {
-    // Slow nodes in the middle of the node order: the first version finds them (the rate book
-    // judges the relays' link reports), the one reported has them at the chains' tails.
-    ClusterSpec slow = c;
-    for (uint32_t i = 0; i < a.slow_nodes; ++i) slow.rate_factor[c.nodes / 2 + i] = a.slow_factor;
-    DC_ASSIGN_OR_RETURN(const SimResult r, simulate_versions(slow, versions, SimTopology::kDeltacast, FaultSpec{}));
+  if (done.count("slow")) {
+    const SimResult& r = done.at("slow");
     row["slow"] = result_json(r, a.per_consumer);
     row["slow"]["slow_nodes"] = r.slow_nodes;
     row["slow"]["median_vs_fault_free"] = r.median_seconds / clean.median_seconds;
@@ -223,6 +261,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--slow-nodes", a->slow_nodes, "Slow nodes (0: none)")->capture_default_str();
   cmd->add_option("--slow-factor", a->slow_factor, "Their rails' rate factor")->capture_default_str();
   cmd->add_flag("!--no-baselines", a->baselines, "Skip the binary tree and ring baselines");
+  cmd->add_option("--jobs", a->jobs, "Simulations run side by side (one core each)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Fault seed")->capture_default_str();
   cmd->add_flag("--json", a->json, "JSON output");
   cmd->add_flag("--per-consumer", a->per_consumer, "With --json: every consumer's time");
