@@ -385,6 +385,25 @@ void Consumer::answer_checks() {
   }
 }
 
+void Consumer::report_unreachable_children() {
+  uint64_t transfer = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (incoming_) transfer = incoming_->shape.id;
+  }
+  if (transfer == 0) return;
+  if (transfer != reported_transfer_) {
+    reported_transfer_ = transfer;
+    reported_unreachable_.clear();
+  }
+  for (uint32_t child : relay_.unreachable_children()) {
+    if (!reported_unreachable_.insert(child).second) continue;
+    log().warn("consumer {}: no rail reaches consumer {}, which it forwards transfer {} to", options_.name, child,
+               transfer);
+    send(control::Unreachable{transfer, child});
+  }
+}
+
 uint64_t Consumer::model_hash_now() {
   std::shared_lock<std::shared_mutex> shared(tensors_mu_);
   return model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
@@ -401,6 +420,7 @@ void Consumer::worker_loop() {
       inc = incoming_ && !incoming_->processed ? incoming_ : nullptr;
     }
     answer_checks();
+    report_unreachable_children();
     if (!inc) continue;
     if (!staging_.wait(inc->shape.id, Millis(50)).ok()) continue;
     const auto verify_start = Clock::now();

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <shared_mutex>
 #include <thread>
@@ -120,6 +121,8 @@ class Consumer {
   void on_check(const control::Check& message);
   void worker_loop();
   void answer_checks();
+  // Tells the coordinator of children of the transfer in flight that no rail reaches, once each.
+  void report_unreachable_children();
   void progress_loop();
   Status commit_ready(uint64_t through = UINT64_MAX);
   void abandon_incoming();
@@ -147,6 +150,8 @@ class Consumer {
   std::shared_ptr<Incoming> incoming_;
   std::deque<std::shared_ptr<Staged>> ready_;
   std::vector<uint64_t> check_requests_;
+  uint64_t reported_transfer_ = 0;  // worker thread only: the transfer reported_unreachable_ is of
+  std::set<uint32_t> reported_unreachable_;
   std::mutex commit_mu_;  // one commit at a time
   bool joined_once_ = false;
   std::atomic<bool> closing_{false};

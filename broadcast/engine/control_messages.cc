@@ -481,6 +481,14 @@ void from_json(const Json& j, Checked& m) {
   m.model_hash = f.u64("model_hash");
 }
 
+void to_json(Json& j, const Unreachable& m) { j = {{"transfer", m.transfer}, {"member", m.member}}; }
+
+void from_json(const Json& j, Unreachable& m) {
+  const Fields f(j, "unreachable", {"transfer", "member"});
+  m.transfer = f.u64("transfer");
+  m.member = as_id(f.at("member"), f.where("member"));
+}
+
 void to_json(Json& j, const Register& m) {
   j = {{"protocol", m.protocol}, {"token", m.token}, {"world", m.world}, {"logical", manifest_json(m.logical)},
        {"rank", rank_json(m.rank)}};
@@ -547,7 +555,7 @@ constexpr TypeEntry kTypes[] = {
     {"progress", read_as<Progress>},   {"staged", read_as<Staged>},       {"committed", read_as<Committed>},
     {"failed", read_as<Failed>},       {"done", read_as<Done>},           {"check", read_as<Check>},
     {"checked", read_as<Checked>},     {"register", read_as<Register>},   {"registered", read_as<Registered>},
-    {"find_group", read_as<FindGroup>}, {"group", read_as<Group>},
+    {"find_group", read_as<FindGroup>}, {"group", read_as<Group>},   {"unreachable", read_as<Unreachable>},
 };
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 

@@ -141,6 +141,14 @@ struct Failed {
   uint64_t version = 0;
   std::string reason;
 };
+// consumer -> coordinator: a child it forwards the transfer in flight to cannot be reached over
+// any rail (every rail to it failed, or missed its deadlines, until paused), so the coordinator
+// can route around it before that child's control link times out (a hung host keeps its
+// connections open and says nothing for the control link's dead_after).
+struct Unreachable {
+  uint64_t transfer = 0;
+  uint32_t member = 0;
+};
 // coordinator -> consumer: the version finished everywhere; its staging can go.
 struct Done {
   uint64_t version = 0;
@@ -185,7 +193,7 @@ struct Group {
 };
 
 using Message = std::variant<Join, Welcome, Reject, Heartbeat, Announce, Replan, Progress, Staged, Committed, Failed,
-                             Done, Check, Checked, Register, Registered, FindGroup, Group>;
+                             Done, Check, Checked, Register, Registered, FindGroup, Group, Unreachable>;
 
 // For std::visit over a Message with one lambda per type handled and a generic one for the rest.
 template <typename... Handlers>
@@ -239,6 +247,8 @@ void to_json(Json& j, const Check& m);
 void from_json(const Json& j, Check& m);
 void to_json(Json& j, const Checked& m);
 void from_json(const Json& j, Checked& m);
+void to_json(Json& j, const Unreachable& m);
+void from_json(const Json& j, Unreachable& m);
 void to_json(Json& j, const Register& m);
 void from_json(const Json& j, Register& m);
 void to_json(Json& j, const Registered& m);

@@ -225,6 +225,12 @@ Status Membership::fold(const control::Message& message, MemberRecord& r) {
             r.base = 0;  // whatever it holds staged is not a base to build on: a full sync follows
             return Status();
           },
+          [&](const control::Unreachable& m) {
+            if (m.transfer != r.unreachable_transfer) r.unreachable.clear();
+            r.unreachable_transfer = m.transfer;
+            if (r.unreachable.size() < control::kMaxStripes) r.unreachable.insert(m.member);  // its children only
+            return Status();
+          },
           [&](const control::Checked& m) {
             r.checks[m.version] = {m.held, m.model_hash};
             while (r.checks.size() > kChecksKept) r.checks.erase(r.checks.begin());

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,9 @@ struct MemberRecord {
   uint64_t transfer = 0;
   uint32_t arrived = 0;
   std::string have;             // slice bitmap, hex (control_message.h)
+  // Children it reported it cannot reach over any rail in transfer `unreachable_transfer`.
+  uint64_t unreachable_transfer = 0;
+  std::set<uint32_t> unreachable;
   double apply_seconds = 0;     // of its last commit
   double receive_seconds = 0;   // of its last staged version
   // Answers to check requests: version held and hash of its tensors.

@@ -100,6 +100,19 @@ Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
   return out;
 }
 
+Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved) {
+  Plan out = without_members(plan, moved);
+  for (size_t s = 0; s < out.chains.size(); ++s) {
+    for (uint32_t id : moved) {
+      const auto& before = plan.chains[s];
+      const bool was_there = std::find(before.begin(), before.end(), id) != before.end();
+      const bool placed = std::find(out.chains[s].begin(), out.chains[s].end(), id) != out.chains[s].end();
+      if (was_there && !placed) out.chains[s].push_back(id);
+    }
+  }
+  return out;
+}
+
 uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,
                                 uint32_t min_bytes, uint32_t max_bytes) {
   if (bytes == 0) return min_bytes;

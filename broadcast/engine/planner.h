@@ -55,6 +55,11 @@ Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vec
 // another point of the version: the producer then re-sends much of it to new heads.)
 Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
 
+// `plan` with the members of `moved` taken to the end of every chain (in that order), everyone
+// else kept in place: a member its parent cannot reach goes where it delays nobody, fed by the
+// last member of each chain, and stays in the plan in case only that link failed.
+Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved);
+
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.
 uint32_t default_stripes(size_t consumers);

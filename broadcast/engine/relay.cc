@@ -129,6 +129,29 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   if (it != senders_.end()) offer(*it->second.sprayer, slice);
 }
 
+std::vector<uint32_t> Relay::unreachable_children() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint32_t> silent;
+  if (!active_) return silent;
+  bool heard_one = false;
+  std::vector<uint32_t> seen;
+  for (uint32_t id : children_) {
+    if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    seen.push_back(id);
+    auto it = senders_.find(id);
+    if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
+    if (it->second.sprayer->silent_for() >= options_.unreachable_after) {
+      silent.push_back(id);
+    } else {
+      heard_one = true;
+    }
+  }
+  // Every child silent: the fault is more likely here (this host's links, or a hang of its own)
+  // than in all of them at once, and reporting them would send them after this relay to the tails.
+  if (!heard_one) silent.clear();
+  return silent;
+}
+
 TimePoint Relay::poll() {
   std::lock_guard<std::mutex> lock(mu_);
   TimePoint next = TimePoint::max();

@@ -27,6 +27,9 @@ struct RelayOptions {
   std::vector<Endpoint> local_rails;     // this node's address per rail (the local end of each rail)
   ChannelOptions channel;
   SprayOptions spray;
+  // A child silent this long while it owes slices is reported unreachable (moved to the tails);
+  // a slow or congested child still acknowledges something in that time.
+  Millis unreachable_after{500};
 };
 
 class Relay {
@@ -54,6 +57,10 @@ class Relay {
   TimePoint poll();
 
   std::vector<RailTelemetry> telemetry(uint32_t child) const;
+  // Children of the current transfer that acknowledged nothing for RelayOptions::unreachable_after
+  // while they owed slices (a child that hangs, or every link to it cut); none when no child at
+  // all is heard from (then the fault is likely this relay's own).
+  std::vector<uint32_t> unreachable_children() const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;
 

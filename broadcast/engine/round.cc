@@ -17,6 +17,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // Where the round stands, read from the member table.
 struct RoundLook {
   std::set<uint32_t> committed, failed, gone, staged;
+  std::set<uint32_t> unreachable;  // reported by their parents in this transfer
   std::map<uint32_t, std::string> have;
   uint64_t progress = 0;  // grows with every slice, staging and commit anywhere
 
@@ -38,6 +39,7 @@ RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector
       look.progress += r.arrived;
       look.have[id] = r.have;
     }
+    if (r.unreachable_transfer == transfer) look.unreachable.insert(r.unreachable.begin(), r.unreachable.end());
     if (r.committed >= version) {
       look.committed.insert(id);
       look.staged.insert(id);
@@ -125,11 +127,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   uint64_t last_progress = 0;
   bool all_staged = false;
   RoundLook look;
+  std::set<uint32_t> moved;  // sent to the tails once, as unreachable
   for (;;) {
     membership_.wait(Millis(100), [&](const std::map<uint32_t, MemberRecord>& all) {
       look = look_at(all, targets, spec.version, spec.transfer);
       const bool broken = std::any_of(in_plan.begin(), in_plan.end(), [&](uint32_t id) {
-        return look.gone.count(id) != 0 || look.failed.count(id) != 0;
+        return look.gone.count(id) != 0 || look.failed.count(id) != 0 ||
+               (look.unreachable.count(id) != 0 && moved.count(id) == 0);
       });
       return look.finished(targets.size()) || broken || look.progress != last_progress;
     });
@@ -154,12 +158,23 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       }
       break;
     }
-    // A member of the chains died or failed: re-parent its children.
-    std::vector<uint32_t> dropped;
+    // A member of the chains died or failed: re-parent its children. A member its parent cannot
+    // reach over any rail (reported by that parent, or found by the producer's own sprayers to the
+    // heads): to the tails, where it delays nobody, before its control link times out (a hung
+    // host keeps its connections open).
+    std::vector<uint32_t> dropped, unreachable;
     for (uint32_t id : in_plan) {
       if (look.gone.count(id) || look.failed.count(id)) dropped.push_back(id);
     }
-    if (dropped.empty()) continue;
+    std::set<uint32_t> reported = look.unreachable;
+    for (uint32_t id : relay_.unreachable_children()) reported.insert(id);
+    for (uint32_t id : reported) {
+      const bool in_chains = std::find(in_plan.begin(), in_plan.end(), id) != in_plan.end();
+      if (in_chains && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && moved.insert(id).second) {
+        unreachable.push_back(id);
+      }
+    }
+    if (dropped.empty() && unreachable.empty()) continue;
     std::erase_if(in_plan, [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); });
     for (uint32_t id : dropped) {
       directory.erase(id);
@@ -167,6 +182,11 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     }
     if (in_plan.empty()) continue;
     plan = without_members(plan, dropped);  // the pipelines go on where they are
+    if (!unreachable.empty()) {
+      plan = to_tails(plan, unreachable);
+      log().warn("version {}: no rail reaches consumers {} from their parents; moved to the tails", spec.version,
+                 fmt::join(unreachable, ","));
+    }
     ++result.replans;
     std::map<uint32_t, std::vector<bool>> have;
     for (const auto& [id, hex] : look.have) {
@@ -174,8 +194,10 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       auto bits = control::decode_bitmap(hex, shape.slices());
       if (bits.ok()) have[id] = *bits;
     }
-    log().warn("version {}: consumers {} dropped out; re-planned {} stripes over {} consumers", spec.version,
-               fmt::join(dropped, ","), stripes, in_plan.size());
+    if (!dropped.empty()) {
+      log().warn("version {}: consumers {} dropped out; re-planned {} stripes over {} consumers", spec.version,
+                 fmt::join(dropped, ","), stripes, in_plan.size());
+    }
     // Each member its new part of the plan and what its children hold (only those whose
     // children changed need it; the rest are told the same again, which changes nothing).
     for (uint32_t id : in_plan) {

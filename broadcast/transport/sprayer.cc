@@ -71,6 +71,16 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   const uint8_t* data = nullptr;  // its bytes
   Status failure;                 // set when the transfer stalled for good
   TimePoint last_progress{};
+  // The last acknowledgement from the receiver, or when it was last owed nothing: how long it has
+  // been silent while it owes slices (silent_for).
+  TimePoint last_heard{};
+
+  bool owed() const { return active() && table.offered_count() > table.done_count(); }
+  // Before offering: a receiver that owed nothing starts owing now (a relay's trickle of slices
+  // must not count the idle time between them as silence).
+  void will_offer(TimePoint now) {
+    if (!owed()) last_heard = now;
+  }
   std::thread scheduler;
   bool stop = false;
   bool draining = false;  // close() is waiting for this transfer's copies to come back
@@ -103,6 +113,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     if (current && !c.expired) table.drop_copy(c.slice);
     rail.estimate.on_done(c.bytes, status.ok(), c.expected, now);
     if (status.ok()) {
+      if (current) last_heard = now;
       rail.health.on_success(now);
       ++rail.telemetry.slices_acked;
       rail.telemetry.bytes_acked += c.bytes;
@@ -454,6 +465,7 @@ void Sprayer::offer(uint32_t slice, uint64_t checksum) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   const TimePoint now = s.now();
+  s.will_offer(now);
   if (s.table.offer(slice, now, checksum)) s.place(now);
 }
 
@@ -461,6 +473,7 @@ void Sprayer::offer(uint32_t slice) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   const TimePoint now = s.now();
+  s.will_offer(now);
   if (s.table.offer(slice, now)) s.place(now);
 }
 
@@ -469,6 +482,7 @@ void Sprayer::offer_all() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active()) return;
   const TimePoint now = s.now();
+  s.will_offer(now);
   s.table.offer_all(now);
   s.place(now);
 }
@@ -478,6 +492,7 @@ void Sprayer::offer_all(std::span<const uint64_t> checksums) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active()) return;
   const TimePoint now = s.now();
+  s.will_offer(now);
   const uint32_t slices = s.table.shape().slices();
   for (uint32_t i = 0; i < slices && i < checksums.size(); ++i) (void)s.table.offer(i, now, checksums[i]);
   s.place(now);
@@ -523,6 +538,13 @@ TimePoint Sprayer::poll() {
 bool Sprayer::finished() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->active() && state_->table.finished();
+}
+
+Millis Sprayer::silent_for() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const State& s = *state_;
+  if (!s.owed()) return Millis(0);
+  return std::chrono::duration_cast<Millis>(s.now() - s.last_heard);
 }
 
 uint64_t Sprayer::open_transfer() const {

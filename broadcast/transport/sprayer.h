@@ -128,6 +128,10 @@ class Sprayer {
   bool finished() const;
   // The transfer open now (0: none).
   uint64_t open_transfer() const;
+  // How long the receiver has acknowledged nothing of the open transfer while it owed offered
+  // slices (0 when it owes none): a receiver that is only slow or congested still acknowledges
+  // something now and then; one that hangs, or whose every link is cut, does not.
+  Millis silent_for() const;
 
   std::vector<RailTelemetry> telemetry() const;
   // How the link to the receiver did in the open (or last) transfer.

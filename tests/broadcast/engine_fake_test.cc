@@ -40,11 +40,11 @@ struct FakeCluster {
   std::unique_ptr<testing::Trainer> trainer;
   std::vector<std::unique_ptr<testing::Rollout>> rollouts;
 
-  FakeCluster(uint64_t elements, int consumers) {
+  FakeCluster(uint64_t elements, int consumers, milliseconds stall_timeout = milliseconds(5000)) {
     ProducerOptions options;
     options.transport_backend = transport;
     for (int r = 0; r < kRails; ++r) options.rails.push_back({host(1, r), 0});
-    options.round.stall_timeout = milliseconds(5000);
+    options.round.stall_timeout = stall_timeout;
     options.spray.min_deadline = milliseconds(40);
     set_ports(1, kPortRate);
     trainer = std::make_unique<testing::Trainer>(elements, 3e-7, options);
@@ -258,6 +258,34 @@ TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAround) {
   cluster.expect_exact({0, 1, 3, 4});
   EXPECT_EQ(cluster.publish(true, false).committed, 4u);
   cluster.expect_exact({0, 1, 3, 4});
+}
+
+TEST(FakeEngine, ARelayThatHangsIsMovedToTheTailsBeforeAnythingTimesOut) {
+  // A hung host keeps its control connection open: only its parents' sprayers, whose every rail
+  // to it stops acknowledging, can tell. With the round's stall timeout at a minute, the others
+  // get the version only if those parents report it and the round moves it to the tails.
+  FakeCluster cluster(1 << 22, 5, milliseconds(60000));
+  cluster.publish(false, false);
+  for (int node = 1; node <= 6; ++node) cluster.set_ports(node, 8e6);  // the full version takes over a second
+  auto v = cluster.producer().publish(true);
+  ASSERT_TRUE(v.ok());
+  cluster.wait_mid_version();
+  cluster.set_ports(4, 8e6, false);  // c2 hangs: nothing in or out, its connections stay open
+  const auto others = {0, 1, 3, 4};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline &&
+         !std::all_of(others.begin(), others.end(), [&](int i) { return cluster.rollouts[i]->consumer->version() == *v; })) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  for (int i : others) EXPECT_EQ(cluster.rollouts[i]->consumer->version(), *v) << "c" << i << " waited behind the hung c2";
+  EXPECT_LT(cluster.rollouts[2]->consumer->version(), *v);
+  // It comes back: at the tails it is fed the rest, and the round ends with everyone.
+  cluster.set_ports(4, 8e6, true);
+  ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
+  const VersionReport report = *cluster.producer().report(*v);
+  EXPECT_EQ(report.committed, 5u);
+  EXPECT_GE(report.replans, 1u);
+  cluster.expect_exact(cluster.all());
 }
 
 // The others' staged times of one full round: the latest of them.

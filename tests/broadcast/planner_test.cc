@@ -147,6 +147,19 @@ TEST(Planner, MembersThatDieAreSplicedOutAndEveryoneElseKeepsAParentAheadOfIt) {
   EXPECT_EQ(without_members(before, members(40)).heads(), std::vector<uint32_t>(4, 0));
 }
 
+TEST(Planner, UnreachableMembersGoToEveryTailAndEveryoneElseKeepsTheirOrder) {
+  const Plan before = plan_chains(members(6), 3);
+  const Plan after = to_tails(before, {30, 999});  // 999 is in no chain
+  ASSERT_EQ(after.stripes(), before.stripes());
+  for (uint32_t s = 0; s < after.stripes(); ++s) {
+    auto expected = before.chains[s];
+    std::erase(expected, 30u);
+    expected.push_back(30);
+    EXPECT_EQ(after.chains[s], expected) << "stripe " << s;
+  }
+  EXPECT_EQ(to_tails(after, {30}).chains, after.chains) << "moving it again changes nothing";
+}
+
 TEST(Planner, EmptyInputsGiveAnEmptyPlan) {
   EXPECT_EQ(plan_chains({}, 3).stripes(), 0u);
   EXPECT_EQ(plan_chains(members(3), 0).stripes(), 0u);

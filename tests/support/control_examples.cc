@@ -60,7 +60,8 @@ std::vector<Message> every_control_message() {
           some_registration(),
           Registered{1, 2},
           FindGroup{kProtocolVersion, 0xfeed},
-          Group{GroupView{some_registration().logical, {some_registration().rank}}}};
+          Group{GroupView{some_registration().logical, {some_registration().rank}}},
+          Unreachable{1234, 5}};
 }
 
 }  // namespace deltacast::testing
