@@ -7,9 +7,11 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "broadcast/engine/control_link.h"
 #include "broadcast/engine/planner.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/engine/relay.h"
@@ -352,7 +354,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   if (faults.dead_fraction > 0) {
     if (topology_ == SimTopology::kBinaryTree) return invalid_argument("node deaths are simulated for chains only");
     const auto dying = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(faults.dead_fraction * c_.nodes)));
-    const Duration detect = faults.detect_seconds > 0 ? span(faults.detect_seconds) : 2 * net_.latency();
+    const Duration detect = faults.detect_seconds > 0 ? span(faults.detect_seconds)
+                            : faults.silent           ? span(ControlLinkOptions{}.dead_after.count() / 1000.0)
+                                                      : 2 * net_.latency();
     std::vector<uint32_t> order = alive_;
     std::shuffle(order.begin(), order.end(), rng);
     for (uint32_t i = 0; i + 1 < order.size() && i < dying; ++i) {
@@ -363,8 +367,12 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
         Node& node = *nodes_[k + 1];
         if (!node.complete()) --incomplete_;
         node.alive = false;
-        node.listener->close();
-        node.relay->end();
+        if (faults.silent) {
+          for (uint32_t r = 0; r < c_.rails; ++r) net_.set_port_up(rail_host(k + 1, r), false);
+        } else {
+          node.listener->close();
+          node.relay->end();
+        }
         ++result.dead_nodes;
         net_.loop().after(detect, [&, k, stripes, live] {
           if (!*live) return;
@@ -387,14 +395,29 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   }
 
   // The sprayers have no threads: a tick polls them (deadlines, probes) every simulated
-  // millisecond while the version is under way.
+  // millisecond while the version is under way. It also passes on what the relays find
+  // unreachable, as consumers report it: two hops later the producer moves those nodes to the
+  // tails, as a round does.
   const auto everyone_done = [&] { return incomplete_ == 0; };
+  std::set<uint32_t> moved;
   std::function<void()> tick = [&, live] {
     if (!*live) return;
     for (auto& node : nodes_) {
       if (!node->alive) continue;
       if (node->relay) (void)node->relay->poll();
       for (auto& kid : node->tree_kids) (void)kid->poll();
+      if (!node->relay || topology_ == SimTopology::kBinaryTree) continue;
+      for (uint32_t child : node->relay->unreachable_children()) {
+        if (!moved.insert(child).second) continue;
+        net_.loop().after(2 * net_.latency(), [&, child, stripes, live] {
+          if (!*live || std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
+          ++result.replans;
+          std::vector<uint32_t> gpus;
+          for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpus.push_back((child - 1) * c_.gpus_per_node + g + 1);
+          plan_ = to_tails(plan_, gpus);
+          if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
+        });
+      }
     }
     if (!everyone_done()) net_.loop().after(kPollEvery, tick);
   };

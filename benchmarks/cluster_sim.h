@@ -45,6 +45,11 @@ struct FaultSpec {
   // closes) and its re-plan reaches the parents one hop after that. A silent death (a hung host,
   // a pulled cable) is noticed after the control link's dead_after, 1.5 s.
   double detect_seconds = 0;
+  // The dying nodes hang instead (a frozen host, a dead NIC): their ports go silent and their
+  // connections stay open. Their parents' relays report them after RelayOptions::unreachable_after
+  // without an acknowledgement and the producer moves them to the tails; their control links
+  // drop them after `detect_seconds` (0: the control link's dead_after, 1.5 s).
+  bool silent = false;
   uint32_t flapping_rails = 0;   // rails (of random nodes) that go down and come back
   double flap_down_seconds = 0.02;
   uint64_t seed = 1;

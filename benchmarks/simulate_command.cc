@@ -46,6 +46,7 @@ struct SimulateArgs {
   double density = 0.02;
   double dead_fraction = 0.01;
   double detect_seconds = 0;
+  bool silent_deaths = false;
   uint32_t flapping_rails = 0;
   uint32_t slow_nodes = 1;
   double slow_factor = 0.1;
@@ -114,6 +115,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   FaultSpec f;
   f.dead_fraction = a.dead_fraction;
   f.detect_seconds = a.detect_seconds;
+  f.silent = a.silent_deaths;
   f.flapping_rails = a.flapping_rails;
   f.seed = a.seed;
   if (a.dead_fraction > 0 || a.flapping_rails > 0) {
@@ -254,9 +256,12 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--density", a->density, "The sparse version's share of the dense bytes")->capture_default_str();
   cmd->add_option("--dead-fraction", a->dead_fraction, "Nodes dying mid-version (0: none)")->capture_default_str();
   cmd->add_option("--detect-seconds", a->detect_seconds,
-                  "Until the producer notices a death (0: killed processes, whose connections reset: two hops; "
-                  "1.5: a silent death, the control link's timeout)")
+                  "Until the producer notices a death (0: two hops for killed processes, whose connections reset; "
+                  "the control link's 1.5 s for silent ones)")
       ->capture_default_str();
+  cmd->add_flag("--silent-deaths", a->silent_deaths,
+                "Dying nodes hang instead (ports silent, connections open): their parents report them after 500 ms "
+                "without an acknowledgement");
   cmd->add_option("--flapping-rails", a->flapping_rails, "Rails going down and up mid-version")->capture_default_str();
   cmd->add_option("--slow-nodes", a->slow_nodes, "Slow nodes (0: none)")->capture_default_str();
   cmd->add_option("--slow-factor", a->slow_factor, "Their rails' rate factor")->capture_default_str();

@@ -57,6 +57,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   children_.assign(stripes_, 0);
+  last_arrival_ = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
 }
 
 void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have) {
@@ -123,6 +124,7 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   if (!active_ || transfer != shape_.id || slice >= shape_.slices() || present_[slice]) return;
   present_[slice] = 1;
   checksums_[slice] = checksum;
+  last_arrival_ = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
   const uint32_t child = children_[slice % stripes_];
   if (child == 0) return;
   auto it = senders_.find(child);
@@ -133,22 +135,19 @@ std::vector<uint32_t> Relay::unreachable_children() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint32_t> silent;
   if (!active_) return silent;
-  bool heard_one = false;
-  std::vector<uint32_t> seen;
+  // A relay that is itself cut off (its links down, slices no longer reaching it either) finds
+  // its children silent too: it reports nothing then, or it would send them after itself to the
+  // tails. (Its children are usually one and the same member in every stripe: the chains are
+  // rotations of one order, so comparing children says nothing.)
+  const TimePoint now = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
+  const bool all_here = std::all_of(present_.begin(), present_.end(), [](uint8_t p) { return p != 0; });
+  if (!all_here && now - last_arrival_ >= options_.unreachable_after) return silent;
   for (uint32_t id : children_) {
-    if (id == 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
-    seen.push_back(id);
+    if (id == 0 || std::find(silent.begin(), silent.end(), id) != silent.end()) continue;
     auto it = senders_.find(id);
     if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
-    if (it->second.sprayer->silent_for() >= options_.unreachable_after) {
-      silent.push_back(id);
-    } else {
-      heard_one = true;
-    }
+    if (it->second.sprayer->silent_for() >= options_.unreachable_after) silent.push_back(id);
   }
-  // Every child silent: the fault is more likely here (this host's links, or a hang of its own)
-  // than in all of them at once, and reporting them would send them after this relay to the tails.
-  if (!heard_one) silent.clear();
   return silent;
 }
 

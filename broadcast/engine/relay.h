@@ -58,8 +58,8 @@ class Relay {
 
   std::vector<RailTelemetry> telemetry(uint32_t child) const;
   // Children of the current transfer that acknowledged nothing for RelayOptions::unreachable_after
-  // while they owed slices (a child that hangs, or every link to it cut); none when no child at
-  // all is heard from (then the fault is likely this relay's own).
+  // while they owed slices (a child that hangs, or every link to it cut); none while no slice has
+  // reached this relay for as long either (then the fault is likely its own).
   std::vector<uint32_t> unreachable_children() const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;
@@ -84,6 +84,7 @@ class Relay {
   std::vector<uint8_t> present_;
   std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
   std::vector<uint32_t> children_;  // per stripe
+  TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)
 };
 
 }  // namespace deltacast

@@ -5,7 +5,8 @@ field; every surviving consumer must complete in every scenario; a single
 chain through every node (the ring baseline) must land at the pipelined
 bound for the dense version, which checks the simulated network against the theory it is judged by;
 and the binary tree, which halves every sender's rate, must take longer than
-the chain; --plot must draw its PNG. How close deltacast itself comes to the
+the chain; --plot must draw its PNG; hung nodes must be routed around before
+the control link's timeout. How close deltacast itself comes to the
 bound is a benchmark number (benchmarks/README.md), not judged here."""
 import json
 import os
@@ -42,4 +43,16 @@ with open(png, "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
 assert os.path.getsize(png) > 10_000, os.path.getsize(png)
 assert len(rows[2]["deltacast"]["consumer_seconds"]) == 64
+# Silent deaths (hung nodes: ports silent, connections open): their parents report them after
+# 500 ms without an acknowledgement and they go to the tails, so every survivor completes long
+# before the control link would drop them (1.5 s).
+out = subprocess.run([bench, "simulate", "--consumers", "64", "--gbytes", "2", "--warmup-gbytes", "1", "--density", "0",
+                      "--dead-fraction", "0.2", "--silent-deaths", "--slow-nodes", "0", "--no-baselines", "--json"],
+                     capture_output=True, text=True, timeout=300)
+assert out.returncode == 0, out.stderr[-4000:]
+(silent,) = json.loads(out.stdout)["scenarios"]
+assert silent["survivors_complete"] is True, silent
+faults = silent["faults"]
+assert faults["dead_nodes"] >= 1 and faults["replans"] >= 1, faults
+assert faults["seconds"] < 1.2, f"hung nodes were not routed around before the control link's timeout: {faults}"
 print("simulate ok:", ", ".join(f"{r['scenario']}: x{r['ratio_to_bound']:.2f} of the bound" for r in rows))
