@@ -398,7 +398,7 @@ void Consumer::report_unreachable_children() {
   }
   for (uint32_t child : relay_.unreachable_children()) {
     if (!reported_unreachable_.insert(child).second) continue;
-    log().warn("consumer {}: no rail reaches consumer {}, which it forwards transfer {} to", options_.name, child,
+    log().warn("consumer {}: consumer {}, which it forwards transfer {} to, acknowledges nothing", options_.name, child,
                transfer);
     send(control::Unreachable{transfer, child});
   }

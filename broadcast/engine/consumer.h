@@ -13,8 +13,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
@@ -121,7 +121,8 @@ class Consumer {
   void on_check(const control::Check& message);
   void worker_loop();
   void answer_checks();
-  // Tells the coordinator of children of the transfer in flight that no rail reaches, once each.
+  // Tells the coordinator of children of the transfer in flight that went silent (the relay's
+  // unreachable_children), once each.
   void report_unreachable_children();
   void progress_loop();
   Status commit_ready(uint64_t through = UINT64_MAX);

@@ -141,10 +141,10 @@ struct Failed {
   uint64_t version = 0;
   std::string reason;
 };
-// consumer -> coordinator: a child it forwards the transfer in flight to cannot be reached over
-// any rail (every rail to it failed, or missed its deadlines, until paused), so the coordinator
-// can route around it before that child's control link times out (a hung host keeps its
-// connections open and says nothing for the control link's dead_after).
+// consumer -> coordinator: a child it forwards the transfer in flight to has acknowledged nothing
+// for a while though it owes slices (Relay::unreachable_children), so the coordinator can route
+// around it before that child's control link times out (a hung host keeps its connections open
+// and says nothing for the control link's dead_after).
 struct Unreachable {
   uint64_t transfer = 0;
   uint32_t member = 0;

@@ -54,6 +54,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   data_ = data;
   stripes_ = std::max<uint32_t>(1, stripes);
   present_.assign(shape.slices(), source_checksums != nullptr ? 1 : 0);
+  present_count_ = source_checksums != nullptr ? shape.slices() : 0;
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   children_.assign(stripes_, 0);
@@ -123,6 +124,7 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_ || transfer != shape_.id || slice >= shape_.slices() || present_[slice]) return;
   present_[slice] = 1;
+  ++present_count_;
   checksums_[slice] = checksum;
   last_arrival_ = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
   const uint32_t child = children_[slice % stripes_];
@@ -140,7 +142,7 @@ std::vector<uint32_t> Relay::unreachable_children() const {
   // tails. (Its children are usually one and the same member in every stripe: the chains are
   // rotations of one order, so comparing children says nothing.)
   const TimePoint now = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
-  const bool all_here = std::all_of(present_.begin(), present_.end(), [](uint8_t p) { return p != 0; });
+  const bool all_here = present_count_ == present_.size();
   if (!all_here && now - last_arrival_ >= options_.unreachable_after) return silent;
   for (uint32_t id : children_) {
     if (id == 0 || std::find(silent.begin(), silent.end(), id) != silent.end()) continue;

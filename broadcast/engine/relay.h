@@ -82,6 +82,7 @@ class Relay {
   const uint8_t* data_ = nullptr;
   uint32_t stripes_ = 1;
   std::vector<uint8_t> present_;
+  size_t present_count_ = 0;
   std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
   std::vector<uint32_t> children_;  // per stripe
   TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)

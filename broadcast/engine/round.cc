@@ -184,7 +184,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     plan = without_members(plan, dropped);  // the pipelines go on where they are
     if (!unreachable.empty()) {
       plan = to_tails(plan, unreachable);
-      log().warn("version {}: no rail reaches consumers {} from their parents; moved to the tails", spec.version,
+      log().warn("version {}: consumers {} went silent to their parents; moved to the tails", spec.version,
                  fmt::join(unreachable, ","));
     }
     ++result.replans;
