@@ -93,6 +93,13 @@ struct NodeChains {
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> order;  // per stripe: node -> GPU positions
 };
 
+// The member ids of rollout node k's GPUs, as the simulation numbers them.
+std::vector<uint32_t> gpu_ids(const ClusterSpec& c, uint32_t k) {
+  std::vector<uint32_t> ids;
+  for (uint32_t g = 0; g < c.gpus_per_node; ++g) ids.push_back(k * c.gpus_per_node + g + 1);
+  return ids;
+}
+
 // deltacast's chains: the real planner over every GPU, grouped by node.
 Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes,
                const std::vector<uint32_t>& slow_nodes) {
@@ -100,8 +107,7 @@ Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, u
   NodeOf nodes;
   std::vector<uint32_t> slow;
   for (uint32_t k : alive_nodes) {
-    for (uint32_t g = 0; g < c.gpus_per_node; ++g) {
-      const uint32_t id = k * c.gpus_per_node + g + 1;
+    for (uint32_t id : gpu_ids(c, k)) {
       members.push_back(id);
       nodes[id] = fmt::format("n{}", k);
       if (std::find(slow_nodes.begin(), slow_nodes.end(), k) != slow_nodes.end()) slow.push_back(id);
@@ -338,7 +344,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       plan_ = Plan{};
       plan_.chains.assign(1, {});
       for (uint32_t k : alive_) {
-        for (uint32_t g = 0; g < c_.gpus_per_node; ++g) plan_.chains[0].push_back(k * c_.gpus_per_node + g + 1);
+        for (uint32_t id : gpu_ids(c_, k)) plan_.chains[0].push_back(id);
       }
     }
     DC_RETURN_IF_ERROR(follow_plan(stripes, gpu_order));
@@ -378,9 +384,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
           if (!*live) return;
           alive_.erase(std::remove(alive_.begin(), alive_.end(), k), alive_.end());
           ++result.replans;
-          std::vector<uint32_t> gpus;
-          for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpus.push_back(k * c_.gpus_per_node + g + 1);
-          plan_ = without_members(plan_, gpus);  // as a round re-plans around members that died
+          plan_ = without_members(plan_, gpu_ids(c_, k));  // as a round re-plans around members that died
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       });
@@ -412,9 +416,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
         net_.loop().after(2 * net_.latency(), [&, child, stripes, live] {
           if (!*live || std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
           ++result.replans;
-          std::vector<uint32_t> gpus;
-          for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpus.push_back((child - 1) * c_.gpus_per_node + g + 1);
-          plan_ = to_tails(plan_, gpus);
+          plan_ = to_tails(plan_, gpu_ids(c_, child - 1));
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       }

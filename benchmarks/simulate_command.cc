@@ -129,9 +129,10 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
     runs.push_back({"slow", [&] { return simulate_versions(slow, versions, SimTopology::kDeltacast, FaultSpec{}); }});
   }
   std::map<std::string, SimResult> done;
-  for (size_t first = 0; first < runs.size(); first += std::max<uint32_t>(1, a.jobs)) {
+  const size_t jobs = std::max<uint32_t>(1, a.jobs);
+  for (size_t first = 0; first < runs.size(); first += jobs) {
     std::vector<std::pair<std::string, std::future<Result<SimResult>>>> batch;
-    for (size_t i = first; i < std::min(runs.size(), first + std::max<uint32_t>(1, a.jobs)); ++i) {
+    for (size_t i = first; i < std::min(runs.size(), first + jobs); ++i) {
       batch.emplace_back(runs[i].name, std::async(std::launch::async, runs[i].simulate));
     }
     Status failed;

@@ -12,6 +12,10 @@ Relay::~Relay() {
   senders_.clear();
 }
 
+TimePoint Relay::now() const {
+  return options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
+}
+
 Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
   auto it = senders_.find(id);
   if (it != senders_.end() && it->second.endpoints == endpoints) return it->second.sprayer.get();
@@ -58,7 +62,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   children_.assign(stripes_, 0);
-  last_arrival_ = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
+  last_arrival_ = now();
 }
 
 void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have) {
@@ -126,7 +130,7 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   present_[slice] = 1;
   ++present_count_;
   checksums_[slice] = checksum;
-  last_arrival_ = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
+  last_arrival_ = now();
   const uint32_t child = children_[slice % stripes_];
   if (child == 0) return;
   auto it = senders_.find(child);
@@ -141,9 +145,8 @@ std::vector<uint32_t> Relay::unreachable_children() const {
   // its children silent too: it reports nothing then, or it would send them after itself to the
   // tails. (Its children are usually one and the same member in every stripe: the chains are
   // rotations of one order, so comparing children says nothing.)
-  const TimePoint now = options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
   const bool all_here = present_count_ == present_.size();
-  if (!all_here && now - last_arrival_ >= options_.unreachable_after) return silent;
+  if (!all_here && now() - last_arrival_ >= options_.unreachable_after) return silent;
   for (uint32_t id : children_) {
     if (id == 0 || std::find(silent.begin(), silent.end(), id) != silent.end()) continue;
     auto it = senders_.find(id);

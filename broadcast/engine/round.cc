@@ -158,8 +158,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       }
       break;
     }
-    // A member of the chains died or failed: re-parent its children. A member its parent cannot
-    // reach over any rail (reported by that parent, or found by the producer's own sprayers to the
+    // A member of the chains died or failed: re-parent its children. A member that went silent
+    // to its parent (reported by that parent, or found by the producer's own sprayers to the
     // heads): to the tails, where it delays nobody, before its control link times out (a hung
     // host keeps its connections open).
     std::vector<uint32_t> dropped, unreachable;
