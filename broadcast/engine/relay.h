@@ -59,7 +59,7 @@ class Relay {
   std::vector<RailTelemetry> telemetry(uint32_t child) const;
   // Children of the current transfer that acknowledged nothing for RelayOptions::unreachable_after
   // while they owed slices (a child that hangs, or every link to it cut); none while no slice has
-  // reached this relay for as long either (then the fault is likely its own).
+  // reached this relay for half as long (then the fault is likely its own).
   std::vector<uint32_t> unreachable_children() const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;

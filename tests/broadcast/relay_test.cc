@@ -132,5 +132,43 @@ TEST(Relay, AReplanLeavesAChildThatKeepsItsStripesAlone) {
   relay.end();
 }
 
+TEST(Relay, ReportsASilentChildOnlyWhileItHearsItself) {
+  Child a(28);
+  RelayOptions options;
+  options.transport = transport;
+  options.local_rails = {{"10.0.0.1", 0}};
+  options.channel.token = kToken;
+  options.spray.stall_timeout = milliseconds(5000);
+  options.unreachable_after = milliseconds(300);
+  Relay relay(options);
+  const auto data = pattern(40 * kSliceBytes, 5);
+  ASSERT_TRUE(a.staging.expect(1, data.size(), kSliceBytes).ok());
+  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 1, nullptr);
+  ASSERT_TRUE(relay.set_children({5}, {{5, a.listener->endpoints()}}, {}).ok());
+  for (uint32_t i = 0; i < 5; ++i) relay.on_slice(1, i, slice_checksum(data, i));
+  for (int spin = 0; spin < 500 && a.staging.progress(1).arrived < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(a.staging.progress(1).arrived, 5u);
+  // The child's port goes silent; the relay's last slice comes 100 ms after the child last
+  // acknowledged, then nothing more: both are cut off, and at 350 ms the child has been silent for
+  // longer than the window while the relay has not. The relay must still not report it.
+  network.set_port("10.0.0.28", fake::PortModel{0, false});
+  const auto cut = std::chrono::steady_clock::now();
+  relay.on_slice(1, 5, slice_checksum(data, 5));
+  std::this_thread::sleep_for(milliseconds(100));
+  relay.on_slice(1, 6, slice_checksum(data, 6));
+  std::this_thread::sleep_until(cut + milliseconds(350));
+  EXPECT_TRUE(relay.unreachable_children().empty()) << "a relay cut off itself reported its child";
+  // Slices reach the relay again (every 50 ms) while the child stays silent: now it reports it.
+  std::vector<uint32_t> reported;
+  for (uint32_t i = 7; i < 40 && reported.empty(); ++i) {
+    relay.on_slice(1, i, slice_checksum(data, i));
+    std::this_thread::sleep_for(milliseconds(50));
+    reported = relay.unreachable_children();
+  }
+  EXPECT_EQ(reported, std::vector<uint32_t>{5}) << "a relay that hears its parents did not report its silent child";
+  network.set_port("10.0.0.28", fake::PortModel{});
+  relay.end();
+}
+
 }  // namespace
 }  // namespace deltacast
