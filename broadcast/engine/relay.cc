@@ -16,6 +16,23 @@ TimePoint Relay::now() const {
   return options_.spray.clock != nullptr ? options_.spray.clock->now() : SteadyClock::now();
 }
 
+// The median of what the other children's rails measured (0: none measured). A new child shares
+// this node's NICs with them: in slow start, two slices per rail, its slices wait behind the queues
+// of the children measured at full speed, its first sample measures that wait, and the share it
+// settles at keeps the NICs half idle once the others are done (a new head cost a 2.8 GB version
+// to 64 simulated consumers 17%).
+double Relay::measured_rate() const {
+  std::vector<double> rates;
+  for (const auto& [id, sender] : senders_) {
+    for (const auto& rail : sender.sprayer->telemetry()) {
+      if (rail.bandwidth_bps > 0) rates.push_back(rail.bandwidth_bps);
+    }
+  }
+  if (rates.empty()) return 0;
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  return rates[rates.size() / 2];
+}
+
 Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
   auto it = senders_.find(id);
   if (it != senders_.end() && it->second.endpoints == endpoints) return it->second.sprayer.get();
@@ -44,6 +61,7 @@ Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) 
                        last_error.ok() ? "" : ": " + last_error.message());
   }
   auto sprayer = std::make_unique<Sprayer>(std::move(channels), options_.spray);
+  sprayer->assume_rate(measured_rate());
   Sprayer* raw = sprayer.get();
   senders_[id] = Sender{endpoints, std::move(sprayer)};
   return raw;

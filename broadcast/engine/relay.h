@@ -67,6 +67,7 @@ class Relay {
  private:
   Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints);
   TimePoint now() const;  // the sprayers' clock
+  double measured_rate() const;  // what a new child's rails are taken at before they are measured
   void open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have);
   void offer(Sprayer& sender, uint32_t slice);
 

@@ -43,9 +43,10 @@ std::chrono::milliseconds RailEstimator::deadline(double predicted, double facto
 }
 
 bool RailEstimator::has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::milliseconds queue_target) const {
-  const double window = bandwidth_ == 0 ? 2.0 * slice_bytes
-                                        : std::max(2.0 * slice_bytes,
-                                                   bandwidth_ * std::chrono::duration<double>(queue_target).count());
+  const double known = bandwidth_ > 0 ? bandwidth_ : assumed_;
+  const double window = known == 0 ? 2.0 * slice_bytes
+                                   : std::max(2.0 * slice_bytes,
+                                              known * std::chrono::duration<double>(queue_target).count());
   return inflight_ == 0 || static_cast<double>(inflight_ + bytes) <= window;
 }
 

@@ -30,7 +30,13 @@ class RailEstimator {
   // Bytes per second, 0 until measured.
   double bandwidth() const { return bandwidth_; }
   // The measured rate, or the assumed one before the first sample.
-  double rate() const { return bandwidth_ > 0 ? bandwidth_ : kAssumedBandwidth; }
+  double rate() const { return bandwidth_ > 0 ? bandwidth_ : assumed(); }
+  // Before the first sample, take the rail at `bytes_per_second` instead of the 1 Gbit/s guess
+  // (what other sprayers measured over the same local NICs): its window is that rate's
+  // queue_target, not slow start's two slices. Deadlines still wait for a measurement, and the
+  // first sample replaces the assumption outright.
+  void assume(double bytes_per_second) { assumed_ = bytes_per_second > 0 ? bytes_per_second : 0; }
+  double assumed() const { return assumed_ > 0 ? assumed_ : kAssumedBandwidth; }
   uint64_t inflight() const { return inflight_; }
   // Totals since the rail was made: bytes delivered, and seconds with something in flight (what
   // a sender compares before and after one transfer, to rate the rail in that transfer alone).
@@ -55,12 +61,14 @@ class RailEstimator {
   std::chrono::milliseconds deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
                                      std::chrono::milliseconds first) const;
   // Whether `bytes` more may go in flight: up to `queue_target` worth of the rail's rate, at
-  // least two slices; two slices at a time before the rate is measured (slow start, so that an
-  // unknown slow rail cannot swallow a large share before its first acks tell its speed).
+  // least two slices; two slices at a time before the rate is measured and while nothing is
+  // assumed (slow start, so that an unknown slow rail cannot swallow a large share before its
+  // first acks tell its speed).
   bool has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::milliseconds queue_target) const;
 
  private:
   double bandwidth_ = 0;
+  double assumed_ = 0;  // 0: nothing assumed (the guess, in slow start)
   uint64_t inflight_ = 0;
   double late_mean_ = 0;     // seconds
   double late_dev_ = 0;

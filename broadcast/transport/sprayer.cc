@@ -203,14 +203,14 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       const double b = rail.estimate.bandwidth();
       if (b > 0 && (slowest_measured == 0 || b < slowest_measured)) slowest_measured = b;
     }
-    const double unmeasured_rate = slowest_measured > 0 ? slowest_measured : RailEstimator::kAssumedBandwidth;
     std::vector<uint32_t> candidates;
     int best = -1;
     double best_time = 0;
     for (uint32_t r = 0; r < n; ++r) {
       if (!usable(r, now) || !has_room(r, length)) continue;
       candidates.push_back(r);
-      const double t = rails[r].estimate.predicted_seconds(length, unmeasured_rate);
+      const RailEstimator& estimate = rails[r].estimate;
+      const double t = estimate.predicted_seconds(length, slowest_measured > 0 ? slowest_measured : estimate.assumed());
       if (best < 0 || t < best_time) best = static_cast<int>(r), best_time = t;
     }
     if (candidates.size() > 1 && std::uniform_real_distribution<double>(0, 1)(rng) < options.probe_share) {
@@ -408,6 +408,11 @@ Sprayer::~Sprayer() {
 }
 
 size_t Sprayer::rails() const { return state_->rails.size(); }
+
+void Sprayer::assume_rate(double bytes_per_second) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (auto& rail : state_->rails) rail.estimate.assume(bytes_per_second);
+}
 
 LinkSample Sprayer::link_sample() const {
   std::lock_guard<std::mutex> lock(state_->mu);

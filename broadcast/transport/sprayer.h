@@ -137,6 +137,9 @@ class Sprayer {
   // How the link to the receiver did in the open (or last) transfer.
   LinkSample link_sample() const;
   size_t rails() const;
+  // Rails not measured yet are taken at `bytes_per_second` each (see RailEstimator::assume):
+  // a relay's new child starts at what its other children's rails measured, not in slow start.
+  void assume_rate(double bytes_per_second);
 
   // Called for every slice event, under the sprayer's lock: keep it short.
   void set_observer(std::function<void(const SprayEvent&)> observer);

@@ -50,5 +50,25 @@ TEST(RailEstimator, LaterSamplesSpanTheWindowSoAShortBurstDoesNotSwingTheRate) {
   EXPECT_GT(e.bandwidth(), 300e6);
 }
 
+TEST(RailEstimator, AnAssumedRateOpensTheWindowUntilTheFirstSampleReplacesIt) {
+  RailEstimator e;
+  const uint32_t slice = 4 << 20;
+  const auto target = std::chrono::milliseconds(8);
+  e.assume(50e9);  // what the node's other sprayers measured: 400 MB in 8 ms
+  EXPECT_EQ(e.bandwidth(), 0) << "an assumption is not a measurement";
+  EXPECT_EQ(e.rate(), 50e9);
+  e.on_post(80 * slice, TimePoint{});
+  EXPECT_TRUE(e.has_room(slice, slice, target)) << "held to slow start's two slices despite the assumed rate";
+  e.on_post(15 * slice, TimePoint{});
+  EXPECT_FALSE(e.has_room(slice, slice, target)) << "more than queue_target of the assumed rate in flight";
+  EXPECT_EQ(e.deadline(0.001, 3.0, std::chrono::milliseconds(30), std::chrono::milliseconds(500)),
+            std::chrono::milliseconds(500))
+      << "deadlines wait for a measurement";
+  e.on_done(95 * slice, false, TimePoint{}, TimePoint{});
+  // The child turns out slower: its first sample replaces the assumption, not blends with it.
+  deliver(e, TimePoint{}, RailEstimator::kFirstSampleSlices, slice, 5e9);
+  EXPECT_NEAR(e.bandwidth(), 5e9, 1e8);
+}
+
 }  // namespace
 }  // namespace deltacast
