@@ -80,7 +80,7 @@ VersionShape version_shape(uint64_t bytes, size_t members, double rate, uint32_t
 
 // Slice size from the alpha-beta model of a pipelined chain of `hops` links:
 // k* = sqrt((hops - 1) * bytes / (alpha * beta)) pieces minimise
-// fill time plus per-piece overhead; the slice is bytes / k*, clamped.
+// fill time plus per-piece overhead; the slice is bytes / k*, in whole 64 KiB hash leaves, clamped.
 uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,
                                 uint32_t min_bytes = 64 << 10, uint32_t max_bytes = 4 << 20);
 
