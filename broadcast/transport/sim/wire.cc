@@ -5,18 +5,29 @@
 namespace deltacast::sim {
 
 void EventLoop::at(TimePoint when, std::function<void()> event) {
-  queue_.push(Event{std::max(when, now_), next_order_++, std::move(event)});
+  uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<uint32_t>(slab_.size());
+    slab_.push_back(std::move(event));
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slab_[slot] = std::move(event);
+  }
+  queue_.push(Key{std::max(when, now_), next_order_++, slot});
 }
 
 uint64_t EventLoop::run(const std::function<bool()>& done, TimePoint limit) {
   uint64_t ran = 0;
   while (!queue_.empty() && !done()) {
-    if (queue_.top().when > limit) break;
-    // The event leaves the queue before it runs: it may schedule others.
-    Event e = std::move(const_cast<Event&>(queue_.top()));
+    const Key key = queue_.top();
+    if (key.when > limit) break;
+    // The event leaves the queue before it runs: it may schedule others (and reuse its slot).
     queue_.pop();
-    now_ = e.when;
-    e.run();
+    std::function<void()> event = std::move(slab_[key.slot]);
+    free_slots_.push_back(key.slot);
+    now_ = key.when;
+    event();
     ++ran;
   }
   return ran;

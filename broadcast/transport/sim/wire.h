@@ -45,15 +45,20 @@ class EventLoop : public TimeSource {
   size_t pending() const { return queue_.size(); }
 
  private:
-  struct Event {
+  // The heap holds small keys; the events' functions stay in a slab the keys point into, so
+  // that sifting moves 24 bytes per level instead of a std::function (the heap was a quarter of
+  // a large simulation's time; 1024 consumers: 3.6 -> 3.3 s).
+  struct Key {
     TimePoint when;
     uint64_t order;  // events at one time run in the order they were scheduled
-    std::function<void()> run;
-    bool operator>(const Event& o) const { return when != o.when ? when > o.when : order > o.order; }
+    uint32_t slot;   // in slab_
+    bool operator>(const Key& o) const { return when != o.when ? when > o.when : order > o.order; }
   };
   TimePoint now_{};
   uint64_t next_order_ = 0;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  std::priority_queue<Key, std::vector<Key>, std::greater<>> queue_;
+  std::vector<std::function<void()>> slab_;
+  std::vector<uint32_t> free_slots_;
 };
 
 struct PortModel {
