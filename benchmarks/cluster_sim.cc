@@ -299,6 +299,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   for (uint32_t k : alive_) members.push_back(k + 1);
   const SlowVerdict verdict = book_.judge(members);
   const double rate = topology_ != SimTopology::kBinaryTree && verdict.healthy > 0 ? verdict.healthy : node_rate;
+  // The per-slice cost the slices are sized with: a producer's default unless told otherwise.
+  // (The simulated ports charge nothing per slice, so smaller slices always come out faster here:
+  // see benchmarks/README.md for what --slice-alpha-us does to the results.)
   const double alpha = c_.slice_alpha_seconds > 0 ? c_.slice_alpha_seconds : RoundOptions{}.alpha_seconds;
   const VersionShape planned = version_shape(bytes, consumers, rate, c_.rails, alpha,
                                              topology_ == SimTopology::kDeltacast ? c_.stripes : 1);
