@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/byte_io.h"
 #include "sparse/pfor.h"
@@ -159,13 +160,28 @@ Status verify_sparse(const ChunkHeader& h, std::span<const uint8_t> body, unsign
 constexpr size_t kSegmentBlocks = 32;
 constexpr size_t kPrefetchAhead = 16;
 
+// A segment's decoded positions and values, per thread and on the heap: as thread_local arrays
+// (a pair per element type) they made 256 KB of static TLS in every thread of the process, and a
+// thread that another library starts with a small stack (civetweb's 100 KB, serving metrics)
+// could not start at all.
+struct SegmentBuffers {
+  std::unique_ptr<uint64_t[]> positions = std::make_unique_for_overwrite<uint64_t[]>(kSegmentBlocks * kPforBlockValues);
+  std::unique_ptr<uint64_t[]> values = std::make_unique_for_overwrite<uint64_t[]>(kSegmentBlocks * kPforBlockValues);
+};
+
+SegmentBuffers& segment_buffers() {
+  thread_local SegmentBuffers buffers;
+  return buffers;
+}
+
 template <typename U>
 Status apply_sparse(const ChunkHeader& h, std::span<const uint8_t> body, uint8_t* range_start) {
   DC_ASSIGN_OR_RETURN(SparseBlocks blocks, SparseBlocks::open(h, body, sizeof(U)));
   U* out = reinterpret_cast<U*>(range_start);
   constexpr unsigned kBits = sizeof(U) * 8;
-  thread_local uint64_t positions[kSegmentBlocks * kPforBlockValues];
-  thread_local uint64_t values[kSegmentBlocks * kPforBlockValues];
+  SegmentBuffers& segment = segment_buffers();
+  uint64_t* const positions = segment.positions.get();
+  uint64_t* const values = segment.values.get();
   uint64_t next = 0;  // smallest position the next change may have
   for (;;) {
     // Decode a segment of blocks into positions, checking each stays inside the chunk.
