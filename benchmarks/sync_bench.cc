@@ -83,6 +83,10 @@ int run_sync_both(const SyncArgs& args) {
       argv.push_back("--rail");
       argv.push_back(address(static_cast<size_t>(r), i));
     }
+    if (args.metrics_port >= 0) {
+      argv.push_back("--metrics-port");
+      argv.push_back(std::to_string(args.metrics_port + 1 + i));
+    }
     auto child = ChildProcess::spawn(argv, false, [&progress, i](const std::string& line) {
       if (line.find("\"error\"") != std::string::npos || line.find("\"refused\"") != std::string::npos) {
         progress.update(fmt::format("consumer {}: {}", i, line));
@@ -192,6 +196,11 @@ void add_sync_command(CLI::App& app) {
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds to wait for joins and each version")->capture_default_str();
   cmd->add_flag("--json", args->json, "JSON output");
+  cmd->add_option("--metrics-port", args->metrics_port,
+                  "Serve Prometheus metrics (docs/metrics.md) on all interfaces: the producer on this port, "
+                  "consumer i on PORT+1+i (with --netns inside its namespace); -1: none")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 65000));
   cmd->callback([args] {
     int rc = 0;
     if (args->role == "group-consumer") {

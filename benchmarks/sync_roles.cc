@@ -117,6 +117,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
   options.codec.zstd_level = args.zstd;
   options.codec.threads = args.threads;
+  if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
   const auto published = sync->trace_->published();
   DC_ASSIGN_OR_RETURN(sync->producer_, Producer::create(sync->trace_->manifest(),
                                                         std::vector<TensorView>(published.begin(), published.end()),
@@ -305,6 +306,7 @@ int run_consumer_role(const SyncArgs& args) {
   options.node = args.node;
   options.threads = args.threads;
   options.transport = args.transport;
+  if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
   auto consumer = Consumer::create(*manifest, tensors.views, options);
   if (!consumer.ok()) return fail(consumer.status());
   Consumer& c = **consumer;

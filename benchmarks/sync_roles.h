@@ -57,6 +57,7 @@ struct SyncArgs {
   bool die_with_parent = false;
   double timeout_seconds = 600;
   bool json = false;
+  int metrics_port = -1;  // roles producer/consumer: serve Prometheus metrics on this port (-1: none)
 };
 
 // Every role derives the same model from --elements: the trace's transformer layout in bf16.

@@ -41,3 +41,12 @@ if(DELTACAST_RDMA STREQUAL "ON" AND NOT DELTACAST_HAVE_RDMA)
   message(FATAL_ERROR "DELTACAST_RDMA=ON but rdma-core (libibverbs-dev, librdmacm-dev) was not found")
 endif()
 message(STATUS "deltacast: RDMA backend ${DELTACAST_HAVE_RDMA}")
+
+# prometheus-cpp (prometheus-cpp-dev) serves the engine's metrics over HTTP. Built in where it is
+# found; without it a producer or consumer asked for metrics refuses, saying so.
+find_package(prometheus-cpp CONFIG QUIET)
+set(DELTACAST_HAVE_METRICS OFF)
+if(TARGET prometheus-cpp::pull)
+  set(DELTACAST_HAVE_METRICS ON)
+endif()
+message(STATUS "deltacast: Prometheus metrics ${DELTACAST_HAVE_METRICS}")

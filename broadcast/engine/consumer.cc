@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "broadcast/engine/engine_metrics.h"
 #include "broadcast/engine/planner.h"
 #include "broadcast/engine/version_blob.h"
 #include "broadcast/transport/socket.h"
@@ -64,6 +65,11 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   listen.netns = c->options_.netns;
   DC_ASSIGN_OR_RETURN(c->listener_, c->transport_->listen(c->options_.rails, &c->staging_, listen));
   c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum); });
+  if (c->options_.metrics) {
+    DC_ASSIGN_OR_RETURN(c->metrics_, MetricsExporter::start(*c->options_.metrics, [consumer = c.get()](MetricsSink& sink) {
+      collect_consumer_metrics(sink, *consumer);
+    }));
+  }
   // The first version is a full one: the staging it lands in is mapped now, so that it costs
   // what any later full version costs.
   {
@@ -101,8 +107,22 @@ Consumer::Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerO
 
 Consumer::~Consumer() { close(); }
 
+std::optional<Endpoint> Consumer::metrics_endpoint() const {
+  if (!metrics_) return std::nullopt;
+  return metrics_->endpoint();
+}
+
+void Consumer::fail_version(uint64_t version, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++state_.failures;
+  }
+  send(control::Failed{version, why});
+}
+
 void Consumer::close() {
   if (closing_.exchange(true)) return;
+  metrics_.reset();  // no scrape reads this consumer once it starts closing
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (link_) link_->close();
@@ -304,7 +324,7 @@ void Consumer::on_version(const control::Announce& m) {
   }
   if (!s.ok()) {
     log().error("consumer {}: bad version message: {}", options_.name, s.to_string());
-    send(control::Failed{m.version, s.message()});
+    fail_version(m.version, s.message());
     return;
   }
   abandon_incoming();
@@ -318,7 +338,7 @@ void Consumer::on_version(const control::Announce& m) {
   s = staging_.expect(m.transfer, m.bytes, m.slice_bytes, inc->memory->data(), inc->memory);
   if (!s.ok()) {
     relay_.end();
-    send(control::Failed{m.version, s.message()});
+    fail_version(m.version, s.message());
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -458,19 +478,24 @@ void Consumer::worker_loop() {
         }
       }
     }
+    const double receive_seconds = std::chrono::duration<double>(verify_start - inc->started).count();
     {
       std::lock_guard<std::mutex> lock(mu_);
       inc->processed = true;
-      if (s.ok()) ready_.push_back(staged);
+      if (s.ok()) {
+        ready_.push_back(staged);
+        ++state_.staged;
+        state_.received_bytes += inc->shape.bytes;
+        state_.last_receive_seconds = receive_seconds;
+      }
       cv_.notify_all();
     }
     if (!s.ok()) {
       log().error("consumer {}: {}", options_.name, s.to_string());
-      send(control::Failed{inc->announce.version, s.message()});
+      fail_version(inc->announce.version, s.message());
       continue;
     }
-    send(control::Staged{inc->announce.version, std::chrono::duration<double>(verify_start - inc->started).count(),
-                         seconds_since(verify_start), relay_.child_links()});
+    send(control::Staged{inc->announce.version, receive_seconds, seconds_since(verify_start), relay_.child_links()});
     if (options_.on_staged) options_.on_staged(inc->announce.version);
     if (auto_commit_) (void)commit_ready();
   }
@@ -504,12 +529,16 @@ Status Consumer::commit_ready(uint64_t through) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ready_.pop_front();
-      if (s.ok()) state_.version = st->version;
+      if (s.ok()) {
+        state_.version = st->version;
+        ++state_.commits;
+        state_.last_apply_seconds = apply_seconds;
+      }
       if (!s.ok()) state_.last_error = s;
       cv_.notify_all();
     }
     if (!s.ok()) {
-      send(control::Failed{st->version, s.message()});
+      fail_version(st->version, s.message());
       return s;
     }
     send(control::Committed{st->version, apply_seconds});

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "broadcast/engine/control_link.h"
+#include "broadcast/engine/metrics_exporter.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/transport/staging.h"
 #include "broadcast/transport/transport.h"
@@ -60,6 +61,8 @@ struct ConsumerOptions {
   ControlLinkOptions control;
   SprayOptions spray;
   std::string netns;                // open every socket in this network namespace (tests)
+  // Serve Prometheus metrics at http://metrics/metrics (port 0: any free one; docs/metrics.md).
+  std::optional<Endpoint> metrics;
 };
 
 struct ConsumerState {
@@ -69,6 +72,14 @@ struct ConsumerState {
   bool connected = false;
   bool refused = false;   // the coordinator refused this consumer for good
   Status last_error;
+  // Since start: versions received and verified, committed, and failed (not received, not
+  // verified, or not applied), and the bytes of those received.
+  uint64_t staged = 0;
+  uint64_t commits = 0;
+  uint64_t failures = 0;
+  uint64_t received_bytes = 0;
+  double last_receive_seconds = 0;  // the newest staged version: its first slice until all verified
+  double last_apply_seconds = 0;    // the newest commit
 };
 
 class Consumer {
@@ -104,6 +115,10 @@ class Consumer {
   std::shared_mutex& tensors_mutex() { return tensors_mu_; }
   std::vector<Endpoint> data_endpoints() const { return listener_->endpoints(); }
   std::string_view transport() const { return transport_->name(); }
+  // Its relay's rails to each child it forwards to (by member id).
+  std::map<uint32_t, std::vector<RailTelemetry>> rail_telemetry() const { return relay_.telemetry_by_child(); }
+  // Where its Prometheus metrics are served (ConsumerOptions::metrics), if they are.
+  std::optional<Endpoint> metrics_endpoint() const;
   void close();
 
  private:
@@ -128,6 +143,8 @@ class Consumer {
   Status commit_ready(uint64_t through = UINT64_MAX);
   void abandon_incoming();
   void send(const control::Message& message);
+  // Counts a version this consumer failed and tells the producer why.
+  void fail_version(uint64_t version, const std::string& why);
 
   Manifest manifest_;
   std::vector<TensorView> tensors_;
@@ -160,6 +177,7 @@ class Consumer {
   std::thread connector_;
   std::thread worker_;
   std::thread progress_;
+  std::unique_ptr<MetricsExporter> metrics_;
 };
 
 }  // namespace deltacast

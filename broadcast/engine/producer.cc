@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "broadcast/engine/engine_metrics.h"
 #include "broadcast/engine/version_blob.h"
 #include "broadcast/transport/transport_select.h"
 #include "core/hash.h"
@@ -103,6 +104,11 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   r.spray = p->options_.spray;
   p->relay_ = std::make_unique<Relay>(r);
   p->driver_ = std::make_unique<RoundDriver>(*p->membership_, *p->relay_, p->rates_, p->options_.round, *p->hash_pool_);
+  if (p->options_.metrics) {
+    DC_ASSIGN_OR_RETURN(p->metrics_, MetricsExporter::start(*p->options_.metrics, [raw = p.get()](MetricsSink& sink) {
+      collect_producer_metrics(sink, *raw);
+    }));
+  }
   p->rounds_ = std::thread([raw = p.get()] { raw->round_loop(); });
   if (p->options_.group) {
     auto seat = GroupSeat::take(*p->options_.group, p->manifest_, p->address(), p->options_.rails, p->options_.token,
@@ -128,6 +134,7 @@ Producer::~Producer() { close(); }
 
 void Producer::close() {
   if (closing_.exchange(true)) return;
+  metrics_.reset();  // no scrape reads this producer once it starts closing
   if (seat_) seat_->leave();
   membership_->notify();
   if (rounds_.joinable()) rounds_.join();
@@ -395,6 +402,11 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     report.replans = result.replans;
     report.done = true;
     wire_bytes_ += sent;
+    ++versions_done_;
+    commits_ += report.committed;
+    failures_ += report.failed;
+    lost_ += report.lost;
+    last_done_ = std::max(last_done_, report.version);
     queue_.pop_front();
     --queued_;
     log().info("producer: version {} ({}, {} bytes) committed by {}/{} consumers in {:.3f} s "
@@ -581,7 +593,21 @@ ProducerStats Producer::stats() const {
   s.queued = queued_;
   s.full_syncs = full_syncs_;
   s.wire_bytes = wire_bytes_;
+  s.versions_done = versions_done_;
+  s.commits = commits_;
+  s.failures = failures_;
+  s.lost = lost_;
+  s.last_done = last_done_;
   return s;
+}
+
+std::map<uint32_t, std::vector<RailTelemetry>> Producer::rail_telemetry() const {
+  return relay_ ? relay_->telemetry_by_child() : std::map<uint32_t, std::vector<RailTelemetry>>{};
+}
+
+std::optional<Endpoint> Producer::metrics_endpoint() const {
+  if (!metrics_) return std::nullopt;
+  return metrics_->endpoint();
 }
 
 }  // namespace deltacast

@@ -22,6 +22,7 @@
 
 #include "broadcast/engine/group_seat.h"
 #include "broadcast/engine/membership.h"
+#include "broadcast/engine/metrics_exporter.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
@@ -50,6 +51,8 @@ struct ProducerOptions {
   // A trainer rank of a sharded group: the tensors are the rank's pieces, and the producer keeps
   // the rank registered with the group's coordinator (hosting it when `group->host`).
   std::optional<GroupSeatOptions> group;
+  // Serve Prometheus metrics at http://metrics/metrics (port 0: any free one; docs/metrics.md).
+  std::optional<Endpoint> metrics;
 };
 
 // One version's journey, filled in as it goes.
@@ -99,6 +102,13 @@ struct ProducerStats {
   uint64_t queued = 0;         // published, round not finished
   uint64_t full_syncs = 0;     // catch-up rounds run
   uint64_t wire_bytes = 0;     // bytes of every round's blob (once per round: relays carry the rest)
+  // Published versions whose rounds ended, and over them: targets that committed, that failed
+  // the version, and that were lost (left or died) during it.
+  uint64_t versions_done = 0;
+  uint64_t commits = 0;
+  uint64_t failures = 0;
+  uint64_t lost = 0;
+  uint64_t last_done = 0;      // the newest version whose round ended (0: none)
   std::string transport;       // the data transport in use
   std::vector<MemberRecord> members;
   std::map<uint32_t, MemberRates> rates;  // what the rate book knows of each member
@@ -145,6 +155,10 @@ class Producer {
 
   std::optional<VersionReport> report(uint64_t version) const;
   ProducerStats stats() const;
+  // The producer's own rails to the members it feeds (by member id).
+  std::map<uint32_t, std::vector<RailTelemetry>> rail_telemetry() const;
+  // Where its Prometheus metrics are served (ProducerOptions::metrics), if they are.
+  std::optional<Endpoint> metrics_endpoint() const;
   void close();
 
  private:
@@ -209,6 +223,8 @@ class Producer {
   uint64_t newest_ = 0;
   uint64_t full_syncs_ = 0;
   uint64_t wire_bytes_ = 0;
+  uint64_t versions_done_ = 0, commits_ = 0, failures_ = 0, lost_ = 0, last_done_ = 0;
+  std::unique_ptr<MetricsExporter> metrics_;
   uint64_t transfers_ = 0;
   std::atomic<bool> closing_{false};
   std::thread rounds_;

@@ -209,6 +209,13 @@ std::vector<RailTelemetry> Relay::telemetry(uint32_t child) const {
   return it == senders_.end() ? std::vector<RailTelemetry>{} : it->second.sprayer->telemetry();
 }
 
+std::map<uint32_t, std::vector<RailTelemetry>> Relay::telemetry_by_child() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint32_t, std::vector<RailTelemetry>> out;
+  for (const auto& [id, sender] : senders_) out[id] = sender.sprayer->telemetry();
+  return out;
+}
+
 std::map<uint32_t, LinkSample> Relay::child_links() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<uint32_t, LinkSample> links;

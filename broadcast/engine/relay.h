@@ -57,6 +57,8 @@ class Relay {
   TimePoint poll();
 
   std::vector<RailTelemetry> telemetry(uint32_t child) const;
+  // Every child's rails (by member id), current or past, whose sprayer is still kept.
+  std::map<uint32_t, std::vector<RailTelemetry>> telemetry_by_child() const;
   // Children of the current transfer that acknowledged nothing for RelayOptions::unreachable_after
   // while they owed slices (a child that hangs, or every link to it cut); none while no slice has
   // reached this relay for half as long (then the fault is likely its own).

@@ -28,6 +28,15 @@ def _transport(value):
     return value
 
 
+def _metrics(port, host):
+    """``metrics_port``/``metrics_host`` as the engine's ``HOST:PORT`` ("" for no metrics)."""
+    if port is None:
+        return ""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InvalidArgumentError(f"metrics_port: {port!r} is not a port number (0..65535; 0: any free port)")
+    return f"{host}:{port}"
+
+
 def _node(value):
     if value is None:
         return ""
@@ -114,7 +123,8 @@ class Producer(_Engine):
 
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
-                 coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0):
+                 coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
+                 metrics_port=None, metrics_host="0.0.0.0"):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -129,7 +139,8 @@ class Producer(_Engine):
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
-                                      threads=int(threads), transport=_transport(transport), group=seat)
+                                      threads=int(threads), transport=_transport(transport), group=seat,
+                                      metrics=_metrics(metrics_port, metrics_host))
         if seat is not None:
             self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address
@@ -192,6 +203,12 @@ class Producer(_Engine):
         runs, when it hosts it: port 0 resolved), for rollout processes'
         ``Consumer(layout=..., connect=...)``; None without a coordinator."""
         return self._coordinator
+
+    @property
+    def metrics_address(self):
+        """``host:port`` where Prometheus metrics are served (``GET /metrics``), or None without
+        ``metrics_port``. Names and labels: docs/metrics.md."""
+        return getattr(self._live(), "metrics_address", "") or None
 
     @property
     def transport(self):
@@ -281,9 +298,13 @@ class Consumer(_Engine):
     _role = "consumer"
 
     def __init__(self, named_tensors, connect=None, token=None, rails=None, name=None, threads=0,
-                 join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None):
+                 join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None,
+                 metrics_port=None, metrics_host="0.0.0.0"):
         items = named_items(named_tensors)
         self._grouped = layout is not None
+        if self._grouped and metrics_port is not None:
+            raise InvalidArgumentError("metrics_port: a resharded consumer (layout=) runs one consumer per trainer "
+                                       "rank; metrics are served by plain consumers and producers")
         if self._grouped:
             self._join_group(items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
                              transport, node)
@@ -295,7 +316,8 @@ class Consumer(_Engine):
         self._engine = _core.Consumer(names, caps, dtypes, connect=addresses, token=parse_token(token),
                                       rails=_addresses(rails, "rails"), name=name or _default_name(),
                                       threads=int(threads), join_timeout=float(join_timeout),
-                                      transport=_transport(transport), node=_node(node))
+                                      transport=_transport(transport), node=_node(node),
+                                      metrics=_metrics(metrics_port, metrics_host))
         self._background = False
 
     def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
@@ -332,6 +354,12 @@ class Consumer(_Engine):
     def version(self):
         """The version the tensors hold (0: nothing yet)."""
         return self._live().version
+
+    @property
+    def metrics_address(self):
+        """``host:port`` where Prometheus metrics are served (``GET /metrics``), or None without
+        ``metrics_port``. Names and labels: docs/metrics.md."""
+        return getattr(self._live(), "metrics_address", "") or None
 
     @property
     def transport(self):

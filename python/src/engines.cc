@@ -65,6 +65,17 @@ std::vector<Endpoint> endpoints(const std::vector<std::string>& texts, const std
   return out;
 }
 
+namespace {
+
+// "HOST:PORT" of a metrics address (metrics_port and metrics_host in engine.py).
+Endpoint metrics_endpoint(const std::string& text) {
+  auto e = parse_endpoint(text);
+  if (!e.ok()) raise("InvalidArgumentError", "metrics address '" + text + "': " + e.status().message());
+  return *e;
+}
+
+}  // namespace
+
 ConsumerOptions consumer_options(const ConsumerArgs& args) {
   ConsumerOptions options;
   options.token = args.token;
@@ -73,6 +84,7 @@ ConsumerOptions consumer_options(const ConsumerArgs& args) {
   options.node = args.node;
   options.threads = args.threads;
   options.transport = args.transport;
+  if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   return options;
 }
 
@@ -87,6 +99,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   if (args.threads > 0) options.codec.threads = args.threads;
   options.transport = args.transport;
   options.group = args.group;
+  if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   const Millis register_timeout = to_millis(args.register_timeout);
   // Raising needs the interpreter: errors are raised once it is held again.
   Result<std::unique_ptr<Producer>> created = failed_precondition("not created");
@@ -113,6 +126,11 @@ Producer& PyProducer::engine() const {
 std::string PyProducer::address() const { return engine().address().to_string(); }
 
 std::string PyProducer::transport() const { return std::string(engine().transport()); }
+
+std::string PyProducer::metrics_address() const {
+  const auto at = engine().metrics_endpoint();
+  return at ? at->to_string() : "";
+}
 
 std::string PyProducer::group_coordinator() const {
   const auto at = engine().group_coordinator();
@@ -160,8 +178,16 @@ std::string PyProducer::stats() const {
     members.push_back({{"id", m.id}, {"name", m.name}, {"alive", m.alive}, {"committed", m.committed},
                        {"slow", s.rates_of(m.id).slow}, {"rate_bytes_per_second", s.rates_of(m.id).known()}});
   }
-  return Json{{"epoch", s.epoch},           {"version", s.version},       {"queued", s.queued},
-              {"full_syncs", s.full_syncs}, {"wire_bytes", s.wire_bytes}, {"transport", s.transport},
+  return Json{{"epoch", s.epoch},
+              {"version", s.version},
+              {"queued", s.queued},
+              {"full_syncs", s.full_syncs},
+              {"wire_bytes", s.wire_bytes},
+              {"versions_done", s.versions_done},
+              {"commits", s.commits},
+              {"failures", s.failures},
+              {"lost", s.lost},
+              {"transport", s.transport},
               {"members", members}}
       .dump();
 }
@@ -240,6 +266,11 @@ uint64_t PyConsumer::version() const { return engine().version(); }
 
 std::string PyConsumer::transport() const { return std::string(engine().transport()); }
 
+std::string PyConsumer::metrics_address() const {
+  const auto at = engine().metrics_endpoint();
+  return at ? at->to_string() : "";
+}
+
 std::string PyConsumer::state() const {
   const ConsumerState s = engine().state();
   return Json{{"id", s.id},
@@ -248,7 +279,13 @@ std::string PyConsumer::state() const {
               {"connected", s.connected},
               {"refused", s.refused},
               {"transport", std::string(engine().transport())},
-              {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
+              {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()},
+              {"staged", s.staged},
+              {"commits", s.commits},
+              {"failures", s.failures},
+              {"received_bytes", s.received_bytes},
+              {"last_receive_seconds", s.last_receive_seconds},
+              {"last_apply_seconds", s.last_apply_seconds}}
       .dump();
 }
 

@@ -26,6 +26,7 @@ struct ProducerArgs {
   std::string transport = "tcp";
   std::optional<GroupSeatOptions> group;  // a trainer rank registering with its group's coordinator
   double register_timeout = 60;           // how long the constructor waits for the registration
+  std::string metrics;                    // "HOST:PORT": serve Prometheus metrics there ("": none)
 };
 
 class PyProducer {
@@ -36,6 +37,7 @@ class PyProducer {
 
   std::string address() const;
   std::string transport() const;
+  std::string metrics_address() const;  // "" when no metrics are served
   std::string group_coordinator() const;  // the address of the coordinator it hosts ("" when none)
   uint64_t publish(bool full, uint64_t version);
   void wait(uint64_t version, double timeout_seconds);
@@ -62,6 +64,7 @@ struct ConsumerArgs {
   double join_timeout = 30;
   std::string transport = "tcp";
   std::string node;  // empty: the host name
+  std::string metrics;  // "HOST:PORT": serve Prometheus metrics there ("": none)
 };
 
 // Shared by the bindings of every engine.
@@ -82,6 +85,7 @@ class PyConsumer {
   void wait_version(uint64_t version, double timeout_seconds);
   uint64_t version() const;
   std::string transport() const;
+  std::string metrics_address() const;  // "" when no metrics are served
   std::string state() const;
   uint64_t model_hash();
   void close();

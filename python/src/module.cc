@@ -17,9 +17,9 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::string listen, uint64_t token,
                        std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
-                       const py::object& group) {
+                       const py::object& group, std::string metrics) {
              ProducerArgs args{std::move(listen), token, std::move(rails), std::move(value_codec), threads,
-                               std::move(transport), std::nullopt, 60};
+                               std::move(transport), std::nullopt, 60, std::move(metrics)};
              if (!group.is_none()) {
                // {logical, shards, rank, world, coordinator, host, advertise, register_timeout}, from engine.py
                const py::dict g = group.cast<py::dict>();
@@ -32,8 +32,10 @@ PYBIND11_MODULE(_core, m) {
              return std::make_unique<PyProducer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
-           py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none())
+           py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none(),
+           py::arg("metrics") = "")
       .def_property_readonly("address", &PyProducer::address)
+      .def_property_readonly("metrics_address", &PyProducer::metrics_address)
       .def_property_readonly("group_coordinator", &PyProducer::group_coordinator)
       .def_property_readonly("transport", &PyProducer::transport)
       .def("publish", &PyProducer::publish, py::arg("full"), py::arg("version"))
@@ -49,14 +51,17 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport, std::string node) {
+                       std::string transport, std::string node, std::string metrics) {
              ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
-                               threads,            join_timeout, std::move(transport), std::move(node)};
+                               threads,            join_timeout, std::move(transport), std::move(node),
+                               std::move(metrics)};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
-           py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"), py::arg("node"))
+           py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
+           py::arg("metrics") = "")
       .def_property_readonly("transport", &PyConsumer::transport)
+      .def_property_readonly("metrics_address", &PyConsumer::metrics_address)
       .def("pull", &PyConsumer::pull, py::arg("timeout"))
       .def("start", &PyConsumer::start, py::arg("on_commit"))
       .def("wait_version", &PyConsumer::wait_version, py::arg("version"), py::arg("timeout"))
@@ -73,8 +78,10 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& ranks, std::vector<std::string> connect, uint64_t token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
                        std::string transport, std::string node) {
+             // No metrics: a group consumer runs one consumer per trainer rank (one port each).
              ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
-                               threads,            join_timeout, std::move(transport), std::move(node)};
+                               threads,            join_timeout, std::move(transport), std::move(node),
+                               std::string()};
              return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),
