@@ -1,6 +1,7 @@
 #include "broadcast/engine/engine_metrics.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
 
 #include "broadcast/engine/consumer.h"
@@ -42,6 +43,17 @@ void collect_rails(MetricsSink& sink, const std::map<uint32_t, std::vector<RailT
   }
 }
 
+// A counter without labels: its name, help and value.
+struct Count {
+  const char* name;
+  const char* help;
+  uint64_t value;
+};
+
+void add_counts(MetricsSink& sink, std::span<const Count> counts) {
+  for (const Count& c : counts) sink.counter(c.name, c.help, static_cast<double>(c.value));
+}
+
 }  // namespace
 
 void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
@@ -51,18 +63,14 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
   sink.gauge("deltacast_version", "The newest version published", static_cast<double>(stats.version));
   sink.gauge("deltacast_versions_queued", "Versions published whose rounds have not ended",
              static_cast<double>(stats.queued));
-  sink.counter("deltacast_versions_total", "Published versions whose rounds ended",
-               static_cast<double>(stats.versions_done));
-  sink.counter("deltacast_commits_total", "Consumers that committed a published version (summed over versions)",
-               static_cast<double>(stats.commits));
-  sink.counter("deltacast_failures_total", "Consumers that failed a published version (summed over versions)",
-               static_cast<double>(stats.failures));
-  sink.counter("deltacast_lost_total", "Consumers lost during a version's round (summed over versions)",
-               static_cast<double>(stats.lost));
-  sink.counter("deltacast_full_syncs_total", "Catch-up rounds (full versions to consumers behind)",
-               static_cast<double>(stats.full_syncs));
-  sink.counter("deltacast_wire_bytes_total", "Bytes of every round's version as the producer sent it",
-               static_cast<double>(stats.wire_bytes));
+  const Count counts[] = {
+      {"deltacast_versions_total", "Published versions whose rounds ended", stats.versions_done},
+      {"deltacast_commits_total", "Consumers that committed a published version (summed over versions)", stats.commits},
+      {"deltacast_failures_total", "Consumers that failed a published version (summed over versions)", stats.failures},
+      {"deltacast_lost_total", "Consumers lost during a version's round (summed over versions)", stats.lost},
+      {"deltacast_full_syncs_total", "Catch-up rounds (full versions to consumers behind)", stats.full_syncs},
+      {"deltacast_wire_bytes_total", "Bytes of every round's version as the producer sent it", stats.wire_bytes}};
+  add_counts(sink, counts);
   const std::optional<VersionReport> last =
       stats.last_done != 0 ? producer.report(stats.last_done) : std::optional<VersionReport>{};
   if (last) {
@@ -112,12 +120,12 @@ void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
              {{"role", "consumer"}, {"transport", std::string(consumer.transport())}, {"id", std::to_string(state.id)}});
   sink.gauge("deltacast_version", "The newest version committed", static_cast<double>(state.version));
   sink.gauge("deltacast_connected", "1 while joined to a producer", state.connected ? 1.0 : 0.0);
-  sink.counter("deltacast_staged_total", "Versions received and verified", static_cast<double>(state.staged));
-  sink.counter("deltacast_commits_total", "Versions committed", static_cast<double>(state.commits));
-  sink.counter("deltacast_failures_total", "Versions failed (not received, not verified or not applied)",
-               static_cast<double>(state.failures));
-  sink.counter("deltacast_received_bytes_total", "Bytes of the versions received and verified",
-               static_cast<double>(state.received_bytes));
+  const Count counts[] = {
+      {"deltacast_staged_total", "Versions received and verified", state.staged},
+      {"deltacast_commits_total", "Versions committed", state.commits},
+      {"deltacast_failures_total", "Versions failed (not received, not verified or not applied)", state.failures},
+      {"deltacast_received_bytes_total", "Bytes of the versions received and verified", state.received_bytes}};
+  add_counts(sink, counts);
   sink.gauge("deltacast_last_version_receive_seconds", "The newest staged version: first slice until verified",
              state.last_receive_seconds);
   sink.gauge("deltacast_last_version_apply_seconds", "The newest commit's apply", state.last_apply_seconds);
