@@ -11,6 +11,7 @@
 #include "bench_commands.h"
 #include "bench_util.h"
 #include "core/aligned_buffer.h"
+#include "plot.h"
 #include "sparse/delta_applier.h"
 #include "sparse/delta_encoder.h"
 #include "sparse/trace/model_layout.h"
@@ -33,6 +34,7 @@ struct CodecArgs {
   uint64_t seed = 1;
   uint64_t chunk_bytes = 2ull << 20;
   bool json = false;
+  std::string plot;  // draw the steps into this PNG (plot_codec.py)
 };
 
 // A copy of every tensor, to reset the shadow or the consumer between timed repetitions.
@@ -190,6 +192,7 @@ int run_codec(const CodecArgs& args) {
                "ratio", "int32", "int32+zs", "entropy", "enc GB/s", "app GB/s", "memcpy", "enc/app", "exact");
   }
   bool all_exact = true;
+  nlohmann::json steps = nlohmann::json::array();  // every step's row, for --plot
   for (int step = 1; step <= args.steps; ++step) {
     progress.update(
         fmt::format("step {}/{}: Adam step on {} elements...", step, args.steps, manifest.total_elements()));
@@ -223,7 +226,7 @@ int run_codec(const CodecArgs& args) {
     const double encode_rate_many =
         median_of(run->reps, [&](const Rep& r) { return dense_gb / r.encode_seconds_many; });
     const double apply_rate_many = median_of(run->reps, [&](const Rep& r) { return dense_gb / r.apply_seconds_many; });
-    if (args.json) {
+    {
       nlohmann::json row = {
           {"step", step},
           {"elements", stats.elements},
@@ -256,8 +259,10 @@ int run_codec(const CodecArgs& args) {
           {"reps", args.reps},
           {"exact", exact},
       };
-      fmt::print("{}\n", row.dump());
-    } else {
+      if (args.json) fmt::print("{}\n", row.dump());
+      steps.push_back(std::move(row));
+    }
+    if (!args.json) {
       fmt::print(
           "{:>4} {:>7.3f}% {:>11} {:>7.1f}x {:>8.1f}x {:>8.1f}x {:>8.1f}x {:>9.2f} {:>9.2f} {:>9.2f} {:>4.2f}/{:<4.2f} "
           "{:>6}\n",
@@ -275,6 +280,12 @@ int run_codec(const CodecArgs& args) {
         "int32+zs = that through zstd-1; GB/s are model bytes per second on one thread, medians of {} runs; "
         "enc/app = speed relative to a one-thread memcpy of the model timed in the same repetition.\n{}\n",
         args.reps, all_exact ? "Every step reproduced the producer's tensors bit for bit." : "NOT BIT-EXACT");
+  }
+  if (!args.plot.empty()) {
+    if (Status s = draw_plot("plot_codec.py", nlohmann::json{{"steps", steps}}, args.plot); !s.ok()) {
+      fmt::print(stderr, "deltacast-bench codec: --plot: {}\n", s.to_string());
+      return 1;
+    }
   }
   return all_exact ? 0 : 1;
 }
@@ -312,6 +323,8 @@ void add_codec_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "One JSON object per step on stdout");
+  cmd->add_option("--plot", args->plot,
+                  "Draw each step's compression ratio (against the baselines) and density into this PNG (matplotlib)");
   cmd->callback([args] { throw CLI::RuntimeError(run_codec(*args)); });
 }
 

@@ -10,20 +10,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <map>
 #include <thread>
 
 #include "bench_commands.h"
-#include "child_process.h"
 #include "cluster_sim.h"
+#include "plot.h"
 
 namespace deltacast::bench {
 
@@ -171,26 +168,6 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   return row;
 }
 
-// Draws `report` into `png` with plot_simulate.py (matplotlib).
-Status plot(const Json& report, const std::string& png) {
-  const std::string script = find_helper_script("plot_simulate.py");
-  if (script.empty()) return unavailable("plot_simulate.py not found next to the executable");
-  const std::string data = png + ".json";
-  {
-    std::ofstream out(data);
-    out << report.dump();
-    if (!out) return io_error("could not write {}", data);
-  }
-  DC_ASSIGN_OR_RETURN(const std::string python, find_python_with("matplotlib"));
-  DC_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn({python, script, data, png}, false));
-  DC_ASSIGN_OR_RETURN(const int status, child->wait(std::chrono::seconds(120)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return internal_error("plot_simulate.py failed (is python3-matplotlib installed?); its data is in {}", data);
-  }
-  std::remove(data.c_str());
-  return Status();
-}
-
 int run(const SimulateArgs& a) {
   Json rows = Json::array();
   const uint64_t dense = static_cast<uint64_t>(a.gbytes * 1e9);
@@ -224,7 +201,7 @@ int run(const SimulateArgs& a) {
   const Json report{{"scenarios", rows}};
   if (a.json) fmt::print("{}\n", report.dump(2));
   if (!a.plot.empty()) {
-    if (Status s = plot(report, a.plot); !s.ok()) {
+    if (Status s = draw_plot("plot_simulate.py", report, a.plot); !s.ok()) {
       fmt::print(stderr, "deltacast-bench simulate: --plot: {}\n", s.to_string());
       return 1;
     }

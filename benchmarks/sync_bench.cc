@@ -14,6 +14,7 @@
 #include "bench_commands.h"
 #include "child_process.h"
 #include "gloo_baseline.h"
+#include "plot.h"
 #include "sync_group.h"
 #include "sync_roles.h"
 #include "testbed/netns_testbed.h"
@@ -124,6 +125,12 @@ int run_sync_both(const SyncArgs& args) {
   } else {
     print_sync_table(report);
   }
+  if (!args.plot.empty()) {
+    if (Status s = draw_plot("plot_sync.py", report, args.plot); !s.ok()) {
+      fmt::print(stderr, "deltacast-bench sync: --plot: {}\n", s.to_string());
+      return 1;
+    }
+  }
   return report["all_exact"].get<bool>() ? 0 : 1;
 }
 
@@ -196,6 +203,9 @@ void add_sync_command(CLI::App& app) {
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds to wait for joins and each version")->capture_default_str();
   cmd->add_flag("--json", args->json, "JSON output");
+  cmd->add_option("--plot", args->plot,
+                  "Draw each version's time (encode / wire / apply) against the lower bound and the baselines, "
+                  "and what it carried, into this PNG (matplotlib)");
   cmd->add_option("--metrics-port", args->metrics_port,
                   "Serve Prometheus metrics (docs/metrics.md) on all interfaces: the producer on this port, "
                   "consumer i on PORT+1+i (with --netns inside its namespace); -1: none")

@@ -58,6 +58,7 @@ struct SyncArgs {
   double timeout_seconds = 600;
   bool json = false;
   int metrics_port = -1;  // roles producer/consumer: serve Prometheus metrics on this port (-1: none)
+  std::string plot;       // the whole run: draw its report into this PNG (plot_sync.py)
 };
 
 // Every role derives the same model from --elements: the trace's transformer layout in bf16.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -25,6 +26,7 @@
 #include "broadcast/transport/transport_select.h"
 #include "core/aligned_buffer.h"
 #include "core/hash.h"
+#include "plot.h"
 #include "testbed/netns_testbed.h"
 #include "wire_metrics.h"
 
@@ -33,6 +35,7 @@ namespace deltacast::bench {
 namespace {
 
 struct WireArgs {
+  std::string plot;  // role both: draw the last trial's rails over time into this PNG (plot_wire.py)
   std::string role = "both";
   std::string transport = "tcp";
   int rails = 3;
@@ -185,7 +188,7 @@ nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<
   const Status expected = s.staging.expect(id, data.size(), 0, s.receive.size() >= data.size() ? s.receive.data() : nullptr);
   if (!expected.ok()) return {{"error", expected.to_string()}};
   const TimePoint start = SteadyClock::now();
-  TimePoint restored{}, throttled{};
+  TimePoint cut{}, restored{}, throttled{};
   std::thread faults([&] {
     if (!args.fail_command.empty()) {  // a fault of the caller's own, on hosts placed by hand
       std::this_thread::sleep_until(start + Millis(args.fail_at_ms));
@@ -197,6 +200,7 @@ nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<
     if (args.fail_rail >= 0) {
       std::this_thread::sleep_until(start + Millis(args.fail_at_ms));
       (void)s.testbed->set_link(static_cast<size_t>(args.fail_rail), false);
+      cut = SteadyClock::now();
       if (args.restore_after_ms >= 0) {
         std::this_thread::sleep_until(start + Millis(args.fail_at_ms + args.restore_after_ms));
         (void)s.testbed->set_link(static_cast<size_t>(args.fail_rail), true);
@@ -258,6 +262,19 @@ nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<
            {"per_rail", per_rail},
            {"verified", verified},
            {"checked", s.listener ? "content hash of the received bytes" : "every slice acknowledged"}};
+  // Each rail's rate over the transfer (about 100 bins), with the faults injected into it.
+  const auto bin = std::max<SteadyClock::duration>(Millis(1), (end - start) / 100);
+  nlohmann::json faults_at = nlohmann::json::array();
+  for (const auto& [what, rail, at] : {std::tuple{"cut", args.fail_rail, cut}, std::tuple{"restored", args.fail_rail, restored},
+                                       std::tuple{"throttled", args.throttle_rail, throttled}}) {
+    if (at != TimePoint{}) {
+      faults_at.push_back({{"kind", what}, {"rail", rail}, {"at_ms", std::chrono::duration<double, std::milli>(at - start).count()}});
+    }
+  }
+  trial["timeline"] = {{"bin_ms", std::chrono::duration<double, std::milli>(bin).count()},
+                       {"rails", s.rail_names},
+                       {"gbps", rail_timeline(events, telemetry.size(), start, end, bin)},
+                       {"faults", faults_at}};
   if (restored != TimePoint{}) {
     auto back = first_ack_after_ms(events, static_cast<uint32_t>(args.fail_rail), restored);
     trial["rail_back_ms"] = back ? nlohmann::json(*back) : nlohmann::json();
@@ -393,6 +410,12 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
     fmt::print("{}\n", report.dump());
   } else {
     print_table(report);
+  }
+  if (!args.plot.empty()) {
+    if (Status p = draw_plot("plot_wire.py", report, args.plot); !p.ok()) {
+      fmt::print(stderr, "deltacast-bench wire: --plot: {}\n", p.to_string());
+      return 1;
+    }
   }
   return verified ? 0 : 1;
 }
@@ -551,6 +574,9 @@ void add_wire_command(CLI::App& app) {
   cmd->add_option("--throttle-at", args->throttle_at_ms, "... this many ms into the transfer")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Payload seed (both ends of --role send/recv must agree)")->capture_default_str();
   cmd->add_flag("--json", args->json, "JSON output");
+  cmd->add_option("--plot", args->plot,
+                  "Draw each rail's throughput over the last trial, with the faults injected into it, into this "
+                  "PNG (matplotlib)");
   cmd->callback([args] {
     // A ratio on this kind of machine means something as a median of several transfers, each
     // against the plain streams measured just before it.

@@ -50,4 +50,17 @@ double send_share(const std::vector<SprayEvent>& events, uint32_t rail, TimePoin
   return all > 0 ? mine / all : 0;
 }
 
+std::vector<std::vector<double>> rail_timeline(const std::vector<SprayEvent>& events, size_t rails, TimePoint start,
+                                               TimePoint end, SteadyClock::duration bin) {
+  if (bin <= SteadyClock::duration::zero() || end <= start) return std::vector<std::vector<double>>(rails);
+  const auto bins = static_cast<size_t>((end - start + bin - SteadyClock::duration(1)) / bin);
+  std::vector<std::vector<double>> gbps(rails, std::vector<double>(bins, 0.0));
+  const double bin_seconds = std::chrono::duration<double>(bin).count();
+  for (const auto& e : events) {
+    if (e.kind != SprayEvent::kAcked || e.rail >= rails || e.at < start || e.at >= end) continue;
+    gbps[e.rail][static_cast<size_t>((e.at - start) / bin)] += 8.0 * e.bytes / bin_seconds / 1e9;
+  }
+  return gbps;
+}
+
 }  // namespace deltacast::bench

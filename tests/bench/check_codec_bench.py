@@ -3,10 +3,12 @@
 does not depend on timing: every field is present, every step is bit-exact,
 and the compression ratios at step 3 meet the targets (>= 125x with ulp
 values, >= 70x with raw values, both clearly above the int32 baselines).
-Speeds are reported by the benchmark, never asserted here."""
+--plot must draw its PNG. Speeds are reported by the benchmark, never asserted here."""
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 REQUIRED = [
     "step", "elements", "dtype", "value_codec", "density", "dense_bytes", "wire_bytes", "ratio",
@@ -15,10 +17,10 @@ REQUIRED = [
 ]
 
 
-def run(binary, codec, elements):
+def run(binary, codec, elements, plot=None):
     out = subprocess.run(
         [binary, "codec", "--elements", str(elements), "--lr", "3e-7", "--steps", "3", "--value-codec", codec,
-         "--reps", "1", "--json"],
+         "--reps", "1", "--json"] + (["--plot", plot] if plot else []),
         check=True, capture_output=True, text=True).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert len(rows) == 3, f"expected 3 JSON lines, got {len(rows)}: {out!r}"
@@ -34,7 +36,11 @@ def run(binary, codec, elements):
 def main():
     binary = sys.argv[1]
     elements = int(sys.argv[2]) if len(sys.argv) > 2 else 67108864
-    ulp = run(binary, "ulp", elements)
+    png = os.path.join(tempfile.mkdtemp(prefix="deltacast-codec-"), "codec.png")
+    ulp = run(binary, "ulp", elements, plot=png)
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", "--plot drew no PNG"
+    assert os.path.getsize(png) > 10_000, os.path.getsize(png)
     raw = run(binary, "raw", elements)
     print(f"step 3: density {ulp['density']:.4%}, ulp ratio {ulp['ratio']:.1f}x, raw ratio {raw['ratio']:.1f}x, "
           f"int32 {ulp['dense_bytes'] / ulp['baseline_int32_bytes']:.1f}x, "

@@ -29,5 +29,24 @@ TEST(WireMetrics, RailEvents) {
   EXPECT_DOUBLE_EQ(send_share(events, 1, t0, t0 + milliseconds(40)), 0.75);
 }
 
+TEST(WireMetrics, RailTimelineBinsAcknowledgedBytesAsRates) {
+  const TimePoint t0{};
+  const std::vector<SprayEvent> events = {
+      {SprayEvent::kSent, 0, 0, 1'000'000, false, t0},                             // not acknowledged: not counted
+      {SprayEvent::kAcked, 0, 0, 1'000'000, false, t0 + milliseconds(3)},           // bin 0
+      {SprayEvent::kAcked, 1, 1, 2'000'000, false, t0 + milliseconds(15)},          // bin 1
+      {SprayEvent::kAcked, 0, 2, 1'000'000, false, t0 + milliseconds(19)},          // bin 1
+      {SprayEvent::kAcked, 0, 3, 1'000'000, false, t0 + milliseconds(25)},          // past the end
+  };
+  const auto gbps = rail_timeline(events, 2, t0, t0 + milliseconds(20), milliseconds(10));
+  ASSERT_EQ(gbps.size(), 2u);
+  ASSERT_EQ(gbps[0].size(), 2u);
+  EXPECT_DOUBLE_EQ(gbps[0][0], 0.8);  // 1 MB in 10 ms
+  EXPECT_DOUBLE_EQ(gbps[0][1], 0.8);
+  EXPECT_DOUBLE_EQ(gbps[1][0], 0.0);
+  EXPECT_DOUBLE_EQ(gbps[1][1], 1.6);
+  EXPECT_TRUE(rail_timeline(events, 2, t0, t0, milliseconds(10))[0].empty());
+}
+
 }  // namespace
 }  // namespace deltacast::bench

@@ -40,11 +40,23 @@ def test_spraying_fills_the_rails_and_beats_round_robin():
     assert rails[2]["bytes"] < 0.15 * sum(r["bytes"] for r in rails)
 
 
-def test_a_cut_rail_heals_within_100ms_and_comes_back():
+def test_a_cut_rail_heals_within_100ms_and_comes_back(tmp_path):
     # Rail 0 goes down 400 ms into each of 5 transfers and comes back 700 ms later.
+    png = tmp_path / "wire.png"
     report = wire("--bytes", str(512 * MIB), "--fail-rail", "0", "--fail-at", "400", "--restore-after", "700",
-                  "--trials", "5", "--baseline-seconds", "0.3")
+                  "--trials", "5", "--baseline-seconds", "0.3", "--plot", str(png))
     trials = report["trials"]
+    # The timeline shows the cut: rail 0 carries nothing in the bins between the cut and its return, rail 1
+    # carries on at about its rate, and --plot drew it.
+    timeline = trials[-1]["timeline"]
+    kinds = [f["kind"] for f in timeline["faults"]]
+    assert kinds == ["cut", "restored"], timeline["faults"]
+    cut_at, back_at = (f["at_ms"] for f in timeline["faults"])
+    bins = [i for i in range(len(timeline["gbps"][0]))
+            if cut_at + timeline["bin_ms"] <= i * timeline["bin_ms"] and (i + 1) * timeline["bin_ms"] <= back_at]
+    assert bins and all(timeline["gbps"][0][i] == 0 for i in bins), "rail 0 carried data while it was cut"
+    assert statistics.mean(timeline["gbps"][1][i] for i in bins) >= 0.5, "rail 1 (1 Gbit) slowed while rail 0 was cut"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     stalls = [t["max_stall_ms"] for t in trials]
     backs = [t["rail_back_ms"] for t in trials]
     print("stalls (ms):", [round(s, 1) for s in stalls], "rail back (ms):", [round(b or -1) for b in backs])
