@@ -125,10 +125,22 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   return sync;
 }
 
+Status SyncProducer::wait(uint64_t version, Millis timeout) {
+  if (!on_progress_) return producer_->wait(version, timeout);
+  constexpr Millis kEvery(250);
+  const auto deadline = SteadyClock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now());
+    Status s = producer_->wait(version, std::min(left, kEvery));
+    if (s.ok() || s.code() != StatusCode::kDeadlineExceeded || left <= kEvery) return s;
+    if (auto p = producer_->progress(); p && p->version == version) on_progress_(*p);
+  }
+}
+
 Result<VersionRow> SyncProducer::publish(bool full, bool step, bool check, Millis timeout) {
   if (step) trace_->step();
   DC_ASSIGN_OR_RETURN(uint64_t version, producer_->publish(full));
-  DC_RETURN_IF_ERROR(producer_->wait(version, timeout));
+  DC_RETURN_IF_ERROR(wait(version, timeout));
   VersionRow row;
   row.version = version;
   row.report = producer_->report(version).value_or(VersionReport{});
@@ -145,6 +157,13 @@ Result<SyncRun> run_versions(SyncProducer& sync, const SyncArgs& args, GlooBasel
   const Millis timeout(static_cast<int64_t>(args.timeout_seconds * 1000));
   const double model_bytes = static_cast<double>(sync.trace().manifest().total_bytes());
   std::vector<VersionRow> rows;
+  // A long version shows how far it is: bytes arrived at the consumers, rate, time to go.
+  sync.on_progress([&progress](const RoundProgress& p) {
+    progress.update(fmt::format("version {} ({}): {} of {} at the consumers ({:.0f}%), {}/s, about {:.1f} s to go",
+                                p.version, p.full ? "full" : "delta", human_bytes(static_cast<double>(p.received_bytes)),
+                                human_bytes(static_cast<double>(p.bytes) * p.targets), 100 * p.fraction(),
+                                human_bytes(p.rate()), std::max(0.0, p.eta_seconds())));
+  });
   progress.update(fmt::format("version 1: full sync of {} to every consumer", human_bytes(model_bytes)));
   DC_ASSIGN_OR_RETURN(VersionRow initial, sync.publish(/*full=*/true, /*step=*/false, /*check=*/true, timeout));
   rows.push_back(initial);

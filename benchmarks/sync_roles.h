@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,10 +106,15 @@ class SyncProducer {
 
   // Optionally steps the trace, publishes, waits for every member, optionally checks bit-exactness.
   Result<VersionRow> publish(bool full, bool step, bool check, Millis timeout);
+  // While publish() waits, called about every 250 ms with how far the version's round is.
+  void on_progress(std::function<void(const RoundProgress&)> callback) { on_progress_ = std::move(callback); }
 
  private:
+  Status wait(uint64_t version, Millis timeout);
+
   std::unique_ptr<RlTrace> trace_;
   std::unique_ptr<Producer> producer_;
+  std::function<void(const RoundProgress&)> on_progress_;
 };
 
 struct SyncRun {

@@ -92,6 +92,18 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
     sink.gauge("deltacast_last_version_committed", "Its targets that committed it",
                static_cast<double>(report->committed), labels);
   }
+  const std::optional<RoundProgress> round = producer.progress();
+  sink.gauge("deltacast_round_in_flight", "1 while a round (a version or a catch-up full sync) is under way",
+             round ? 1.0 : 0.0);
+  if (round) {
+    const MetricLabels labels = {{"version", std::to_string(round->version)}, {"kind", round->full ? "full" : "delta"}};
+    sink.gauge("deltacast_round_received_bytes", "Bytes of the round in flight its targets hold so far (all together)",
+               static_cast<double>(round->received_bytes), labels);
+    sink.gauge("deltacast_round_fraction", "Share of the round in flight's bytes its targets hold", round->fraction(),
+               labels);
+    sink.gauge("deltacast_round_eta_seconds", "Seconds the round in flight takes yet, at its rate so far (-1: no byte yet)",
+               round->eta_seconds(), labels);
+  }
   size_t alive = 0;
   for (const MemberRecord& m : stats.members) {
     alive += m.alive ? 1 : 0;

@@ -601,6 +601,10 @@ ProducerStats Producer::stats() const {
   return s;
 }
 
+std::optional<RoundProgress> Producer::progress() const {
+  return driver_ ? driver_->progress() : std::nullopt;
+}
+
 std::map<uint32_t, std::vector<RailTelemetry>> Producer::rail_telemetry() const {
   return relay_ ? relay_->telemetry_by_child() : std::map<uint32_t, std::vector<RailTelemetry>>{};
 }

@@ -154,6 +154,9 @@ class Producer {
   std::optional<Endpoint> group_coordinator() const;
 
   std::optional<VersionReport> report(uint64_t version) const;
+  // How far the round in flight is (a version or a catch-up full sync): bytes arrived at its
+  // targets, rate, time to go. None between rounds.
+  std::optional<RoundProgress> progress() const;
   ProducerStats stats() const;
   // The producer's own rails to the members it feeds (by member id).
   std::map<uint32_t, std::vector<RailTelemetry>> rail_telemetry() const;

@@ -94,6 +94,15 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
               stripes, slice_bytes, fmt::format("{}", plan.chains), verdict.healthy / 1e6, fmt::format("{}", plan.slow));
   result.slice_bytes = slice_bytes;
   result.stripes = stripes;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    in_flight_ = InFlight{spec.version, spec.transfer, spec.full, spec.bytes, slice_bytes, targets, start};
+  }
+  // The round is no longer in flight however it ends.
+  const std::unique_ptr<RoundDriver, void (*)(RoundDriver*)> clear_in_flight(this, [](RoundDriver* d) {
+    std::lock_guard<std::mutex> lock(d->in_flight_mu_);
+    d->in_flight_.reset();
+  });
 
   membership_.update([&](std::map<uint32_t, MemberRecord>& all) {
     for (uint32_t id : targets) {
@@ -233,6 +242,32 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   result.failed.assign(look.failed.begin(), look.failed.end());
   for (uint32_t id : look.gone) result.lost.push_back(id);
   return result;
+}
+
+std::optional<RoundProgress> RoundDriver::progress() const {
+  std::optional<InFlight> round;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    round = in_flight_;
+  }
+  if (!round) return std::nullopt;
+  RoundProgress p;
+  p.version = round->version;
+  p.full = round->full;
+  p.bytes = round->bytes;
+  p.targets = static_cast<uint32_t>(round->targets.size());
+  p.seconds = std::chrono::duration<double>(Clock::now() - round->start).count();
+  for (const MemberRecord& m : membership_.snapshot()) {
+    if (std::find(round->targets.begin(), round->targets.end(), m.id) == round->targets.end()) continue;
+    if (m.committed >= round->version) ++p.committed;
+    if (m.committed >= round->version || m.base >= round->version) {
+      ++p.staged;
+      p.received_bytes += round->bytes;
+    } else if (m.transfer == round->transfer) {
+      p.received_bytes += std::min<uint64_t>(round->bytes, uint64_t{m.arrived} * round->slice_bytes);
+    }
+  }
+  return p;
 }
 
 }  // namespace deltacast

@@ -6,10 +6,13 @@
 // already holds, so only missing slices move again.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -55,6 +58,31 @@ struct RoundResult {
   Plan first_plan;
 };
 
+// How far the round in flight is: its targets' bytes as they report them (every 100 ms).
+struct RoundProgress {
+  uint64_t version = 0;
+  bool full = false;
+  uint64_t bytes = 0;           // the version's bytes (each target's share of the work)
+  uint32_t targets = 0;
+  uint32_t staged = 0;          // received and verified it (committed ones included)
+  uint32_t committed = 0;
+  uint64_t received_bytes = 0;  // over every target, each counted up to `bytes`
+  double seconds = 0;           // since the round started
+
+  // Share of the whole round's bytes that arrived (0 before any).
+  double fraction() const {
+    const double all = static_cast<double>(bytes) * targets;
+    return all > 0 ? static_cast<double>(received_bytes) / all : 0.0;
+  }
+  // Bytes per second into all targets together, so far.
+  double rate() const { return seconds > 0 ? static_cast<double>(received_bytes) / seconds : 0.0; }
+  // Seconds until every target holds the version at the rate so far (-1: no byte yet).
+  double eta_seconds() const {
+    const double f = fraction();
+    return f > 0 ? seconds * (1.0 - f) / f : -1.0;
+  }
+};
+
 // Runs rounds for one producer; `relay` is the producer's own (it holds every slice). Plans put
 // the members the rate book finds slow at the tails; at the end of every round the producer's
 // own links are reported to the book and the round's reports are folded in.
@@ -67,8 +95,22 @@ class RoundDriver {
 
   // Blocks until the round ends; `stop` is polled.
   RoundResult run(const RoundSpec& spec, const std::function<bool()>& stop);
+  // The round in flight, if one is (any thread).
+  std::optional<RoundProgress> progress() const;
 
  private:
+  struct InFlight {
+    uint64_t version = 0;
+    uint64_t transfer = 0;
+    bool full = false;
+    uint64_t bytes = 0;
+    uint32_t slice_bytes = 0;
+    std::vector<uint32_t> targets;
+    std::chrono::steady_clock::time_point start;
+  };
+  mutable std::mutex in_flight_mu_;
+  std::optional<InFlight> in_flight_;
+
   Membership& membership_;
   Relay& relay_;
   RateBook& rates_;

@@ -1,5 +1,6 @@
 """The trainer's Producer and the inference worker's Consumer."""
 import json
+import time
 
 from . import _core
 from ._tensors import capsules, named_items, parse_token
@@ -227,10 +228,37 @@ class Producer(_Engine):
             raise InvalidArgumentError(f"version: {version!r} is not a positive int")
         return self._live().publish(bool(full), int(version or 0))
 
-    def wait(self, version, timeout=None):
+    def wait(self, version, timeout=None, progress=None, every=0.5):
         """Until every live consumer committed ``version`` (or newer). Raises
-        deltacast.TimeoutError after ``timeout`` seconds (None: no limit)."""
-        self._live().wait(int(version), _timeout(timeout))
+        deltacast.TimeoutError after ``timeout`` seconds (None: no limit).
+        ``progress``: called about every ``every`` seconds while waiting with
+        ``self.progress()`` of the version's round (bytes at the consumers, rate,
+        time to go), for a long full sync."""
+        if progress is None:
+            self._live().wait(int(version), _timeout(timeout))
+            return
+        if not callable(progress):
+            raise InvalidArgumentError("progress must be callable")
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            left = _FOREVER if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                self._live().wait(int(version), min(left, float(every)))
+                return
+            except TimeoutError:
+                if left <= every:
+                    raise
+            now = self.progress()
+            if now is not None and now["version"] == int(version):
+                progress(now)
+
+    def progress(self):
+        """The round in flight (a version, or a catch-up full sync), or None between rounds:
+        ``version``, ``full``, ``bytes`` (each consumer's share), ``targets``, ``staged``,
+        ``committed``, ``received_bytes`` (all consumers together), ``fraction``,
+        ``seconds``, ``bytes_per_second``, ``eta_seconds`` (-1 before any byte)."""
+        text = self._live().progress()
+        return json.loads(text) if text else None
 
     def wait_for_consumers(self, count, timeout=None):
         """Until at least ``count`` consumers joined."""
@@ -247,8 +275,9 @@ class Producer(_Engine):
         return json.loads(self._live().report(int(version)))
 
     def stats(self):
-        """Newest version, queued versions, full syncs, wire bytes, members and
-        the report of the newest version (``last``)."""
+        """Newest version, queued versions, full syncs, wire bytes, versions ended
+        (``versions_done``) and over them commits, failures and lost consumers, members
+        and the report of the newest version (``last``)."""
         engine = self._live()
         stats = json.loads(engine.stats())
         stats["last"] = json.loads(engine.report(stats["version"])) if stats["version"] else None
@@ -402,7 +431,8 @@ class Consumer(_Engine):
         self._live().wait_version(int(version), _timeout(timeout))
 
     def state(self):
-        """id, epoch, version, connected, refused, transport, last_error."""
+        """id, epoch, version, connected, refused, transport, last_error; since start: staged,
+        commits, failures, received_bytes; last_receive_seconds, last_apply_seconds."""
         return json.loads(self._live().state())
 
     def model_hash(self):

@@ -127,6 +127,23 @@ std::string PyProducer::address() const { return engine().address().to_string();
 
 std::string PyProducer::transport() const { return std::string(engine().transport()); }
 
+std::string PyProducer::progress() const {
+  const auto p = engine().progress();
+  if (!p) return "";
+  return Json{{"version", p->version},
+              {"full", p->full},
+              {"bytes", p->bytes},
+              {"targets", p->targets},
+              {"staged", p->staged},
+              {"committed", p->committed},
+              {"received_bytes", p->received_bytes},
+              {"fraction", p->fraction()},
+              {"seconds", p->seconds},
+              {"bytes_per_second", p->rate()},
+              {"eta_seconds", p->eta_seconds()}}
+      .dump();
+}
+
 std::string PyProducer::metrics_address() const {
   const auto at = engine().metrics_endpoint();
   return at ? at->to_string() : "";

@@ -38,6 +38,7 @@ class PyProducer {
   std::string address() const;
   std::string transport() const;
   std::string metrics_address() const;  // "" when no metrics are served
+  std::string progress() const;         // JSON of the round in flight; "" between rounds
   std::string group_coordinator() const;  // the address of the coordinator it hosts ("" when none)
   uint64_t publish(bool full, uint64_t version);
   void wait(uint64_t version, double timeout_seconds);

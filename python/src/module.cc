@@ -36,6 +36,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("metrics") = "")
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("metrics_address", &PyProducer::metrics_address)
+      .def("progress", &PyProducer::progress)
       .def_property_readonly("group_coordinator", &PyProducer::group_coordinator)
       .def_property_readonly("transport", &PyProducer::transport)
       .def("publish", &PyProducer::publish, py::arg("full"), py::arg("version"))

@@ -260,6 +260,33 @@ TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAround) {
   cluster.expect_exact({0, 1, 3, 4});
 }
 
+TEST(FakeEngine, TheRoundInFlightReportsHowFarItIs) {
+  FakeCluster cluster(1 << 22, 3);
+  cluster.publish(false, false);
+  EXPECT_FALSE(cluster.producer().progress().has_value()) << "a round in flight between rounds";
+  for (int node = 1; node <= 4; ++node) cluster.set_ports(node, 8e6);  // the full version takes over a second
+  auto v = cluster.producer().publish(true);
+  ASSERT_TRUE(v.ok());
+  cluster.wait_mid_version();
+  const auto mid = cluster.producer().progress();
+  ASSERT_TRUE(mid.has_value());
+  EXPECT_EQ(mid->version, *v);
+  EXPECT_TRUE(mid->full);
+  EXPECT_EQ(mid->targets, 3u);
+  EXPECT_EQ(mid->staged, 0u);
+  EXPECT_GT(mid->received_bytes, 0u);
+  EXPECT_LT(mid->fraction(), 1.0);
+  EXPECT_GT(mid->eta_seconds(), 0.0);
+  EXPECT_GT(mid->rate(), 0.0);
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto later = cluster.producer().progress();
+  ASSERT_TRUE(later.has_value());
+  EXPECT_GT(later->received_bytes, mid->received_bytes) << "no progress reported in 300 ms at 8 MB/s a port";
+  EXPECT_LE(later->received_bytes, later->bytes * later->targets);
+  ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
+  EXPECT_FALSE(cluster.producer().progress().has_value()) << "the round ended";
+}
+
 TEST(FakeEngine, ARelayThatHangsIsMovedToTheTailsBeforeAnythingTimesOut) {
   // A hung host keeps its control connection open: only its parents' sprayers, whose every rail
   // to it stops acknowledging, can tell. With the round's stall timeout at a minute, the others
