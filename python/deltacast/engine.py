@@ -77,6 +77,13 @@ class _Engine:
             raise ClosedError(f"this {self._role} is closed")
         return self._engine
 
+    @property
+    def metrics_address(self):
+        """``host:port`` where Prometheus metrics are served (``GET /metrics``), or None where
+        none are (no ``metrics_port``; a resharded consumer; a coordinator). Names and labels:
+        docs/metrics.md."""
+        return getattr(self._live(), "metrics_address", "") or None
+
     def __enter__(self):
         return self
 
@@ -204,12 +211,6 @@ class Producer(_Engine):
         runs, when it hosts it: port 0 resolved), for rollout processes'
         ``Consumer(layout=..., connect=...)``; None without a coordinator."""
         return self._coordinator
-
-    @property
-    def metrics_address(self):
-        """``host:port`` where Prometheus metrics are served (``GET /metrics``), or None without
-        ``metrics_port``. Names and labels: docs/metrics.md."""
-        return getattr(self._live(), "metrics_address", "") or None
 
     @property
     def transport(self):
@@ -383,12 +384,6 @@ class Consumer(_Engine):
     def version(self):
         """The version the tensors hold (0: nothing yet)."""
         return self._live().version
-
-    @property
-    def metrics_address(self):
-        """``host:port`` where Prometheus metrics are served (``GET /metrics``), or None without
-        ``metrics_port``. Names and labels: docs/metrics.md."""
-        return getattr(self._live(), "metrics_address", "") or None
 
     @property
     def transport(self):
