@@ -3,17 +3,13 @@
 #include <utility>
 
 #ifdef DELTACAST_HAVE_METRICS
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+
+#include "broadcast/transport/socket.h"
 #endif
 
 namespace deltacast {
@@ -75,21 +71,10 @@ class CallbackCollectable : public prometheus::Collectable {
 
 // A port free on `host` now (civetweb does not take port 0): bound by the kernel, then let go.
 Result<uint16_t> free_port(const std::string& host) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return io_error("metrics: socket: {}", std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    ::close(fd);
-    return invalid_argument("metrics: '{}' is not an IPv4 address", host);
-  }
-  socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!ok) return unavailable("metrics: no free port on {}: {}", host, std::strerror(error));
-  return ntohs(addr.sin_port);
+  auto bound = net::listen_socket("", Endpoint{host, 0}, 1);
+  if (!bound.ok()) return Status(bound.status().code(), "metrics: " + bound.status().message());
+  ::close(bound->first);
+  return bound->second.port;
 }
 
 }  // namespace
