@@ -97,6 +97,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   {
     std::lock_guard<std::mutex> lock(in_flight_mu_);
     in_flight_ = InFlight{spec.version, spec.transfer, spec.full, spec.bytes, slice_bytes, targets, start};
+    std::sort(in_flight_->targets.begin(), in_flight_->targets.end());  // progress() looks members up in it
   }
   // The round is no longer in flight however it ends.
   const std::unique_ptr<RoundDriver, void (*)(RoundDriver*)> clear_in_flight(this, [](RoundDriver* d) {
@@ -258,7 +259,7 @@ std::optional<RoundProgress> RoundDriver::progress() const {
   p.targets = static_cast<uint32_t>(round->targets.size());
   p.seconds = std::chrono::duration<double>(Clock::now() - round->start).count();
   for (const MemberRecord& m : membership_.snapshot()) {
-    if (std::find(round->targets.begin(), round->targets.end(), m.id) == round->targets.end()) continue;
+    if (!std::binary_search(round->targets.begin(), round->targets.end(), m.id)) continue;
     if (m.committed >= round->version) ++p.committed;
     if (m.committed >= round->version || m.base >= round->version) {
       ++p.staged;

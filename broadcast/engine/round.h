@@ -105,7 +105,7 @@ class RoundDriver {
     bool full = false;
     uint64_t bytes = 0;
     uint32_t slice_bytes = 0;
-    std::vector<uint32_t> targets;
+    std::vector<uint32_t> targets;  // sorted
     std::chrono::steady_clock::time_point start;
   };
   mutable std::mutex in_flight_mu_;
