@@ -74,23 +74,23 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
   const std::optional<VersionReport> last =
       stats.last_done != 0 ? producer.report(stats.last_done) : std::optional<VersionReport>{};
   if (last) {
-    const VersionReport* report = &*last;
-    const MetricLabels labels = {{"kind", report->full ? "full" : "delta"}};
-    sink.gauge("deltacast_last_version", "The newest version whose round ended", static_cast<double>(report->version),
+    const VersionReport& report = *last;
+    const MetricLabels labels = {{"kind", report.full ? "full" : "delta"}};
+    sink.gauge("deltacast_last_version", "The newest version whose round ended", static_cast<double>(report.version),
                labels);
     sink.gauge("deltacast_last_version_wire_bytes", "Its bytes on the wire",
-               static_cast<double>(report->stats.wire_bytes), labels);
+               static_cast<double>(report.stats.wire_bytes), labels);
     sink.gauge("deltacast_last_version_density", "Its share of elements that changed (1 for a full version)",
-               report->full ? 1.0 : report->stats.density(), labels);
-    sink.gauge("deltacast_last_version_encode_seconds", "Its diff, encode and bucketing", report->encode_seconds,
+               report.full ? 1.0 : report.stats.density(), labels);
+    sink.gauge("deltacast_last_version_encode_seconds", "Its diff, encode and bucketing", report.encode_seconds,
                labels);
     sink.gauge("deltacast_last_version_wire_seconds", "Its round start until every target staged it",
-               report->wire_seconds, labels);
-    sink.gauge("deltacast_last_version_apply_seconds", "Its slowest target's commit", report->apply_seconds, labels);
-    sink.gauge("deltacast_last_version_seconds", "Its publish until every target committed", report->seconds,
+               report.wire_seconds, labels);
+    sink.gauge("deltacast_last_version_apply_seconds", "Its slowest target's commit", report.apply_seconds, labels);
+    sink.gauge("deltacast_last_version_seconds", "Its publish until every target committed", report.seconds,
                labels);
     sink.gauge("deltacast_last_version_committed", "Its targets that committed it",
-               static_cast<double>(report->committed), labels);
+               static_cast<double>(report.committed), labels);
   }
   const std::optional<RoundProgress> round = producer.progress();
   sink.gauge("deltacast_round_in_flight", "1 while a round (a version or a catch-up full sync) is under way",
