@@ -12,5 +12,6 @@ void add_sync_command(CLI::App& app);
 void add_rails_command(CLI::App& app);
 void add_coordinator_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_soak_command(CLI::App& app);
 
 }  // namespace deltacast::bench

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   deltacast::bench::add_rails_command(app);
   deltacast::bench::add_coordinator_command(app);
   deltacast::bench::add_simulate_command(app);
+  deltacast::bench::add_soak_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,6 +14,7 @@
 
 #include "broadcast/engine/consumer.h"
 #include "core/aligned_buffer.h"
+#include "core/hash.h"
 #include "core/parallel_memory.h"
 #include "gloo_baseline.h"
 #include "sparse/trace/model_layout.h"
@@ -329,8 +330,16 @@ int run_consumer_role(const SyncArgs& args) {
   auto consumer = Consumer::create(*manifest, tensors.views, options);
   if (!consumer.ok()) return fail(consumer.status());
   Consumer& c = **consumer;
-  Status started = c.start(Millis(static_cast<int64_t>(args.timeout_seconds * 1000)),
-                           [](uint64_t version) { emit({{"event", "committed"}, {"version", version}}); });
+  // With --hash-commits every commit reports the model it left (hashed before the next commit can
+  // start: commits run one at a time and this runs inside one), for the soak to check.
+  Status started = c.start(Millis(static_cast<int64_t>(args.timeout_seconds * 1000)), [&c, &args](uint64_t version) {
+    Json event = {{"event", "committed"}, {"version", version}};
+    if (args.hash_commits) {
+      event["epoch"] = c.state().epoch;
+      event["model_hash"] = c.model_hash_now();
+    }
+    emit(event);
+  });
   if (c.state().refused) {
     emit({{"event", "refused"}, {"code", std::string(status_code_name(started.code()))}, {"reason", started.message()}});
     c.close();
@@ -350,6 +359,7 @@ int run_consumer_role(const SyncArgs& args) {
       } else {
         emit({{"event", "producer_lost"},
               {"version", state.version},
+              {"epoch", state.epoch},
               {"model_hash", c.model_hash_now()},
               {"error", state.last_error.message()}});
       }
@@ -357,9 +367,10 @@ int run_consumer_role(const SyncArgs& args) {
     std::this_thread::sleep_for(Millis(20));
   }
   const uint64_t held = c.version();
+  const uint64_t epoch = c.state().epoch;
   const uint64_t hash = c.model_hash_now();
   c.close();
-  emit({{"event", "exit"}, {"version", held}, {"model_hash", hash}});
+  emit({{"event", "exit"}, {"version", held}, {"epoch", epoch}, {"model_hash", hash}});
   return 0;
 }
 
@@ -412,6 +423,13 @@ bool run_command(SyncProducer& sync, const std::string& line) {
     row.report = p.report(version).value_or(VersionReport{});
     row.full = row.report.full;
     emit({{"event", "waited"}, {"version", version}, {"ok", s.ok()}, {"error", s.message()}, {"report", row.to_json()}});
+  } else if (command == "hash") {
+    // The newest published version's model as the producer published it (the trace does not step
+    // until the next publish), for checking what consumers report they hold.
+    ThreadPool pool(0);
+    const auto published = sync.trace().published();
+    emit({{"event", "hash"}, {"version", p.stats().version}, {"epoch", p.epoch()},
+          {"model_hash", model_hash(published.data(), published.size(), pool)}});
   } else if (command == "check") {
     auto report = p.check(std::stoull(argument), timeout);
     if (report.ok()) {

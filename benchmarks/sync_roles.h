@@ -55,6 +55,7 @@ struct SyncArgs {
   bool coordinator_elsewhere = false;       // role group-producer: rank 0 registers with it like every rank
   int rank = 0;                             // role group-producer: which trainer rank
   bool commands = false;                    // producer role: take commands on stdin
+  bool hash_commits = false;                // consumer role: each committed event carries the model's hash
   bool die_with_parent = false;
   double timeout_seconds = 600;
   bool json = false;

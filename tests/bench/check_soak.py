@@ -1,0 +1,53 @@
+"""deltacast-bench soak, short (the README gives the hour-long command): a producer and six
+consumers in network namespaces for three minutes, versions at mixed densities, rail ports cut
+and throttled, consumers SIGKILLed and started again, the producer SIGKILLed mid-version every
+minute. Every commit must match the producer's hash (0 mismatches), every version reach every
+live consumer (0 lost), every fault kind must have happened, and the consumers' reports must
+have been checked for real (commits, at producer loss, at exit). Needs root (skips otherwise)."""
+import json
+import os
+import subprocess
+import sys
+
+if os.geteuid() != 0:
+    print("skipped: network namespaces need root")
+    sys.exit(77)
+
+bench = sys.argv[1]
+minutes = float(os.environ.get("DELTACAST_SOAK_MINUTES", "3"))
+out = subprocess.run([bench, "soak", "--minutes", str(minutes), "--producer-kill-every", "60", "--json"],
+                     capture_output=True, text=True, timeout=minutes * 60 + 600)
+if out.returncode == 77:
+    print("skipped:", out.stderr.strip())
+    sys.exit(77)
+r = json.loads(out.stdout)
+summary = {k: v for k, v in r.items() if k != "fault_log"}
+print(json.dumps(summary, indent=1))
+for key in ["versions", "faults", "mismatches", "lost_versions", "max_stall_ms"]:
+    assert key in r, key
+assert r["mismatches"] == 0, r["problems"]
+assert r["lost_versions"] == 0, r["problems"]
+assert r["problem_count"] == 0, r["problems"]
+assert r["ok"] is True and out.returncode == 0, out.stderr[-4000:]
+assert r["versions"] >= 100 * minutes / 3, "versions were not published continuously"
+kinds = r["faults_by_kind"]
+for kind in ["rail_cut", "rail_throttle", "consumer_kill"]:
+    assert kinds.get(kind, 0) >= 1, (kind, kinds)
+kills = kinds.get("producer_kill", 0)
+assert kills >= int(minutes) - 1, kinds
+assert r["producer_epochs"] == kills + 1, "each producer restart is a new epoch"
+assert r["abandoned_versions"] == kills
+assert r["full_versions"] >= 1 and r["full_versions"] < r["versions"], "densities were not mixed"
+verified = r["verified"]
+# Each version committed by (nearly) every consumer, each commit's model hashed and compared.
+assert verified["commit"] >= 4 * r["versions"], verified
+assert verified["check"] >= 4 * r["versions"], verified
+assert verified["exit"] == r["consumers"], verified
+assert verified.get("producer_lost", 0) >= kills * (r["consumers"] - 2), verified
+assert r["unverified"] == 0, r
+assert r["max_stall_ms"] < 60000 and r["median_stall_ms"] <= r["max_stall_ms"]
+# Undone faults are logged as well as the faults: each cut restored, each throttle freed.
+log = [e["kind"] for e in r["fault_log"]]
+assert log.count("rail_cut") == log.count("rail_restore") and log.count("rail_throttle") == log.count("rail_unthrottle")
+assert log.count("consumer_kill") == log.count("consumer_restart")
+print("soak: ok")
