@@ -26,12 +26,14 @@ struct Consumer::Incoming {
   TransferShape shape;
   std::shared_ptr<AlignedBuffer> memory;
   Clock::time_point started;
+  uint64_t epoch = 0;      // the producer that announced it
   bool processed = false;  // verified (or failed); staging may still be serving children
 };
 
 // A verified version waiting to be committed.
 struct Consumer::Staged {
   uint64_t version = 0;
+  uint64_t epoch = 0;  // the producer that sent it: its version numbers mean nothing to another
   std::shared_ptr<AlignedBuffer> memory;  // the chunks point into it
   bool image = false;                     // a full version: `memory` is the model image
   VersionChunks chunks;                   // a delta: its buckets, verified
@@ -182,7 +184,10 @@ Status Consumer::join(int fd) {
     hello.manifest_hash = manifest_.hash();
     hello.manifest = manifest_.tensors();
     hello.version = state_.version;
-    hello.epoch = state_.epoch;
+    // The epoch of the producer whose version this is, not of the producer last joined: after
+    // joining a new producer and losing it before its full sync arrived, this consumer still holds
+    // the old producer's version, and the same number from the new one is other weights.
+    hello.epoch = state_.held_epoch;
     hello.rails = listener_->endpoints();
     // A member of a sharded group commits a version only when every rank's part is here: the
     // rank's round is done with it once it staged its part.
@@ -208,9 +213,14 @@ Status Consumer::join(int fd) {
     // Before the link exists, so that whatever its first message sets off sees this instance's id.
     std::lock_guard<std::mutex> lock(mu_);
     state_.id = id;
-    if (state_.epoch != epoch && state_.version != 0) {
+    if (state_.held_epoch != epoch && state_.version != 0) {
       log().info("consumer {}: a new producer (epoch {:x}); version {} will be replaced by a full sync", options_.name,
                  epoch, state_.version);
+    }
+    if (state_.epoch != epoch) {
+      // Versions staged from the producer before are not committed: the new one would take
+      // their numbers for its own.
+      ready_.clear();
     }
     state_.epoch = epoch;
   }
@@ -312,6 +322,10 @@ void Consumer::on_version(const control::Announce& m) {
   inc->announce = m;
   inc->shape = TransferShape{m.transfer, m.bytes, m.slice_bytes};
   inc->started = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inc->epoch = state_.epoch;
+  }
   // A version can never be much larger than the dense model (a full sync plus headers).
   const uint64_t limit = 2 * manifest_.total_bytes() + (64u << 20);
   Status s;
@@ -429,6 +443,18 @@ uint64_t Consumer::model_hash_now() {
   return model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
 }
 
+Consumer::HeldModel Consumer::held_model() {
+  std::lock_guard<std::mutex> no_commit_meanwhile(commit_mu_);
+  HeldModel held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held.epoch = state_.held_epoch;
+    held.version = state_.version;
+  }
+  held.hash = model_hash_now();
+  return held;
+}
+
 void Consumer::worker_loop() {
   for (;;) {
     std::shared_ptr<Incoming> inc;
@@ -457,6 +483,7 @@ void Consumer::worker_loop() {
     }
     auto staged = std::make_shared<Staged>();
     staged->version = inc->announce.version;
+    staged->epoch = inc->epoch;
     staged->memory = inc->memory;
     staged->image = inc->announce.image;
     if (s.ok() && !staged->image) {
@@ -467,8 +494,11 @@ void Consumer::worker_loop() {
         std::optional<uint64_t> held;
         {
           std::lock_guard<std::mutex> lock(mu_);
+          // A delta applies to its producer's base only: a version of another producer under the
+          // same number is no base for it (verify then refuses the delta, and a full sync follows).
           const uint64_t base = ready_.empty() ? state_.version : ready_.back()->version;
-          if (base != 0) held = base;
+          const uint64_t base_epoch = ready_.empty() ? state_.held_epoch : ready_.back()->epoch;
+          if (base != 0 && base_epoch == inc->epoch) held = base;
         }
         auto chunks = applier_.verify(*buckets, held, options_.layout ? &held_ : nullptr);
         if (chunks.ok()) {
@@ -479,16 +509,24 @@ void Consumer::worker_loop() {
       }
     }
     const double receive_seconds = std::chrono::duration<double>(verify_start - inc->started).count();
+    bool stale = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       inc->processed = true;
-      if (s.ok()) {
+      stale = inc->epoch != state_.epoch;
+      if (s.ok() && !stale) {
         ready_.push_back(staged);
         ++state_.staged;
         state_.received_bytes += inc->shape.bytes;
         state_.last_receive_seconds = receive_seconds;
       }
       cv_.notify_all();
+    }
+    if (stale) {
+      // Its producer was replaced while it was verified: the new one is told nothing of it (its
+      // number would name a version of the new producer's).
+      log().info("consumer {}: version {} of the producer before is dropped", options_.name, inc->announce.version);
+      continue;
     }
     if (!s.ok()) {
       log().error("consumer {}: {}", options_.name, s.to_string());
@@ -531,6 +569,7 @@ Status Consumer::commit_ready(uint64_t through) {
       ready_.pop_front();
       if (s.ok()) {
         state_.version = st->version;
+        state_.held_epoch = st->epoch;
         ++state_.commits;
         state_.last_apply_seconds = apply_seconds;
       }

@@ -67,8 +67,9 @@ struct ConsumerOptions {
 
 struct ConsumerState {
   uint32_t id = 0;
-  uint64_t epoch = 0;
-  uint64_t version = 0;   // committed; 0: nothing yet
+  uint64_t epoch = 0;       // of the producer joined last
+  uint64_t version = 0;     // committed; 0: nothing yet
+  uint64_t held_epoch = 0;  // of the producer that sent `version` (a new producer numbers its versions afresh)
   bool connected = false;
   bool refused = false;   // the coordinator refused this consumer for good
   Status last_error;
@@ -110,6 +111,15 @@ class Consumer {
   ConsumerState state() const;
   // Hash of the tensors as they are now (model_hash, core/hash.h).
   uint64_t model_hash_now();
+  // What this consumer holds, read with no commit in between: the version, its producer's epoch
+  // and the tensors' hash. Not from inside on_commit (commits are serialized with it; there,
+  // state() and model_hash_now() already agree).
+  struct HeldModel {
+    uint64_t epoch = 0;
+    uint64_t version = 0;
+    uint64_t hash = 0;
+  };
+  HeldModel held_model();
   uint64_t version() const;
   // Readers of the tensors hold this shared; commits hold it exclusively.
   std::shared_mutex& tensors_mutex() { return tensors_mu_; }

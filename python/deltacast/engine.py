@@ -426,7 +426,8 @@ class Consumer(_Engine):
         self._live().wait_version(int(version), _timeout(timeout))
 
     def state(self):
-        """id, epoch, version, connected, refused, transport, last_error; since start: staged,
+        """id, epoch (of the producer joined), version, held_epoch (of the producer that sent it),
+        connected, refused, transport, last_error; since start: staged,
         commits, failures, received_bytes; last_receive_seconds, last_apply_seconds."""
         return json.loads(self._live().state())
 

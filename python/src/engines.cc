@@ -293,6 +293,7 @@ std::string PyConsumer::state() const {
   return Json{{"id", s.id},
               {"epoch", s.epoch},
               {"version", s.version},
+              {"held_epoch", s.held_epoch},
               {"connected", s.connected},
               {"refused", s.refused},
               {"transport", std::string(engine().transport())},

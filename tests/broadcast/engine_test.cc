@@ -6,6 +6,7 @@
 // they were. Kills with SIGKILL across namespaces are in tests/netns/.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <thread>
 
 #include "support/engine_harness.h"
@@ -234,6 +235,66 @@ TEST(Engine, ProducerGoneConsumersKeepTheirVersionAndRejoinTheNextOne) {
   ASSERT_TRUE(second.producer->wait(w, kWait).ok());
   EXPECT_TRUE(a.matches(*second.trace));
   EXPECT_EQ(a.consumer->state().epoch, second.producer->epoch());
+}
+
+// A new producer numbers its versions afresh, so a version number means something only with the
+// epoch of the producer that sent it. A consumer holding version 3 of one producer joins a new one
+// (epoch E), loses it before anything arrived, and rejoins E's successor of the same epoch, which
+// has published versions 1-3 of other weights: it must be synced in full, not taken as holding
+// that producer's version 3 (a delta on top of it would write other weights without a word).
+TEST(Engine, AVersionOfAnEarlierProducerIsNoBaseForTheSameNumberFromANewOne) {
+  auto first = std::make_unique<Trainer>(1 << 18);
+  const Manifest manifest = first->trace->manifest();
+  const Endpoint address = first->producer->address();
+  std::mutex mu;
+  std::vector<Endpoint> moved_to;  // where the last producer will be (the consumer asks when it cannot connect)
+  ConsumerOptions options = Rollout::options("x", kToken, true);
+  options.coordinators = {address};
+  options.rediscover = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return moved_to;
+  };
+  testing::Rollout x(manifest, address, options);
+  ASSERT_TRUE(x.consumer->start(kWait).ok());
+  ASSERT_TRUE(first->producer->wait_members(1, kWait).ok());
+  for (int i = 0; i < 3; ++i) {
+    first->trace->step();
+    ASSERT_TRUE(first->producer->publish().ok());
+  }
+  ASSERT_TRUE(first->producer->wait(3, kWait).ok());
+  const uint64_t first_epoch = first->producer->epoch();
+  first.reset();
+
+  ProducerOptions same_epoch;
+  same_epoch.epoch = 0x5eed0000000001;
+  same_epoch.listen = address;
+  auto second = std::make_unique<Trainer>(1 << 18, 1e-6, same_epoch);
+  ASSERT_TRUE(second->producer->wait_members(1, kWait).ok());
+  EXPECT_EQ(x.consumer->state().epoch, same_epoch.epoch);
+  EXPECT_EQ(x.consumer->state().held_epoch, first_epoch) << "version 3 is still the first producer's";
+  same_epoch.listen = Endpoint{"127.0.0.1", 0};
+  Trainer third(1 << 18, 1e-6, same_epoch);
+  for (int i = 0; i < 3; ++i) {
+    third.trace->step();
+    ASSERT_TRUE(third.producer->publish().ok());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    moved_to = {third.producer->address()};
+  }
+  second.reset();  // before it sent anything
+  ASSERT_TRUE(third.producer->wait_members(1, kWait).ok());
+  ASSERT_TRUE(third.producer->wait(3, kWait).ok());
+  EXPECT_TRUE(x.matches(*third.trace)) << "the first producer's version 3 was taken for the third's";
+  expect_all_exact(*third.producer, 3, 1);
+  third.trace->step();
+  const uint64_t next = third.producer->publish().value();
+  ASSERT_TRUE(third.producer->wait(next, kWait).ok());
+  EXPECT_TRUE(x.matches(*third.trace));
+  const auto held = x.consumer->held_model();
+  EXPECT_EQ(held.epoch, same_epoch.epoch);
+  EXPECT_EQ(held.version, next);
+  EXPECT_EQ(held.hash, x.consumer->model_hash_now());
 }
 
 TEST(Engine, PullModeExposesNothingUntilPulled) {

@@ -25,7 +25,7 @@ Trainer::Trainer(uint64_t elements, double lr, const ProducerOptions& given) {
 Rollout::Rollout(const Manifest& manifest, const Endpoint& producer, const ConsumerOptions& given) {
   tensors = std::make_unique<TensorSet>(manifest);
   ConsumerOptions options = given;
-  options.coordinators = {producer};
+  if (options.coordinators.empty()) options.coordinators = {producer};
   if (options.token == 0) options.token = kEngineToken;
   if (options.threads == 0) options.threads = 1;
   auto created = Consumer::create(manifest, tensors->views(), options);

@@ -29,7 +29,8 @@ struct Rollout {
   std::unique_ptr<TensorSet> tensors;
   std::unique_ptr<Consumer> consumer;
 
-  // `options` gets the producer's address, the token unless it sets one, and one thread.
+  // `options` gets the producer's address unless it lists coordinators, the token unless it sets
+  // one, and one thread.
   Rollout(const Manifest& manifest, const Endpoint& producer, const ConsumerOptions& options);
   // Bit-for-bit equal to the trainer's published tensors, and nothing written outside them.
   bool matches(const RlTrace& trace) const;
