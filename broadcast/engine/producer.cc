@@ -519,25 +519,29 @@ Status Producer::wait_members(size_t count, Millis timeout) {
   return deadline_exceeded("{} of {} consumers joined within {} ms", have, count, timeout.count());
 }
 
+Result<uint64_t> Producer::model_hash(uint64_t version) {
+  std::shared_lock<std::shared_mutex> shared(shadow_mu_);
+  if (shadow_.version() == 0 || shadow_.version() != version) {
+    return failed_precondition("version {} is not the newest published ({}): only the newest can be hashed or checked",
+                               version, shadow_.version());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = model_hashes_.find(version); it != model_hashes_.end()) return it->second;
+  }
+  // Hashed outside mu_ (the shadow cannot move while it is held shared): publishing and the
+  // rounds need mu_, and a large model takes a while.
+  const uint64_t hash = ::deltacast::model_hash(shadow_.views().data(), shadow_.views().size(), *hash_pool_);
+  std::lock_guard<std::mutex> lock(mu_);
+  model_hashes_[version] = hash;
+  while (model_hashes_.size() > kHashesKept) model_hashes_.erase(model_hashes_.begin());
+  return hash;
+}
+
 Result<CheckReport> Producer::check(uint64_t version, Millis timeout) {
   CheckReport report;
   report.version = version;
-  {
-    std::shared_lock<std::shared_mutex> shared(shadow_mu_);
-    if (shadow_.version() == 0 || shadow_.version() != version) {
-      return failed_precondition("version {} is not the newest published ({}): only the newest can be checked", version,
-                                 shadow_.version());
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = model_hashes_.find(version);
-    if (it != model_hashes_.end()) {
-      report.expected_hash = it->second;
-    } else {
-      report.expected_hash = model_hash(shadow_.views().data(), shadow_.views().size(), *hash_pool_);
-      model_hashes_[version] = report.expected_hash;
-      while (model_hashes_.size() > kHashesKept) model_hashes_.erase(model_hashes_.begin());
-    }
-  }
+  DC_ASSIGN_OR_RETURN(report.expected_hash, model_hash(version));
   membership_->update([&](std::map<uint32_t, MemberRecord>& all) {
     for (auto& [id, m] : all) m.checks.erase(version);
   });

@@ -142,6 +142,9 @@ class Producer {
   Status wait(uint64_t version, Millis timeout);
   // Until at least `count` members joined.
   Status wait_members(size_t count, Millis timeout);
+  // The hash of `version` as the producer published it (model_hash, core/hash.h: what a consumer
+  // holding it reports); `version` must be the newest published one.
+  Result<uint64_t> model_hash(uint64_t version);
   // Asks every member to hash its tensors and compares with the producer's
   // hash of `version`, which must be the newest published one. A member that
   // holds `version` with other bits is given a full sync.
