@@ -18,6 +18,11 @@ SoakCluster::~SoakCluster() {
 
 std::string SoakCluster::consumer_host(int i) { return fmt::format("c{}", i); }
 
+int SoakCluster::consumer_index(const std::string& host) {
+  if (host.size() < 2 || host[0] != 'c' || host.find_first_not_of("0123456789", 1) != std::string::npos) return -1;
+  return std::stoi(host.substr(1));
+}
+
 std::vector<std::string> SoakCluster::rail_flags(const std::string& host) const {
   std::vector<std::string> out;
   for (size_t plane = 0; plane < options_.testbed->planes(); ++plane) {

@@ -36,6 +36,8 @@ class SoakCluster {
   ~SoakCluster();
 
   static std::string consumer_host(int i);
+  // The consumer a host name stands for (consumer_host's inverse), -1 for other hosts.
+  static int consumer_index(const std::string& host);
 
   // Starts the producer (trace seed `seed`) and waits until it listens; returns its epoch.
   Result<uint64_t> start_producer(uint64_t seed);

@@ -31,12 +31,18 @@ double FaultSchedule::next_at() const {
 bool FaultSchedule::start_fault(double at, FaultAction& out) {
   // One fault per host at a time keeps every host on at least one rail (planes >= 2); with one
   // plane a cut would isolate the host, so only throttles are left.
-  std::vector<std::pair<std::string, size_t>> free_ports;
+  std::vector<std::pair<std::string, size_t>> free_ports, cuttable;
   for (const auto& host : options_.hosts) {
     const bool busy = std::any_of(faulted_ports_.begin(), faulted_ports_.end(),
                                   [&](const auto& port) { return port.first == host; });
     if (busy) continue;
-    for (size_t plane = 0; plane < options_.planes; ++plane) free_ports.emplace_back(host, plane);
+    for (size_t plane = 0; plane < options_.planes; ++plane) {
+      free_ports.emplace_back(host, plane);
+      // Cuts in force all lie on one plane, so any two hosts still share the others: a cut of
+      // the producer's port on one plane and a consumer's on another would cut that consumer
+      // off, which is a partition, not a rail fault.
+      if (cut_plane_ < 0 || static_cast<size_t>(cut_plane_) == plane) cuttable.emplace_back(host, plane);
+    }
   }
   std::vector<std::string> killable;
   if (consumers_down_.size() < options_.max_consumers_down) {
@@ -45,10 +51,8 @@ bool FaultSchedule::start_fault(double at, FaultAction& out) {
     }
   }
   std::vector<FaultKind> kinds;
-  if (!free_ports.empty()) {
-    if (options_.planes >= 2) kinds.push_back(FaultKind::kRailCut);
-    kinds.push_back(FaultKind::kRailThrottle);
-  }
+  if (!cuttable.empty() && options_.planes >= 2) kinds.push_back(FaultKind::kRailCut);
+  if (!free_ports.empty()) kinds.push_back(FaultKind::kRailThrottle);
   if (!killable.empty()) kinds.push_back(FaultKind::kConsumerKill);
   if (kinds.empty()) return false;
   const auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); };
@@ -64,12 +68,17 @@ bool FaultSchedule::start_fault(double at, FaultAction& out) {
     undo.kind = FaultKind::kConsumerRestart;
     undo.host = out.host;
   } else {
-    const auto& port = free_ports[pick(free_ports.size())];
+    const auto& ports = out.kind == FaultKind::kRailCut ? cuttable : free_ports;
+    const auto port = ports[pick(ports.size())];
     out.host = port.first;
     out.plane = port.second;
     faulted_ports_.insert(port);
     undo.host = port.first;
     undo.plane = port.second;
+    if (out.kind == FaultKind::kRailCut) {
+      cut_plane_ = static_cast<int>(port.second);
+      ++cuts_;
+    }
     if (out.kind == FaultKind::kRailThrottle) {
       out.rate = options_.throttle_rates[pick(options_.throttle_rates.size())];
       undo.kind = FaultKind::kRailUnthrottle;
@@ -89,6 +98,7 @@ void FaultSchedule::note_undone(const FaultAction& undo) {
     consumers_down_.erase(undo.host);
   } else {
     faulted_ports_.erase({undo.host, undo.plane});
+    if (undo.kind == FaultKind::kRailRestore && --cuts_ == 0) cut_plane_ = -1;
   }
 }
 

@@ -1,9 +1,10 @@
 // The soak's random faults as a schedule that only decides (soak_command.cc carries them out):
 // when the next fault starts, of which kind, on which port or consumer, and when it is undone.
-// A host's port carries one fault at a time and a host keeps at least one rail up (losing every
-// rail is a node failure, which the consumer kills cover), a consumer that is down is not killed
-// again, and at most `max_consumers_down` are down at once. The same seed gives the same faults at
-// the same times.
+// A host has at most one port faulted (cut or throttled) at a time, and the cuts in force all lie
+// on one plane, so every pair of hosts keeps a plane in common (losing that is a partition or a
+// node failure, which the consumer kills cover); a consumer that is down is not killed again, and
+// at most `max_consumers_down` are down at once. The same seed gives the same faults at the same
+// times.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,8 @@ class FaultSchedule {
   std::vector<FaultAction> undos_;                       // pending, sorted by `at`
   std::set<std::pair<std::string, size_t>> faulted_ports_;  // (host, plane) with a fault in force
   std::set<std::string> consumers_down_;
+  int cut_plane_ = -1;  // the plane the cuts in force lie on (-1: none in force)
+  size_t cuts_ = 0;
 };
 
 }  // namespace deltacast::bench

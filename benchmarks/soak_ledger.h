@@ -1,15 +1,19 @@
-// What the soak saw and whether it was right: the producer's hash of every version it published
-// (per producer epoch: a restarted producer numbers its versions afresh), every model a consumer
-// reported holding (at each commit, when it lost the producer, at its exit) checked against it,
-// the rounds' stalls, the faults carried out, and anything that went wrong in words. Reports come
-// from several threads in any order; a commit reported before the driver learned its version's
-// hash waits for it.
+// What the soak saw and whether it was right, judged from the consumers' own reports rather than
+// the engine's: the producer's hash of every version it published (per producer epoch: a
+// restarted producer numbers its versions afresh), every model a consumer reported holding (at
+// each commit, when it lost the producer, at its exit) compared with it; when each version was
+// published and when each consumer process committed it (or a newer one), from which come the
+// lost versions and the stalls; the faults carried out; and anything that went wrong, in words.
+// Reports come from several threads in any order; a commit reported before the driver learned
+// its version's hash waits for it.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,28 +24,36 @@ namespace deltacast::bench {
 
 class SoakLedger {
  public:
-  // The producer of `epoch` published `version`, whose model hashes to `hash`.
-  void published(uint64_t epoch, uint64_t version, uint64_t hash, bool full);
-  // A consumer holds (epoch, version) with `hash`; `when`: "commit", "producer_lost" or "exit". `now`:
-  // seconds since the soak started.
+  // `now`: seconds since the soak started, for every call that takes it.
+  // The producer of `epoch` published `version` at `now`; its model hashes to `hash`.
+  void published(uint64_t epoch, uint64_t version, uint64_t hash, bool full, double now);
+  // A consumer holds (epoch, version) with `hash`; `when`: "commit", "producer_lost" or "exit".
   void held(const std::string& consumer, const std::string& when, uint64_t epoch, uint64_t version, uint64_t hash,
             double now);
-  // The producer's check of `version` found `consumer` holding `held` with `hash` (exact: its verdict).
+  // The producer's check of `version` found `consumer` holding `held` (exact: its verdict).
   void check_answer(const std::string& consumer, uint64_t epoch, uint64_t version, uint64_t held, bool exact);
-  // A round ended: every live consumer committed the version (or a newer one) after `seconds`, or not.
-  void round(uint64_t epoch, uint64_t version, bool everywhere, double seconds, const std::string& error);
-  // Published, then its producer was killed before the round ended: not owed to anyone.
-  void abandoned(uint64_t epoch, uint64_t version);
+  // The producer's own wait for `version` ended without every member holding it: a lost version
+  // whatever the consumers report.
+  void producer_wait_failed(uint64_t epoch, uint64_t version, const std::string& error);
+  // Published, then its producer was killed at `now` (`in_flight`: its round had not ended).
+  void producer_killed(uint64_t epoch, uint64_t version, bool in_flight, double now);
+  // A consumer process started or went away (killed, crashed, stopped) at `now`.
+  void consumer_up(const std::string& consumer, double now);
+  void consumer_down(const std::string& consumer, double now);
   void fault(const std::string& kind);
-  // A consumer process started again at `now`: its first commit after it ends its catch-up.
-  void consumer_started(const std::string& consumer, double now);
   void producer_recovered(double seconds);
   void problem(const std::string& what);
+
+  // Judges every version whose time is up by `now`: a consumer process that was up from its
+  // publish until `round_timeout` later (or the soak's end), and had committed an earlier version
+  // of the same producer, must commit it or a newer one by then, or the version is lost; the time
+  // it took the last such consumer is the version's stall. With `final`, the soak is over:
+  // every window closes at `now`, and a commit whose version was never published is a problem.
+  void judge(double now, double round_timeout, bool final);
 
   uint64_t mismatches() const;
   uint64_t lost_versions() const;
   uint64_t versions() const;
-  uint64_t faults() const;
   nlohmann::json summary() const;
 
  private:
@@ -50,24 +62,41 @@ class SoakLedger {
     std::string when;
     uint64_t epoch, version, hash;
   };
+  struct Publication {
+    uint64_t epoch, version;
+    double at;
+    bool judged = false;
+  };
+  struct Commit {
+    uint64_t version;
+    double at;
+  };
   void compare(const Pending& p, uint64_t expected);
   void note_problem(const std::string& what);
+  bool up_throughout(const std::string& consumer, double from, double to) const;
 
   static constexpr size_t kProblemsKept = 50;
+  static constexpr double kForever = std::numeric_limits<double>::infinity();
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> hashes_;  // (epoch, version) -> model hash
   std::vector<Pending> pending_;
+  std::vector<Publication> publications_;
+  std::map<std::pair<std::string, uint64_t>, std::vector<Commit>> commits_;  // (consumer, epoch) -> in order
+  std::map<std::string, std::vector<std::pair<double, double>>> up_;         // consumer -> [start, end)
+  std::map<uint64_t, double> epoch_end_;                                     // when its producer was killed
   std::map<std::string, uint64_t> commit_epoch_;  // per consumer: the epoch of its newest commit
-  std::map<std::string, double> catching_up_;      // per restarted consumer: when it started
+  std::map<std::string, double> catching_up_;      // per started consumer: since when
   std::map<std::string, uint64_t> faults_;
   std::map<std::string, uint64_t> verified_;       // per `when`: models found equal to the producer's
-  std::vector<double> stalls_;
+  std::set<std::pair<uint64_t, uint64_t>> lost_;
+  std::vector<double> stalls_;                     // per judged version: its slowest consumer
   std::vector<double> catch_ups_;
   std::vector<double> recoveries_;
   std::vector<std::string> problems_;
+  std::set<uint64_t> epochs_;
   uint64_t problem_count_ = 0;
-  uint64_t versions_ = 0, full_versions_ = 0, abandoned_ = 0, lost_ = 0, mismatches_ = 0, check_answers_ = 0;
-  std::map<uint64_t, bool> epochs_;
+  uint64_t full_versions_ = 0, kills_ = 0, kills_in_flight_ = 0, mismatches_ = 0, check_answers_ = 0;
+  uint64_t judged_pairs_ = 0, cut_short_ = 0;
 };
 
 }  // namespace deltacast::bench

@@ -14,7 +14,6 @@
 
 #include "broadcast/engine/consumer.h"
 #include "core/aligned_buffer.h"
-#include "core/hash.h"
 #include "core/parallel_memory.h"
 #include "gloo_baseline.h"
 #include "sparse/trace/model_layout.h"
@@ -335,7 +334,7 @@ int run_consumer_role(const SyncArgs& args) {
   Status started = c.start(Millis(static_cast<int64_t>(args.timeout_seconds * 1000)), [&c, &args](uint64_t version) {
     Json event = {{"event", "committed"}, {"version", version}};
     if (args.hash_commits) {
-      event["epoch"] = c.state().epoch;
+      event["epoch"] = c.state().held_epoch;
       event["model_hash"] = c.model_hash_now();
     }
     emit(event);
@@ -346,31 +345,33 @@ int run_consumer_role(const SyncArgs& args) {
     return 3;
   }
   bool connected = false;
+  uint32_t joined_as = 0;
   while (!g_stop) {
     const ConsumerState state = c.state();
-    if (state.connected != connected) {
+    // A rejoin between two looks (lost and back within 20 ms) still shows: it has a new id.
+    if (state.connected != connected || (state.connected && state.id != joined_as)) {
       connected = state.connected;
       if (connected) {
+        joined_as = state.id;
         emit({{"event", "joined"},
               {"id", state.id},
               {"epoch", state.epoch},
               {"version", state.version},
               {"transport", std::string(c.transport())}});
       } else {
+        const Consumer::HeldModel held = c.held_model();
         emit({{"event", "producer_lost"},
-              {"version", state.version},
-              {"epoch", state.epoch},
-              {"model_hash", c.model_hash_now()},
+              {"version", held.version},
+              {"epoch", held.epoch},
+              {"model_hash", held.hash},
               {"error", state.last_error.message()}});
       }
     }
     std::this_thread::sleep_for(Millis(20));
   }
-  const uint64_t held = c.version();
-  const uint64_t epoch = c.state().epoch;
-  const uint64_t hash = c.model_hash_now();
+  const Consumer::HeldModel held = c.held_model();
   c.close();
-  emit({{"event", "exit"}, {"version", held}, {"epoch", epoch}, {"model_hash", hash}});
+  emit({{"event", "exit"}, {"version", held.version}, {"epoch", held.epoch}, {"model_hash", held.hash}});
   return 0;
 }
 
@@ -424,12 +425,14 @@ bool run_command(SyncProducer& sync, const std::string& line) {
     row.full = row.report.full;
     emit({{"event", "waited"}, {"version", version}, {"ok", s.ok()}, {"error", s.message()}, {"report", row.to_json()}});
   } else if (command == "hash") {
-    // The newest published version's model as the producer published it (the trace does not step
-    // until the next publish), for checking what consumers report they hold.
-    ThreadPool pool(0);
-    const auto published = sync.trace().published();
-    emit({{"event", "hash"}, {"version", p.stats().version}, {"epoch", p.epoch()},
-          {"model_hash", model_hash(published.data(), published.size(), pool)}});
+    // The newest version's hash as the producer published it, for checking what consumers report.
+    const uint64_t version = p.stats().version;
+    auto hash = p.model_hash(version);
+    if (hash.ok()) {
+      emit({{"event", "hash"}, {"version", version}, {"epoch", p.epoch()}, {"model_hash", *hash}});
+    } else {
+      emit({{"event", "error"}, {"error", hash.status().to_string()}});
+    }
   } else if (command == "check") {
     auto report = p.check(std::stoull(argument), timeout);
     if (report.ok()) {

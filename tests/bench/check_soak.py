@@ -15,12 +15,16 @@ if os.geteuid() != 0:
 
 bench = sys.argv[1]
 minutes = float(os.environ.get("DELTACAST_SOAK_MINUTES", "3"))
-out = subprocess.run([bench, "soak", "--minutes", str(minutes), "--producer-kill-every", "60", "--json"],
+kill_every = 60
+out = subprocess.run([bench, "soak", "--minutes", str(minutes), "--producer-kill-every", str(kill_every), "--json"],
                      capture_output=True, text=True, timeout=minutes * 60 + 600)
 if out.returncode == 77:
     print("skipped:", out.stderr.strip())
     sys.exit(77)
-r = json.loads(out.stdout)
+try:
+    r = json.loads(out.stdout)
+except ValueError:
+    sys.exit(f"no report (exit status {out.returncode}):\n{out.stderr[-4000:]}")
 summary = {k: v for k, v in r.items() if k != "fault_log"}
 print(json.dumps(summary, indent=1))
 for key in ["versions", "faults", "mismatches", "lost_versions", "max_stall_ms"]:
@@ -28,23 +32,27 @@ for key in ["versions", "faults", "mismatches", "lost_versions", "max_stall_ms"]
 assert r["mismatches"] == 0, r["problems"]
 assert r["lost_versions"] == 0, r["problems"]
 assert r["problem_count"] == 0, r["problems"]
+assert r["unverified"] == 0, r
 assert r["ok"] is True and out.returncode == 0, out.stderr[-4000:]
 assert r["versions"] >= 100 * minutes / 3, "versions were not published continuously"
 kinds = r["faults_by_kind"]
 for kind in ["rail_cut", "rail_throttle", "consumer_kill"]:
     assert kinds.get(kind, 0) >= 1, (kind, kinds)
-kills = kinds.get("producer_kill", 0)
-assert kills >= int(minutes) - 1, kinds
+# The first kill comes after kill_every seconds, the next ones every kill_every +-25%.
+kills = r["producer_kills"]
+assert kills == kinds.get("producer_kill", 0)
+assert kills >= int((minutes * 60 - kill_every) // (1.25 * kill_every)) + 1, kinds
+assert r["producer_kills_mid_version"] >= 1, "no producer was killed with its round in flight"
 assert r["producer_epochs"] == kills + 1, "each producer restart is a new epoch"
-assert r["abandoned_versions"] == kills
 assert r["full_versions"] >= 1 and r["full_versions"] < r["versions"], "densities were not mixed"
 verified = r["verified"]
 # Each version committed by (nearly) every consumer, each commit's model hashed and compared.
 assert verified["commit"] >= 4 * r["versions"], verified
 assert verified["check"] >= 4 * r["versions"], verified
 assert verified["exit"] == r["consumers"], verified
-assert verified.get("producer_lost", 0) >= kills * (r["consumers"] - 2), verified
-assert r["unverified"] == 0, r
+assert verified.get("producer_lost", 0) >= kills, verified
+# Judged from the consumers' own commits: most versions reached most consumers while following.
+assert r["delivered"] >= 3 * r["versions"], r
 assert r["max_stall_ms"] < 60000 and r["median_stall_ms"] <= r["max_stall_ms"]
 # Undone faults are logged as well as the faults: each cut restored, each throttle freed.
 log = [e["kind"] for e in r["fault_log"]]

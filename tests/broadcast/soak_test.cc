@@ -52,11 +52,16 @@ std::vector<FaultAction> play(FaultSchedule& schedule, const FaultScheduleOption
         case FaultKind::kConsumerRestart: EXPECT_EQ(down.erase(a.host), 1u); break;
       }
       EXPECT_LE(down.size(), o.max_consumers_down);
-      // One faulted port per host: every host keeps a rail.
+      // One faulted port per host, and every cut on one plane: any two hosts share a plane.
       std::map<std::string, int> per_host;
-      for (const auto& p : ports_cut) ++per_host[p.first];
+      std::set<size_t> cut_planes;
+      for (const auto& p : ports_cut) {
+        ++per_host[p.first];
+        cut_planes.insert(p.second);
+      }
       for (const auto& p : ports_throttled) ++per_host[p.first];
       for (const auto& [host, n] : per_host) EXPECT_LE(n, 1) << host;
+      EXPECT_LE(cut_planes.size(), 1u) << "cuts on two planes can part two hosts";
       all.push_back(a);
     }
   }
@@ -72,7 +77,7 @@ std::vector<FaultAction> play(FaultSchedule& schedule, const FaultScheduleOption
   return all;
 }
 
-TEST(SoakFaults, EveryKindComesNoHostLosesItsLastRailAndEveryFaultIsUndone) {
+TEST(SoakFaults, EveryKindComesNoTwoHostsArePartedAndEveryFaultIsUndone) {
   const auto o = six_consumers(7);
   FaultSchedule schedule(o);
   const auto all = play(schedule, o, 600);
@@ -112,7 +117,7 @@ TEST(SoakLedger, ACommitReportedBeforeItsHashIsCheckedWhenTheHashComes) {
   ledger.held("c1", "commit", 5, 1, 0xdef, 1.0);
   EXPECT_EQ(ledger.summary()["unverified"], 2);
   EXPECT_EQ(ledger.mismatches(), 0u);
-  ledger.published(5, 1, 0xabc, true);
+  ledger.published(5, 1, 0xabc, true, 0.9);
   EXPECT_EQ(ledger.mismatches(), 1u) << "c1's model differs from the producer's";
   const auto s = ledger.summary();
   EXPECT_EQ(s["unverified"], 0);
@@ -122,17 +127,22 @@ TEST(SoakLedger, ACommitReportedBeforeItsHashIsCheckedWhenTheHashComes) {
   // Another epoch's version 1 is another model.
   ledger.held("c0", "producer_lost", 6, 1, 0xabc, 2.0);
   EXPECT_EQ(ledger.summary()["unverified"], 1);
-  ledger.published(6, 1, 0x123, false);
+  ledger.published(6, 1, 0x123, false, 2.5);
   EXPECT_EQ(ledger.mismatches(), 2u);
+  // A model of a version never published is a mismatch once the soak is over.
+  ledger.held("c2", "exit", 6, 9, 0x9, 3.0);
+  ledger.judge(4.0, 60, /*final=*/true);
+  EXPECT_EQ(ledger.mismatches(), 3u);
+  EXPECT_EQ(ledger.summary()["unverified"], 0);
 }
 
 TEST(SoakLedger, OnlyCheckAnswersAboutTheCurrentEpochCount) {
   SoakLedger ledger;
-  ledger.published(5, 3, 0x1, false);
+  ledger.published(5, 3, 0x1, false, 1.0);
   ledger.held("c0", "commit", 5, 3, 0x1, 1.0);
   // c1 rejoined a new producer (epoch 9) still holding epoch 5's version 3: the new producer's
   // check of its own version 3 finds other bits, and a full sync is on its way.
-  ledger.published(9, 3, 0x2, false);
+  ledger.published(9, 3, 0x2, false, 2.0);
   ledger.check_answer("c1", 9, 3, 3, false);
   EXPECT_EQ(ledger.mismatches(), 0u);
   ledger.held("c1", "commit", 9, 3, 0x2, 2.0);
@@ -143,27 +153,63 @@ TEST(SoakLedger, OnlyCheckAnswersAboutTheCurrentEpochCount) {
   EXPECT_EQ(ledger.mismatches(), 1u);
 }
 
-TEST(SoakLedger, RoundsGiveLostVersionsStallsAndCatchUps) {
+// Versions are judged from what each consumer process reported, not from the producer's view.
+TEST(SoakLedger, AVersionAConsumerUpAllAlongNeverCommittedIsLost) {
   SoakLedger ledger;
-  ledger.round(1, 1, true, 0.25, "");
-  ledger.round(1, 2, true, 1.5, "");
-  ledger.round(1, 3, false, 60, "waiting for 3 'c2' (holds 2)");
-  ledger.abandoned(1, 4);
-  ledger.consumer_started("c2", 10.0);
-  ledger.held("c2", "commit", 1, 0, 0, 12.5);  // its first commit after the restart
-  ledger.held("c2", "commit", 1, 0, 0, 20.0);  // later ones are not catch-ups
-  ledger.fault("rail_cut");
-  ledger.fault("rail_cut");
-  ledger.fault("producer_kill");
+  for (const char* c : {"c0", "c1", "c2", "c3"}) ledger.consumer_up(c, 0.0);
+  ledger.published(1, 1, 0x1, true, 1.0);
+  for (const char* c : {"c0", "c1", "c2", "c3"}) ledger.held(c, "commit", 1, 1, 0x1, 1.25);
+  ledger.published(1, 2, 0x2, false, 2.0);
+  ledger.held("c0", "commit", 1, 2, 0x2, 2.0625);
+  ledger.consumer_down("c3", 2.5);  // killed before it had it: excused
+  ledger.published(1, 3, 0x3, false, 3.0);
+  ledger.held("c0", "commit", 1, 3, 0x3, 3.125);
+  ledger.held("c1", "commit", 1, 3, 0x3, 3.5);  // skipped 2: holding 3 covers it
+  // c2 is up all along and commits nothing after version 1.
+  ledger.judge(30.0, 60, false);
+  EXPECT_EQ(ledger.lost_versions(), 0u) << "judged before its time was up";
+  ledger.judge(100.0, 60, false);
   const auto s = ledger.summary();
-  EXPECT_EQ(s["lost_versions"], 1);
-  EXPECT_EQ(s["abandoned_versions"], 1);
-  EXPECT_DOUBLE_EQ(s["max_stall_ms"].get<double>(), 1500);
-  EXPECT_DOUBLE_EQ(s["median_stall_ms"].get<double>(), 875);
-  EXPECT_DOUBLE_EQ(s["max_catch_up_ms"].get<double>(), 2500);
-  EXPECT_EQ(s["faults"], 3);
+  EXPECT_EQ(ledger.lost_versions(), 2u) << s.dump();
+  EXPECT_EQ(s["cut_short"], 1) << "c3 went down before version 2 reached it";
+  EXPECT_EQ(s["delivered"], 4);
+  EXPECT_DOUBLE_EQ(s["max_stall_ms"].get<double>(), 1500) << "c1 held version 2 only with version 3";
+  EXPECT_DOUBLE_EQ(s["median_stall_ms"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(s["max_catch_up_ms"].get<double>(), 1250) << "the first commits end the catch-ups";
+  EXPECT_NE(s["problems"][0].get<std::string>().find("c2"), std::string::npos);
+  EXPECT_EQ(ledger.mismatches(), 0u);
+}
+
+TEST(SoakLedger, AKilledProducersLastVersionIsNotOwedAndANewEpochStartsAfresh) {
+  SoakLedger ledger;
+  ledger.consumer_up("c0", 0.0);
+  ledger.published(1, 1, 0x1, true, 1.0);
+  ledger.held("c0", "commit", 1, 1, 0x1, 1.5);
+  ledger.published(1, 2, 0x2, true, 10.0);
+  ledger.producer_killed(1, 2, /*in_flight=*/true, 10.0625);
+  ledger.held("c0", "producer_lost", 1, 1, 0x1, 10.1);
+  ledger.published(2, 1, 0x7, true, 12.0);
+  ledger.held("c0", "commit", 2, 1, 0x7, 12.5);
+  ledger.producer_recovered(2.5);
+  ledger.published(2, 2, 0x8, false, 13.0);
+  ledger.held("c0", "commit", 2, 2, 0x8, 13.25);
+  ledger.fault("rail_cut");
+  ledger.fault("rail_cut");
+  ledger.judge(20.0, 60, /*final=*/true);
+  const auto s = ledger.summary();
+  EXPECT_EQ(ledger.lost_versions(), 0u) << s.dump();
+  EXPECT_EQ(s["cut_short"], 1);
+  EXPECT_EQ(s["producer_kills"], 1);
+  EXPECT_EQ(s["producer_kills_mid_version"], 1);
+  EXPECT_EQ(s["producer_epochs"], 2);
+  EXPECT_DOUBLE_EQ(s["max_stall_ms"].get<double>(), 250);
+  EXPECT_DOUBLE_EQ(s["max_producer_recovery_ms"].get<double>(), 2500);
+  EXPECT_EQ(s["verified"]["commit"], 3);
+  EXPECT_EQ(s["verified"]["producer_lost"], 1);
+  EXPECT_EQ(s["faults"], 2);
   EXPECT_EQ(s["faults_by_kind"]["rail_cut"], 2);
-  EXPECT_EQ(s["problem_count"], 1);
+  ledger.producer_wait_failed(2, 2, "waiting for 3 'c2' (holds 1)");
+  EXPECT_EQ(ledger.lost_versions(), 1u) << "the producer's own wait failing is a lost version too";
 }
 
 }  // namespace
