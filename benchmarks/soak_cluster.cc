@@ -113,13 +113,6 @@ bool SoakCluster::consumer_up(int i) const {
   return consumers_[static_cast<size_t>(i)] != nullptr;
 }
 
-int SoakCluster::consumers_up() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  int n = 0;
-  for (const auto& c : consumers_) n += c != nullptr;
-  return n;
-}
-
 std::vector<std::pair<std::string, int>> SoakCluster::exited_by_themselves() {
   std::vector<std::unique_ptr<ChildProcess>> gone;
   std::vector<std::pair<std::string, int>> out;

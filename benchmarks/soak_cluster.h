@@ -49,7 +49,6 @@ class SoakCluster {
   Status start_consumer(int i);
   void kill_consumer(int i);
   bool consumer_up(int i) const;
-  int consumers_up() const;
   // Consumers that exited without being killed or stopped (a crash): their hosts and how they ended
   // (as waitpid reports it), each once; they count as down from then on.
   std::vector<std::pair<std::string, int>> exited_by_themselves();

@@ -192,11 +192,6 @@ uint64_t SoakLedger::lost_versions() const {
   return lost_.size();
 }
 
-uint64_t SoakLedger::versions() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return publications_.size();
-}
-
 nlohmann::json SoakLedger::summary() const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t faults = 0;

@@ -53,7 +53,6 @@ class SoakLedger {
 
   uint64_t mismatches() const;
   uint64_t lost_versions() const;
-  uint64_t versions() const;
   nlohmann::json summary() const;
 
  private:
