@@ -196,6 +196,7 @@ Status SimCluster::build() {
   if (c_.nodes == 0 || c_.gpus_per_node == 0 || c_.rails == 0) return invalid_argument("an empty cluster");
   if (c_.rail_bytes_per_second <= 0 || c_.intra_bytes_per_second <= 0) return invalid_argument("rates must be positive");
   net_.set_latency(span(c_.latency_seconds));
+  net_.set_slice_cost(span(c_.slice_cost_seconds));
   spray_.clock = &net_.clock();
   spray_.scheduler_thread = false;
   // Ports: every rail of every node (the producer is node 0), at the rail rate times the node's
@@ -302,9 +303,14 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // The per-slice cost the slices are sized with: a producer's default unless told otherwise.
   // (The simulated ports charge nothing per slice, so smaller slices always come out faster here:
   // see benchmarks/README.md for what --slice-alpha-us does to the results.)
-  const double alpha = c_.slice_alpha_seconds > 0 ? c_.slice_alpha_seconds : RoundOptions{}.alpha_seconds;
-  const VersionShape planned = version_shape(bytes, consumers, rate, c_.rails, alpha,
-                                             topology_ == SimTopology::kDeltacast ? c_.stripes : 1);
+  // The per-slice cost the slices are sized with: the network's own (what a producer would be
+  // configured with for it), unless told otherwise; a network that charges nothing per slice
+  // gets the rounds' default.
+  const double alpha = c_.slice_alpha_seconds > 0   ? c_.slice_alpha_seconds
+                       : c_.slice_cost_seconds > 0 ? c_.slice_cost_seconds
+                                                   : RoundOptions{}.alpha_seconds;
+  const VersionShape planned = version_shape(bytes, consumers, static_cast<uint32_t>(alive_.size()), rate, c_.rails,
+                                             alpha, topology_ == SimTopology::kDeltacast ? c_.stripes : 1);
   const uint32_t stripes = planned.stripes;
   const uint32_t slice_bytes = planned.slice_bytes;
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
@@ -333,7 +339,8 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   result.slices = shape.slices();
   result.slow_nodes = slow;
   const double node_limit = c_.node_limit_bytes_per_second > 0 ? c_.node_limit_bytes_per_second : node_rate;
-  result.bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit), c_.latency_seconds);
+  result.bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit),
+                                         c_.latency_seconds + c_.slice_cost_seconds);
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
   if (topology_ == SimTopology::kBinaryTree) {
     DC_RETURN_IF_ERROR(grow_tree(shape.id, bytes, slice_bytes, source_checksums));

@@ -38,6 +38,7 @@ struct SimulateArgs {
   double intra_gbyte = 450;
   uint32_t stripes = 0;
   double slice_alpha_us = 0;
+  double slice_cost_us = 1;
   double gbytes = 140;
   double warmup_gbytes = 8;
   double density = 0.02;
@@ -88,6 +89,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   c.intra_bytes_per_second = a.intra_gbyte * 1e9;
   c.stripes = a.stripes;
   c.slice_alpha_seconds = a.slice_alpha_us * 1e-6;
+  c.slice_cost_seconds = a.slice_cost_us * 1e-6;
   Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
               {"consumers", c.nodes * c.gpus_per_node},
               {"nodes", c.nodes},
@@ -224,8 +226,13 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--intra-gbyte", a->intra_gbyte, "GPU to GPU inside a node, GB/s each way")->capture_default_str();
   cmd->add_option("--stripes", a->stripes, "deltacast's stripes (0: the planner's default)")->capture_default_str();
+  cmd->add_option("--slice-cost-us", a->slice_cost_us,
+                  "What a port spends on each slice besides its bytes, microseconds (posting, completion, the "
+                  "relay's turn)")
+      ->capture_default_str();
   cmd->add_option("--slice-alpha-us", a->slice_alpha_us,
-                  "Per-slice cost the slice size is chosen with, microseconds (0: the rounds' default)")
+                  "Per-slice cost the slice size is chosen with, microseconds (0: --slice-cost-us, or the rounds' "
+                  "default where that is 0)")
       ->capture_default_str();
   cmd->add_option("--gbytes", a->gbytes, "The dense version, GB")->capture_default_str();
   cmd->add_option("--warmup-gbytes", a->warmup_gbytes,

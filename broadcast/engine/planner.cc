@@ -129,13 +129,13 @@ uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seco
   return static_cast<uint32_t>(std::clamp<uint64_t>(rounded, min_bytes, max_bytes));
 }
 
-VersionShape version_shape(uint64_t bytes, size_t members, double rate, uint32_t rails, double alpha_seconds,
-                           uint32_t stripes, uint32_t slice_bytes) {
+VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double rate, uint32_t rails,
+                           double alpha_seconds, uint32_t stripes, uint32_t slice_bytes) {
   VersionShape shape;
   shape.stripes = stripes != 0 ? stripes : default_stripes(members);
   const double rail_rate = rate / std::max<uint32_t>(1, rails);
   shape.slice_bytes = slice_bytes != 0 ? slice_bytes
-                                       : alpha_beta_slice_bytes(bytes / shape.stripes, static_cast<uint32_t>(members),
+                                       : alpha_beta_slice_bytes(bytes / shape.stripes, std::max<uint32_t>(1, hops),
                                                                 alpha_seconds, rail_rate);
   const uint64_t slices = bytes == 0 ? 0 : (bytes + shape.slice_bytes - 1) / shape.slice_bytes;
   shape.stripes = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(shape.stripes, slices)));

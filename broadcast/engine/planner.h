@@ -75,8 +75,10 @@ struct VersionShape {
 // through every member with `alpha_seconds` per slice), at most one stripe per slice. A slice
 // crosses each hop over one rail, so the model's beta is one rail's share of the rate, not the
 // whole of it (taking the whole made slices `rails` times too large for the pipeline's fill).
-VersionShape version_shape(uint64_t bytes, size_t members, double rate, uint32_t rails, double alpha_seconds,
-                           uint32_t stripes = 0, uint32_t slice_bytes = 0);
+// `hops`: the network hops of a chain through every member, the members' distinct nodes (members
+// of one node pass a version on among themselves, at the node's own rate).
+VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double rate, uint32_t rails,
+                           double alpha_seconds, uint32_t stripes = 0, uint32_t slice_bytes = 0);
 
 // Slice size from the alpha-beta model of a pipelined chain of `hops` links:
 // k* = sqrt((hops - 1) * bytes / (alpha * beta)) pieces minimise

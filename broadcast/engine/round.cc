@@ -82,8 +82,15 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   const double rate = verdict.healthy > 0 ? verdict.healthy : options_.default_rate;
   size_t rails = SIZE_MAX;  // the fewest any target takes data over
   for (uint32_t id : targets) rails = std::min(rails, std::max<size_t>(1, directory[id].size()));
-  const VersionShape planned = version_shape(spec.bytes, targets.size(), rate, static_cast<uint32_t>(rails),
-                                             options_.alpha_seconds, options_.stripes, options_.slice_bytes);
+  // The chains' network hops: one per node (a member without a node name is a node of its own).
+  std::set<std::string> hosts;
+  for (uint32_t id : targets) {
+    const auto it = nodes.find(id);
+    hosts.insert(it != nodes.end() ? it->second : fmt::format("#{}", id));
+  }
+  const VersionShape planned =
+      version_shape(spec.bytes, targets.size(), static_cast<uint32_t>(hosts.size()), rate, static_cast<uint32_t>(rails),
+                    options_.alpha_seconds, options_.stripes, options_.slice_bytes);
   const uint32_t slice_bytes = planned.slice_bytes;
   const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};

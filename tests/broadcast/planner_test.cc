@@ -199,17 +199,30 @@ TEST(Planner, AlphaBetaSliceSizeHasNoCliff) {
 // members at 400 GB/s over 8 rails: 1 MiB, where the whole rate gave 4 MiB).
 TEST(Planner, AVersionsSlicesAreSizedForOneRail) {
   const uint64_t bytes = 2800ull << 20;
-  const VersionShape one = version_shape(bytes, 1024, 400e9, 1, 100e-6);
-  const VersionShape eight = version_shape(bytes, 1024, 400e9, 8, 100e-6);
+  const VersionShape one = version_shape(bytes, 1024, 1024, 400e9, 1, 100e-6);
+  const VersionShape eight = version_shape(bytes, 1024, 1024, 400e9, 8, 100e-6);
   EXPECT_EQ(one.stripes, 4u);
   EXPECT_EQ(one.slice_bytes, alpha_beta_slice_bytes(bytes / 4, 1024, 100e-6, 400e9));
   EXPECT_EQ(eight.slice_bytes, alpha_beta_slice_bytes(bytes / 4, 1024, 100e-6, 50e9));
   EXPECT_LT(eight.slice_bytes, one.slice_bytes);
   // Given stripes and slices stand; never more stripes than slices.
-  EXPECT_EQ(version_shape(bytes, 1024, 400e9, 8, 100e-6, 2, 1 << 20).stripes, 2u);
-  EXPECT_EQ(version_shape(bytes, 1024, 400e9, 8, 100e-6, 2, 1 << 20).slice_bytes, 1u << 20);
-  EXPECT_EQ(version_shape(3 << 16, 1024, 400e9, 8, 100e-6, 0, 64 << 10).stripes, 3u);
-  EXPECT_EQ(version_shape(0, 5, 1e9, 2, 100e-6).stripes, 1u);
+  EXPECT_EQ(version_shape(bytes, 1024, 1024, 400e9, 8, 100e-6, 2, 1 << 20).stripes, 2u);
+  EXPECT_EQ(version_shape(bytes, 1024, 1024, 400e9, 8, 100e-6, 2, 1 << 20).slice_bytes, 1u << 20);
+  EXPECT_EQ(version_shape(3 << 16, 1024, 1024, 400e9, 8, 100e-6, 0, 64 << 10).stripes, 3u);
+  EXPECT_EQ(version_shape(0, 5, 5, 1e9, 2, 100e-6).stripes, 1u);
+}
+
+// Members of one node pass a version on among themselves at the node's own rate: the slices are
+// sized for the chain's network hops, one per node (1024 GPUs on 128 nodes: as for 128 members).
+TEST(Planner, AVersionsSlicesAreSizedForItsNetworkHopsNotItsMembers) {
+  const uint64_t bytes = 2800ull << 20;
+  const VersionShape by_node = version_shape(bytes, 1024, 128, 400e9, 8, 100e-6);
+  const VersionShape by_member = version_shape(bytes, 1024, 1024, 400e9, 8, 100e-6);
+  EXPECT_EQ(by_node.stripes, by_member.stripes) << "stripes still follow the members";
+  EXPECT_EQ(by_node.slice_bytes, alpha_beta_slice_bytes(bytes / by_node.stripes, 128, 100e-6, 50e9));
+  EXPECT_GT(by_node.slice_bytes, by_member.slice_bytes);
+  EXPECT_EQ(version_shape(bytes, 3, 0, 1e9, 2, 100e-6).slice_bytes, version_shape(bytes, 3, 1, 1e9, 2, 100e-6).slice_bytes)
+      << "no hops is one";
 }
 
 TEST(Planner, DefaultStripesStayBetweenOneAndFour) {

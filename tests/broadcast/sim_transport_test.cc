@@ -161,6 +161,21 @@ TEST(SimTransport, APortSharedBySendersIsShared) {
   EXPECT_NEAR(secs(d), 2.0, 1e-3);
 }
 
+// A port's per-slice cost: ten slices of 1 MB at 1 GB/s with 100 us each hold the port for 11 ms
+// (plus the hop's latency), one slice of the same 10 MB for 10.1 ms.
+TEST(SimTransport, APortSpendsItsSliceCostOnEverySlice) {
+  SimNetwork net;
+  net.set_latency(std::chrono::microseconds(5));
+  net.set_slice_cost(std::chrono::microseconds(100));
+  net.set_port_rates("s", 1e9, 0);
+  TimePoint last{};
+  for (int i = 0; i < 10; ++i) last = net.transmit(net.port_of("s"), net.port_of("r"), 1'000'000);
+  EXPECT_NEAR(secs(last), 10 * (1e-3 + 100e-6) + 5e-6, 1e-7);
+  net.set_port_rates("t", 1e9, 0);
+  const TimePoint whole = net.transmit(net.port_of("t"), net.port_of("u"), 10'000'000);
+  EXPECT_NEAR(secs(whole), 10e-3 + 100e-6 + 5e-6, 1e-7);
+}
+
 // A slow sender that queued many slices on its own port holds the receiver's port only as its
 // slices reach it: a fast sender's slice that comes in between is not queued behind the slow
 // one's later slices.

@@ -41,7 +41,7 @@ def simulated_seconds(consumers):
     out = subprocess.run([binary("deltacast-bench"), "simulate", "--consumers", str(consumers), "--gpus-per-node", "1",
                           "--rails", "2", "--rail-gbit", str(PAYLOAD_GBIT), "--latency-us", "50", "--gbytes",
                           str(BYTES / 1e9), "--warmup-gbytes", "0", "--density", "0", "--dead-fraction", "0",
-                          "--slow-nodes", "0", "--no-baselines", "--json"], capture_output=True, text=True, timeout=120)
+                          "--slow-nodes", "0", "--no-baselines", "--slice-cost-us", "0", "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     (row,) = json.loads(out.stdout)["scenarios"]
     assert row["survivors_complete"], row

@@ -95,6 +95,10 @@ std::pair<TimePoint, TimePoint> SimNetwork::leave(uint32_t from, uint32_t bytes)
   TimePoint start = loop_.now();
   Port& out = ports_[from];
   TimePoint done = hold(out.out, out.model.out_bytes_per_second, bytes, start);
+  if (slice_cost_.count() > 0 && out.model.out_bytes_per_second > 0) {
+    out.out.free += slice_cost_;  // the port is busy with the slice a little longer than its bytes take
+    done = out.out.free;
+  }
   if (out.node >= 0) done = std::max(done, hold(nodes_[out.node].out, nodes_[out.node].bytes_per_second, bytes, start));
   return {start, std::max(done, start)};
 }

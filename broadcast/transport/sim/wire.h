@@ -80,6 +80,10 @@ class SimNetwork {
   void set_node_limit(const std::string& node, double bytes_per_second);
   void set_latency(Duration latency) { latency_ = latency; }
   Duration latency() const { return latency_; }
+  // What a port spends on every slice besides its bytes (posting it, its completion, the relay's
+  // turn): with it, smaller slices are not free, as on a real NIC.
+  void set_slice_cost(Duration cost) { slice_cost_ = cost; }
+  Duration slice_cost() const { return slice_cost_; }
 
   // Receivers by "host:port".
   void bind(const Endpoint& endpoint, SliceSink* sink);
@@ -124,6 +128,7 @@ class SimNetwork {
 
   EventLoop loop_;
   Duration latency_ = std::chrono::microseconds(5);
+  Duration slice_cost_{};
   std::vector<Port> ports_;
   std::unordered_map<std::string, uint32_t> port_index_;
   std::vector<Node> nodes_;
