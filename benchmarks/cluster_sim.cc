@@ -174,7 +174,7 @@ class SimCluster {
  private:
   Status follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
   Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
-  void finish_version();
+  void finish_version(uint32_t slice_bytes);
 
   ClusterSpec c_;
   SimTopology topology_;
@@ -299,18 +299,17 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   std::vector<uint32_t> members;
   for (uint32_t k : alive_) members.push_back(k + 1);
   const SlowVerdict verdict = book_.judge(members);
-  const double rate = topology_ != SimTopology::kBinaryTree && verdict.healthy > 0 ? verdict.healthy : node_rate;
-  // The per-slice cost the slices are sized with: a producer's default unless told otherwise.
-  // (The simulated ports charge nothing per slice, so smaller slices always come out faster here:
-  // see benchmarks/README.md for what --slice-alpha-us does to the results.)
+  const bool measured = topology_ != SimTopology::kBinaryTree && verdict.healthy > 0;
+  const double rate = measured ? verdict.healthy : node_rate;
   // The per-slice cost the slices are sized with: the network's own (what a producer would be
   // configured with for it), unless told otherwise; a network that charges nothing per slice
   // gets the rounds' default.
   const double alpha = c_.slice_alpha_seconds > 0   ? c_.slice_alpha_seconds
                        : c_.slice_cost_seconds > 0 ? c_.slice_cost_seconds
                                                    : RoundOptions{}.alpha_seconds;
-  const VersionShape planned = version_shape(bytes, consumers, static_cast<uint32_t>(alive_.size()), rate, c_.rails,
-                                             alpha, topology_ == SimTopology::kDeltacast ? c_.stripes : 1);
+  const VersionShape planned =
+      version_shape(bytes, consumers, static_cast<uint32_t>(alive_.size()), rate, c_.rails, alpha,
+                    topology_ == SimTopology::kDeltacast ? c_.stripes : 1, 0, measured ? verdict.slice_bytes : 0);
   const uint32_t stripes = planned.stripes;
   const uint32_t slice_bytes = planned.slice_bytes;
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
@@ -464,7 +463,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   std::sort(finished.begin(), finished.end());
   result.seconds = finished.empty() ? 0 : finished.back();
   result.median_seconds = finished.empty() ? 0 : finished[finished.size() / 2];
-  finish_version();
+  finish_version(slice_bytes);
   // What each node's rails carried out in this version.
   for (const auto& node : nodes_) {
     uint64_t out = 0;
@@ -494,12 +493,12 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
 
 // The round's link reports go to the rate book (node ids stand for members: a node's GPUs take
 // the version over its rails together), and the relays stop forwarding.
-void SimCluster::finish_version() {
+void SimCluster::finish_version(uint32_t slice_bytes) {
   for (const auto& node : nodes_) {
     if (!node->alive || !node->relay) continue;
     for (const auto& [child, sample] : node->relay->child_links()) book_.record(node->id, child, sample);
   }
-  book_.close_round();
+  book_.close_round(slice_bytes);
   for (auto& node : nodes_) {
     if (node->relay) node->relay->end();
     for (auto& kid : node->tree_kids) kid->close();

@@ -33,7 +33,7 @@ struct ClusterSpec {
   double intra_latency_seconds = 2e-6;
   std::map<uint32_t, double> rate_factor;  // node -> its rails' rate factor (0.1: a 10x-slow node)
   uint32_t stripes = 0;                    // deltacast's stripes (0: the planner's default_stripes)
-  double slice_cost_seconds = 1e-6;        // what a port spends per slice besides its bytes
+  double slice_cost_seconds = 10e-6;       // what a port spends per slice besides its bytes
   double slice_alpha_seconds = 0;          // per-slice cost in the slice-size model (0: slice_cost_seconds)
 };
 

@@ -16,7 +16,9 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "bench_commands.h"
 #include "cluster_sim.h"
@@ -38,10 +40,11 @@ struct SimulateArgs {
   double intra_gbyte = 450;
   uint32_t stripes = 0;
   double slice_alpha_us = 0;
-  double slice_cost_us = 1;
+  double slice_cost_us = 10;
   double gbytes = 140;
   double warmup_gbytes = 8;
   double density = 0.02;
+  std::vector<std::string> versions{"dense", "sparse"};  // which of the two versions to simulate
   double dead_fraction = 0.01;
   double detect_seconds = 0;
   bool silent_deaths = false;
@@ -176,7 +179,7 @@ int run(const SimulateArgs& a) {
   for (uint32_t n : a.consumers) {
     for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"dense", dense},
                                       {"sparse", static_cast<uint64_t>(a.density * static_cast<double>(dense))}}) {
-      if (bytes == 0) continue;
+      if (bytes == 0 || std::find(a.versions.begin(), a.versions.end(), kind) == a.versions.end()) continue;
       auto row = scenario(a, n, kind, bytes, std::min(dense, static_cast<uint64_t>(a.warmup_gbytes * 1e9)));
       if (!row.ok()) {
         fmt::print(stderr, "deltacast-bench simulate: {}\n", row.status().to_string());
@@ -239,6 +242,9 @@ void add_simulate_command(CLI::App& app) {
                   "The full version every scenario runs first (rails and nodes measured), GB; at most --gbytes (0: none, the version is the cluster's first)")
       ->capture_default_str();
   cmd->add_option("--density", a->density, "The sparse version's share of the dense bytes")->capture_default_str();
+  cmd->add_option("--versions", a->versions, "Which versions to simulate")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dense", "sparse"}));
   cmd->add_option("--dead-fraction", a->dead_fraction, "Nodes dying mid-version (0: none)")->capture_default_str();
   cmd->add_option("--detect-seconds", a->detect_seconds,
                   "Until the producer notices a death (0: two hops for killed processes, whose connections reset; "

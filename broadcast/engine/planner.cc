@@ -129,11 +129,19 @@ uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seco
   return static_cast<uint32_t>(std::clamp<uint64_t>(rounded, min_bytes, max_bytes));
 }
 
+double rate_without_slice_cost(double rate, double alpha_seconds, uint32_t slice_bytes) {
+  if (rate <= 0 || slice_bytes == 0 || alpha_seconds <= 0) return rate;
+  const double seconds_per_byte = 1 / rate - alpha_seconds / slice_bytes;
+  return seconds_per_byte <= 0.25 / rate ? 4 * rate : 1 / seconds_per_byte;
+}
+
 VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double rate, uint32_t rails,
-                           double alpha_seconds, uint32_t stripes, uint32_t slice_bytes) {
+                           double alpha_seconds, uint32_t stripes, uint32_t slice_bytes,
+                           uint32_t measured_slice_bytes) {
   VersionShape shape;
   shape.stripes = stripes != 0 ? stripes : default_stripes(members);
-  const double rail_rate = rate / std::max<uint32_t>(1, rails);
+  const double rail_rate =
+      rate_without_slice_cost(rate / std::max<uint32_t>(1, rails), alpha_seconds, measured_slice_bytes);
   shape.slice_bytes = slice_bytes != 0 ? slice_bytes
                                        : alpha_beta_slice_bytes(bytes / shape.stripes, std::max<uint32_t>(1, hops),
                                                                 alpha_seconds, rail_rate);

@@ -25,7 +25,7 @@ void RateBook::record(uint32_t sender, uint32_t child, const LinkSample& sample)
   round_[child].push_back({sender, sample});
 }
 
-void RateBook::close_round() {
+void RateBook::close_round(uint32_t slice_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   // A sender whose several links all had slices waiting was limited by its own uplink: those
   // waits say nothing of its receivers.
@@ -58,6 +58,7 @@ void RateBook::close_round() {
       }
     }
     if (!measured) continue;
+    slice_bytes_ = slice_bytes;
     MemberRates& m = members_[child];
     ++m.rounds;
     m.inbound = inbound;
@@ -95,6 +96,7 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
     if (r != nullptr && !r->slow && r->known() > 0) all_healthy.push_back(r->known());
   }
   verdict.healthy = upper_median(all_healthy);
+  verdict.slice_bytes = slice_bytes_;
   for (uint32_t id : members) {
     const MemberRates* r = rates_of(id);
     if (r == nullptr || r->capacity <= 0) continue;  // never a bottleneck, or kept up long enough

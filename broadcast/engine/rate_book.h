@@ -63,14 +63,16 @@ struct MemberRates {
 struct SlowVerdict {
   std::vector<uint32_t> slow;  // slowest last
   double healthy = 0;          // the healthy rate judged against (0: none known)
+  uint32_t slice_bytes = 0;    // the slices of the last round measured (0: not known)
 };
 
 class RateBook {
  public:
   // A sender's report on its link into `child` in the current round.
   void record(uint32_t sender, uint32_t child, const LinkSample& sample);
-  // Folds the current round's reports into every member's rates; the next reports start a new round.
-  void close_round();
+  // Folds the current round's reports into every member's rates; the next reports start a new
+  // round. `slice_bytes`: the round's slices (the rates count what each slice cost besides its bytes).
+  void close_round(uint32_t slice_bytes = 0);
   // The member left: its rates and the reports on it go.
   void forget(uint32_t member);
 
@@ -89,6 +91,7 @@ class RateBook {
   static bool usable(const LinkSample& sample);
 
   mutable std::mutex mu_;
+  uint32_t slice_bytes_ = 0;  // of the last round that measured anyone
   std::map<uint32_t, MemberRates> members_;
   std::map<uint32_t, std::vector<Report>> round_;  // reports of the current round, by receiver
 };

@@ -90,7 +90,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   }
   const VersionShape planned =
       version_shape(spec.bytes, targets.size(), static_cast<uint32_t>(hosts.size()), rate, static_cast<uint32_t>(rails),
-                    options_.alpha_seconds, options_.stripes, options_.slice_bytes);
+                    options_.alpha_seconds, options_.stripes, options_.slice_bytes,
+                    verdict.healthy > 0 ? verdict.slice_bytes : 0);
   const uint32_t slice_bytes = planned.slice_bytes;
   const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
@@ -232,7 +233,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
 
   // The producer's own links into the chains' heads go to the rate book with everyone else's.
   for (const auto& [child, sample] : relay_.child_links()) rates_.record(kProducerSender, child, sample);
-  rates_.close_round();
+  rates_.close_round(slice_bytes);
   relay_.end();
   const control::Done done{spec.version};
   for (uint32_t id : targets) {

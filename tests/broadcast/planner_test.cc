@@ -225,6 +225,20 @@ TEST(Planner, AVersionsSlicesAreSizedForItsNetworkHopsNotItsMembers) {
       << "no hops is one";
 }
 
+// A rate measured over slices that each cost alpha besides their bytes is taken back to the
+// rate of the bytes: 1 MB slices at 10 GB/s and 100 us each move at 1 MB / 200 us = 5 GB/s.
+TEST(Planner, ARateMeasuredOverSlicesIsTakenWithoutTheirCost) {
+  EXPECT_NEAR(rate_without_slice_cost(5e9, 100e-6, 1'000'000), 10e9, 1e3);
+  EXPECT_EQ(rate_without_slice_cost(5e9, 100e-6, 0), 5e9) << "slices not known";
+  EXPECT_EQ(rate_without_slice_cost(5e9, 0, 1'000'000), 5e9) << "no cost";
+  EXPECT_EQ(rate_without_slice_cost(5e9, 1e-3, 1'000'000), 20e9) << "at most 4x what was measured";
+  EXPECT_EQ(rate_without_slice_cost(0, 100e-6, 1'000'000), 0);
+  // version_shape sizes the slices with it: as for the rate the bytes moved at.
+  const uint64_t bytes = 2800ull << 20;
+  EXPECT_EQ(version_shape(bytes, 1024, 128, 8 * 5e9, 8, 100e-6, 0, 0, 1'000'000).slice_bytes,
+            version_shape(bytes, 1024, 128, 8 * 10e9, 8, 100e-6).slice_bytes);
+}
+
 TEST(Planner, DefaultStripesStayBetweenOneAndFour) {
   EXPECT_EQ(default_stripes(0), 1u);
   EXPECT_EQ(default_stripes(1), 1u);

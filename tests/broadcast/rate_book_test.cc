@@ -48,6 +48,21 @@ TEST(RateBook, FindsASlowMemberWhenEveryHealthyLinkKeptUp) {
   EXPECT_GT(verdict.healthy, 200e6);
 }
 
+// The verdict names the slices of the last round that measured anyone (the rates count their
+// per-slice cost); a round with nothing usable leaves it.
+TEST(RateBook, TheVerdictNamesTheSlicesTheRatesWereMeasuredOver) {
+  RateBook book;
+  EXPECT_EQ(book.judge(kSix).slice_bytes, 0u);
+  report_many_core_round(book);
+  book.close_round(1 << 20);
+  EXPECT_EQ(book.judge(kSix).slice_bytes, 1u << 20);
+  LinkSample tiny = kept_up(240e6);
+  tiny.slices = 2;
+  book.record(1, 2, tiny);
+  book.close_round(64 << 10);
+  EXPECT_EQ(book.judge(kSix).slice_bytes, 1u << 20) << "a round too small to measure anyone";
+}
+
 TEST(RateBook, FindsASlowMemberWhenEveryLinkWaitsOnBusyCores) {
   // Two shared cores: the processes, not the ports, are the limit, so every link has slices
   // waiting at about the same rate, and member 6's at a third of it.

@@ -219,6 +219,50 @@ TEST(SimTransport, ASlowSendersBacklogDoesNotHoldTheReceiversPort) {
   EXPECT_NEAR(secs(sink.arrived.at(1009)), 1.0, 0.01);
 }
 
+// A port takes its channels in turns (of about 16 MiB, whole slices): a channel that posted ten
+// 20 MB slices first does not hold the port for a channel that posts one a moment later (first
+// come first served, that one waited for all ten).
+TEST(SimTransport, APortServesItsChannelsInTurn) {
+  SimNetwork net;
+  SimTransport transport(&net);
+  net.set_latency(std::chrono::microseconds(0));
+  net.set_port_rates("s", 1e9, 0);
+  struct TimedSink : SliceSink {
+    EventLoop* loop;
+    std::map<uint64_t, TimePoint> arrived;  // by transfer * 1000 + slice
+    Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
+    bool complete(const SliceRef& s, const Landing&, bool) override {
+      arrived[s.transfer * 1000 + s.index] = loop->now();
+      return true;
+    }
+  } sink;
+  sink.loop = &net.loop();
+  auto a_listener = transport.listen({{"a", 0}}, &sink, {}).value();
+  auto b_listener = transport.listen({{"b", 0}}, &sink, {}).value();
+  const auto channel = [&](Listener& to) {
+    RailSpec rail;
+    rail.local = Endpoint{"s", 0};
+    rail.remote = to.endpoints()[0];
+    return transport.connect(rail, {}).value();
+  };
+  auto to_a = channel(*a_listener);
+  auto to_b = channel(*b_listener);
+  int acked = 0;
+  constexpr uint32_t kSlice = 20'000'000;  // 20 ms each at the port
+  for (uint32_t i = 0; i < 10; ++i) {
+    to_a->send(SliceRef{1, 10 * kSlice, kSlice, i, kSlice, 0, true}, nullptr, [&](Status s) { acked += s.ok(); });
+  }
+  net.loop().at(TimePoint{} + milliseconds(10), [&] {
+    to_b->send(SliceRef{2, kSlice, kSlice, 0, kSlice, 0, true}, nullptr, [&](Status s) { acked += s.ok(); });
+  });
+  net.loop().run([&] { return acked == 11; });
+  ASSERT_EQ(acked, 11);
+  EXPECT_NEAR(secs(sink.arrived.at(1001)), 40e-3, 1e-6) << "a's turn came first";
+  EXPECT_NEAR(secs(sink.arrived.at(2000)), 60e-3, 1e-6) << "then b's, not after a's ten";
+  EXPECT_NEAR(secs(sink.arrived.at(1002)), 80e-3, 1e-6) << "then a's again";
+  EXPECT_NEAR(secs(sink.arrived.at(1009)), 220e-3, 1e-6) << "the port was never idle";
+}
+
 TEST(SimTransport, EventsRunInTimeOrderAndTheClockFollows) {
   EventLoop loop;
   std::vector<int> order;

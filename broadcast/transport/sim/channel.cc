@@ -7,15 +7,16 @@ SimChannel::SimChannel(SimNetwork* network, RailSpec rail)
       rail_(std::move(rail)),
       from_(network->port_of(rail_.local.host)),
       to_(network->port_of(rail_.remote.host)),
+      flow_(network->new_flow(this)),
       receiver_(network->sink_slot(rail_.remote)) {}
 
 SimChannel::~SimChannel() {
+  network_->forget_flow(flow_);
   close();
   *alive_ = false;
 }
 
 void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
-  const uint64_t id = next_id_++;
   if (closed_) {
     // Never inside send(): the failure is an event of its own.
     network_->loop().after(Duration::zero(), [done = std::move(done), name = rail_.to_string()] {
@@ -23,21 +24,34 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
     });
     return;
   }
-  outstanding_.emplace(id, std::move(done));
+  const uint64_t id = next_id_++;  // outstanding_ holds every id from first_id_ on
+  outstanding_.push_back(Outstanding{slice, std::move(done)});
   if (!network_->up(from_) || !network_->up(to_)) return;  // lost on the way: only a deadline notices
-  // It leaves the sender's port in turn; once it starts leaving it queues for the receiver's.
-  const auto [start, left] = network_->leave(from_, slice.length);
-  network_->loop().at(start, [this, alive = alive_, id, slice, start = start, left = left] {
+  // It leaves the sender's port in this channel's turn (started); then it queues for the
+  // receiver's.
+  network_->send_out(from_, flow_, slice.length, id);
+}
+
+void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
+  const Outstanding* sent = find(id);
+  if (sent == nullptr) return;  // failed by a reset meanwhile
+  const SliceRef slice = sent->slice;
+  const auto reach = [this, alive = alive_, id, slice, start, left] {
     if (!*alive) return;
     const TimePoint in = network_->enter(to_, slice.length, start);
     network_->loop().at(std::max(left, in) + network_->latency(), [this, alive, id, slice] {
       if (*alive) arrive(id, slice);
     });
-  });
+  };
+  if (start > network_->loop().now()) {
+    network_->loop().at(start, reach);  // the receiver's port is taken in time order
+  } else {
+    reach();
+  }
 }
 
 void SimChannel::arrive(uint64_t id, const SliceRef& slice) {
-  if (!outstanding_.count(id)) return;  // failed by a reset meanwhile
+  if (find(id) == nullptr) return;  // failed by a reset meanwhile
   if (!network_->up(from_) || !network_->up(to_)) return;  // a port went down under it
   SliceSink* sink = *receiver_;
   Status status;
@@ -50,21 +64,38 @@ void SimChannel::arrive(uint64_t id, const SliceRef& slice) {
   }
   network_->loop().after(network_->latency(), [this, alive = alive_, id, status] {
     if (!*alive) return;
-    auto it = outstanding_.find(id);
-    if (it == outstanding_.end()) return;
-    SliceDone done = std::move(it->second);
-    outstanding_.erase(it);
-    done(status);
+    Outstanding* sent = find(id);
+    if (sent == nullptr) return;
+    SliceDone done = std::move(sent->done);
+    settle(id);
+    if (done) done(status);
   });
 }
 
 bool SimChannel::ready() const { return !closed_ && *receiver_ != nullptr; }
 
+SimChannel::Outstanding* SimChannel::find(uint64_t id) {
+  if (id < first_id_ || id - first_id_ >= outstanding_.size()) return nullptr;
+  Outstanding& sent = outstanding_[id - first_id_];
+  return sent.settled ? nullptr : &sent;
+}
+
+void SimChannel::settle(uint64_t id) {
+  if (Outstanding* sent = find(id)) sent->settled = true;
+  while (!outstanding_.empty() && outstanding_.front().settled) {
+    outstanding_.pop_front();
+    ++first_id_;
+  }
+}
+
 void SimChannel::fail_outstanding(const char* why) {
   // Taken out first: a completion may send again on this channel.
-  std::map<uint64_t, SliceDone> failed;
+  std::deque<Outstanding> failed;
   failed.swap(outstanding_);
-  for (auto& [id, done] : failed) done(unavailable("{}: {}", rail_.to_string(), why));
+  first_id_ = next_id_;
+  for (Outstanding& sent : failed) {
+    if (!sent.settled && sent.done) sent.done(unavailable("{}: {}", rail_.to_string(), why));
+  }
 }
 
 void SimChannel::reset() { fail_outstanding("channel reset"); }

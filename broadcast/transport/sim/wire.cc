@@ -103,6 +103,64 @@ std::pair<TimePoint, TimePoint> SimNetwork::leave(uint32_t from, uint32_t bytes)
   return {start, std::max(done, start)};
 }
 
+uint32_t SimNetwork::new_flow(PortSender* sender) {
+  flows_.emplace_back();
+  senders_.push_back(sender);
+  return static_cast<uint32_t>(flows_.size() - 1);
+}
+
+void SimNetwork::forget_flow(uint32_t flow) { senders_[flow] = nullptr; }
+
+void SimNetwork::send_out(uint32_t from, uint32_t flow, uint32_t bytes, uint64_t token) {
+  const Pending slice{bytes, flow, token};
+  Outbox& box = ports_[from].outbox;
+  if (!box.dispatching && box.busy_until <= loop_.now()) {
+    start_out(from, slice);
+    return;
+  }
+  FlowQueue& queue = flows_[flow];
+  if (queue.empty()) {
+    queue.slices.clear();
+    queue.head = 0;
+    box.turn.push_back(flow);
+  }
+  queue.slices.push_back(slice);
+  if (!box.dispatching) {
+    box.dispatching = true;
+    loop_.at(box.busy_until, [this, from] { next_out(from); });
+  }
+}
+
+void SimNetwork::start_out(uint32_t from, Pending slice) {
+  const auto [start, left] = leave(from, slice.bytes);
+  ports_[from].outbox.busy_until = left;
+  if (PortSender* sender = senders_[slice.flow]) sender->started(slice.token, start, left);
+}
+
+void SimNetwork::next_out(uint32_t from) {
+  Outbox& box = ports_[from].outbox;
+  box.dispatching = false;
+  if (box.turn.empty()) return;
+  const uint32_t flow = box.turn.front();
+  box.turn.pop_front();
+  FlowQueue& queue = flows_[flow];
+  const Pending next = queue.slices[queue.head++];
+  box.turn_bytes += next.bytes;
+  if (queue.empty()) {
+    box.turn_bytes = 0;
+  } else if (box.turn_bytes >= kTurnBytes) {
+    box.turn.push_back(flow);  // its next slices after the other flows' turns
+    box.turn_bytes = 0;
+  } else {
+    box.turn.push_front(flow);  // its turn goes on
+  }
+  start_out(from, next);
+  if (!box.turn.empty()) {
+    box.dispatching = true;
+    loop_.at(box.busy_until, [this, from] { next_out(from); });
+  }
+}
+
 TimePoint SimNetwork::enter(uint32_t to, uint32_t bytes, TimePoint at) {
   TimePoint start = at;
   Port& in = ports_[to];

@@ -8,7 +8,14 @@
 //
 // The model: every host address is a port (a NIC), full duplex, with its own
 // rate each way; a slice holds the sender's port for its time at that port's
-// rate, first come first served, and from the moment it starts leaving it
+// rate plus a cost per slice (set_slice_cost). The port takes its senders
+// (flows: one per channel) in turns of about kTurnBytes, whole slices, as a
+// NIC serves its queue pairs and a kernel its sockets near enough: first come
+// first served across flows let whoever posted first own the port (a
+// producer's sprayer to its first chain queued its whole stripe ahead of the
+// others', and 8192 simulated consumers started the chains 2 ms apart, one
+// after another; turns of a single slice made a large simulation slower, each
+// slice another sender's state to fetch). From the moment a slice starts leaving it
 // queues for the receiver's port (first come first served there too, in the
 // order slices reach it, so a sender that queued much on its own port cannot
 // hold the receiver's port for slices that have not left yet); it arrives one
@@ -19,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <queue>
 #include <string>
@@ -59,6 +67,14 @@ class EventLoop : public TimeSource {
   std::priority_queue<Key, std::vector<Key>, std::greater<>> queue_;
   std::vector<std::function<void()>> slab_;
   std::vector<uint32_t> free_slots_;
+};
+
+// What a port tells the sender of a slice it took (send_out): the slice starts leaving at `start`
+// (ahead of now where the port's node is busy) and is done leaving at `left`.
+class PortSender {
+ public:
+  virtual ~PortSender() = default;
+  virtual void started(uint64_t token, TimePoint start, TimePoint left) = 0;
 };
 
 struct PortModel {
@@ -104,6 +120,13 @@ class SimNetwork {
   // When a slice of `bytes` reaching port `to` at `at` is all in (after what the port and its
   // node take in already). Called at `at`, in time order.
   TimePoint enter(uint32_t to, uint32_t bytes, TimePoint at);
+  // A sender's flow (one per channel): its slices leave their port in turns with the other
+  // flows'. The sender is told of each as it starts leaving until forget_flow (the network
+  // outlives its channels: the transport takes it by pointer).
+  uint32_t new_flow(PortSender* sender);
+  void forget_flow(uint32_t flow);
+  // A slice (`token`) of `flow` handed to port `from` now; it leaves in the flow's turn.
+  void send_out(uint32_t from, uint32_t flow, uint32_t bytes, uint64_t token);
   // Both for a slice sent now, reserving the receiver's port at once (what a caller without
   // events in between, such as a test, can use): when its last byte arrives.
   TimePoint transmit(uint32_t from, uint32_t to, uint32_t bytes);
@@ -112,10 +135,34 @@ class SimNetwork {
   struct Share {  // one direction of a port or of a node
     TimePoint free{};
   };
+  struct Pending {
+    uint32_t bytes;
+    uint32_t flow;
+    uint64_t token;
+  };
+  // One flow's slices waiting for its port, in order (a vector drained from `head`: no
+  // allocation per slice once it has grown).
+  struct FlowQueue {
+    std::vector<Pending> slices;
+    size_t head = 0;
+    bool empty() const { return head == slices.size(); }
+  };
+  // A port's sending side: until when its last slice is leaving, the flows with slices waiting
+  // (next first), and whether an event is set to start the next of them then. A port nobody
+  // waits for takes a slice at once, with no event of its own (a relay's ports mostly idle
+  // between the slices it forwards).
+  struct Outbox {
+    TimePoint busy_until{};
+    bool dispatching = false;
+    std::deque<uint32_t> turn;
+    uint64_t turn_bytes = 0;  // what the flow at the front has sent in its turn
+  };
+  static constexpr uint64_t kTurnBytes = 16 << 20;  // a flow's turn at its port, whole slices
   struct Port {
     PortModel model;
     Share out, in;
     int node = -1;
+    Outbox outbox;
   };
   struct Node {
     double bytes_per_second = 0;
@@ -125,6 +172,9 @@ class SimNetwork {
   // (and moves `start` to when it began).
   static TimePoint hold(Share& share, double rate, uint32_t bytes, TimePoint& start);
   uint32_t node_of(const std::string& node);
+  // Starts a slice leaving port `from` now, and the next waiting one when it is done.
+  void start_out(uint32_t from, Pending slice);
+  void next_out(uint32_t from);
 
   EventLoop loop_;
   Duration latency_ = std::chrono::microseconds(5);
@@ -135,6 +185,8 @@ class SimNetwork {
   std::unordered_map<std::string, uint32_t> node_index_;
   std::unordered_map<std::string, SliceSink*> listeners_;  // unbound ones stay, null (see sink_slot)
   std::unordered_map<std::string, uint16_t> next_port_;
+  std::vector<FlowQueue> flows_;       // by flow
+  std::vector<PortSender*> senders_;   // by flow (null: forgotten)
 };
 
 }  // namespace deltacast::sim
