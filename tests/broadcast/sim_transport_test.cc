@@ -27,6 +27,18 @@ struct CountingSink : SliceSink {
   }
 };
 
+// A receiver that records when each slice arrived, by transfer * 1000 + slice.
+struct TimedSink : SliceSink {
+  explicit TimedSink(EventLoop* clock) : loop(clock) {}
+  EventLoop* loop;
+  std::map<uint64_t, TimePoint> arrived;
+  Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
+  bool complete(const SliceRef& s, const Landing&, bool) override {
+    arrived[s.transfer * 1000 + s.index] = loop->now();
+    return true;
+  }
+};
+
 double secs(TimePoint t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 
 struct TwoHosts {
@@ -185,16 +197,7 @@ TEST(SimTransport, ASlowSendersBacklogDoesNotHoldTheReceiversPort) {
   net.set_port_rates("slow", 100e6, 0);
   net.set_port_rates("fast", 10e9, 0);
   net.set_port_rates("c", 0, 1e9);
-  struct TimedSink : SliceSink {
-    EventLoop* loop;
-    std::map<uint64_t, TimePoint> arrived;  // by transfer
-    Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
-    bool complete(const SliceRef& s, const Landing&, bool) override {
-      arrived[s.transfer * 1000 + s.index] = loop->now();
-      return true;
-    }
-  } sink;
-  sink.loop = &net.loop();
+  TimedSink sink{&net.loop()};
   auto listener = transport.listen({{"c", 0}}, &sink, {}).value();
   const auto channel = [&](const char* from) {
     RailSpec rail;
@@ -227,16 +230,7 @@ TEST(SimTransport, APortServesItsChannelsInTurn) {
   SimTransport transport(&net);
   net.set_latency(std::chrono::microseconds(0));
   net.set_port_rates("s", 1e9, 0);
-  struct TimedSink : SliceSink {
-    EventLoop* loop;
-    std::map<uint64_t, TimePoint> arrived;  // by transfer * 1000 + slice
-    Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
-    bool complete(const SliceRef& s, const Landing&, bool) override {
-      arrived[s.transfer * 1000 + s.index] = loop->now();
-      return true;
-    }
-  } sink;
-  sink.loop = &net.loop();
+  TimedSink sink{&net.loop()};
   auto a_listener = transport.listen({{"a", 0}}, &sink, {}).value();
   auto b_listener = transport.listen({{"b", 0}}, &sink, {}).value();
   const auto channel = [&](Listener& to) {

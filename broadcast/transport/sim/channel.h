@@ -45,8 +45,8 @@ class SimChannel : public Channel, private PortSender {
     bool settled = false;  // acknowledged or failed
   };
   // Sent, not yet acknowledged or failed, by id from first_id_: ids are handed out in order and
-  // mostly settled in order, so a window (settled ones dropped from its front) finds them in
-  // constant time (a map's upkeep was a tenth of a large simulation).
+  // mostly settled in order, so a window (settled ones dropped from its front) finds them with
+  // no tree to walk or rebalance.
   Outstanding* find(uint64_t id);
   void settle(uint64_t id);
   std::deque<Outstanding> outstanding_;

@@ -1,6 +1,7 @@
 #include "broadcast/transport/sim/wire.h"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace deltacast::sim {
 
@@ -145,6 +146,10 @@ void SimNetwork::next_out(uint32_t from) {
   box.turn.pop_front();
   FlowQueue& queue = flows_[flow];
   const Pending next = queue.slices[queue.head++];
+  if (queue.head >= 1024 && 2 * queue.head >= queue.slices.size()) {  // a flow that never drains
+    queue.slices.erase(queue.slices.begin(), queue.slices.begin() + static_cast<std::ptrdiff_t>(queue.head));
+    queue.head = 0;
+  }
   box.turn_bytes += next.bytes;
   if (queue.empty()) {
     box.turn_bytes = 0;

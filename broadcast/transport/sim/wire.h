@@ -140,8 +140,8 @@ class SimNetwork {
     uint32_t flow;
     uint64_t token;
   };
-  // One flow's slices waiting for its port, in order (a vector drained from `head`: no
-  // allocation per slice once it has grown).
+  // One flow's slices waiting for its port, in order (a vector drained from `head`, cleared when
+  // empty and compacted when mostly drained: no allocation per slice once it has grown).
   struct FlowQueue {
     std::vector<Pending> slices;
     size_t head = 0;
@@ -172,8 +172,9 @@ class SimNetwork {
   // (and moves `start` to when it began).
   static TimePoint hold(Share& share, double rate, uint32_t bytes, TimePoint& start);
   uint32_t node_of(const std::string& node);
-  // Starts a slice leaving port `from` now, and the next waiting one when it is done.
+  // A slice starts leaving port `from` now (or when the port's node is free).
   void start_out(uint32_t from, Pending slice);
+  // The port is done with its last slice: the next slice of the flow whose turn it is.
   void next_out(uint32_t from);
 
   EventLoop loop_;
