@@ -35,12 +35,11 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
 void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
   const Outstanding* sent = find(id);
   if (sent == nullptr) return;  // failed by a reset meanwhile
-  const SliceRef slice = sent->slice;
-  const auto reach = [this, alive = alive_, id, slice, start, left] {
+  const auto reach = [this, alive = alive_, id, length = sent->slice.length, start, left] {
     if (!*alive) return;
-    const TimePoint in = network_->enter(to_, slice.length, start);
-    network_->loop().at(std::max(left, in) + network_->latency(), [this, alive, id, slice] {
-      if (*alive) arrive(id, slice);
+    const TimePoint in = network_->enter(to_, length, start);
+    network_->loop().at(std::max(left, in) + network_->latency(), [this, alive, id] {
+      if (*alive) arrive(id);
     });
   };
   if (start > network_->loop().now()) {
@@ -50,9 +49,11 @@ void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
   }
 }
 
-void SimChannel::arrive(uint64_t id, const SliceRef& slice) {
-  if (find(id) == nullptr) return;  // failed by a reset meanwhile
+void SimChannel::arrive(uint64_t id) {
+  const Outstanding* pending = find(id);
+  if (pending == nullptr) return;  // failed by a reset meanwhile
   if (!network_->up(from_) || !network_->up(to_)) return;  // a port went down under it
+  const SliceRef slice = pending->slice;  // a copy: the receiver may reset this channel
   SliceSink* sink = *receiver_;
   Status status;
   if (sink == nullptr) {

@@ -28,7 +28,7 @@ class SimChannel : public Channel, private PortSender {
 
  private:
   void started(uint64_t id, TimePoint start, TimePoint left) override;
-  void arrive(uint64_t id, const SliceRef& slice);
+  void arrive(uint64_t id);
   void fail_outstanding(const char* why);
 
   SimNetwork* network_;
