@@ -126,7 +126,11 @@ uint64_t content_hash(const void* data, size_t size, ThreadPool& pool) {
 uint64_t model_hash(const TensorView* tensors, size_t count, ThreadPool& pool) {
   std::vector<uint64_t> hashes(count);
   pool.parallel_for(count, [&](size_t i) { hashes[i] = content_hash(tensors[i].data, tensors[i].nbytes()); });
-  return XXH3_64bits(hashes.data(), hashes.size() * sizeof(uint64_t));
+  return model_hash_of(hashes);
+}
+
+uint64_t model_hash_of(std::span<const uint64_t> tensor_hashes) {
+  return XXH3_64bits(tensor_hashes.data(), tensor_hashes.size() * sizeof(uint64_t));
 }
 
 }  // namespace deltacast

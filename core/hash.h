@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace deltacast {
@@ -78,6 +79,8 @@ uint64_t content_hash(const void* data, size_t size, ThreadPool& pool);
 // One value for a whole model: XXH3-64 of the little-endian array of every
 // tensor's content_hash, in order. Host tensors; hashed in parallel.
 uint64_t model_hash(const TensorView* tensors, size_t count, ThreadPool& pool);
+// The model hash from each tensor's content_hash, in manifest order (how model_hash combines them).
+uint64_t model_hash_of(std::span<const uint64_t> tensor_hashes);
 
 inline size_t content_hash_leaf_count(size_t size) {
   return size == 0 ? 1 : (size + kHashLeafBytes - 1) / kHashLeafBytes;

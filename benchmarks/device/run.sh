@@ -6,6 +6,8 @@
 #
 # Without the Debian -dev packages installed, carry .deps/ (made by
 # benchmarks/device/fetch-deps.sh): they are unpacked into a private prefix.
+# `run.sh tests` stops after the tests (GPU Python tests included: the Python
+# extension is built for the python3 on the PATH, which holds torch there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-gpu/out}"
@@ -28,13 +30,18 @@ if [ -d .deps ] && ls .deps/*.deb >/dev/null 2>&1; then
 fi
 
 echo "== build (CUDA on)"
+python_args=()
+if pybind11_dir="$(python3 -m pybind11 --cmakedir 2>/dev/null)"; then
+  python_args=(-DPython_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
+fi
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDELTACAST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native \
-  2>&1 | tee "$out/configure.log" | grep -E "deltacast|Error" || true
+  "${python_args[@]}" 2>&1 | tee "$out/configure.log" | grep -E "deltacast|Error" || true
 cmake --build build-gpu -j"$(nproc)" 2>&1 | tail -n 5 | tee "$out/build.log"
 
 echo "== tests (GPU parity included)"
 # The unit and GPU tests; the namespace and VM suites need the host tooling CI has.
 (cd build-gpu && ctest --output-on-failure -L 'unit|gpu' -j"$(nproc)" 2>&1 | tee "$out/ctest.log" | tail -n 15)
+[ "${1:-all}" = tests ] && exit 0
 
 # Both layouts: a dense transformer (155 large tensors at 4 Gi elements) and a
 # fine-grained MoE (about 13,000 tensors), where per-tensor loops pay per tensor.

@@ -37,6 +37,8 @@ struct Consumer::Staged {
   std::shared_ptr<AlignedBuffer> memory;  // the chunks point into it
   bool image = false;                     // a full version: `memory` is the model image
   VersionChunks chunks;                   // a delta: its buckets, verified
+  // A delta for tensors on a GPU: its buckets as they arrived, verified on the GPU at commit.
+  std::vector<std::span<const uint8_t>> buckets;
 };
 
 Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vector<TensorView> tensors,
@@ -56,12 +58,21 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   } else {
     DC_RETURN_IF_ERROR(manifest.check_views(tensors));
   }
+  std::optional<int> gpu;  // a resharded consumer's tensors were checked to be host tensors above
+  if (!options.layout) {
+    DC_ASSIGN_OR_RETURN(gpu, cuda_device_of(manifest, tensors));
+  }
+  std::unique_ptr<DeviceApplier> device_applier;
+  if (gpu) {
+    DC_ASSIGN_OR_RETURN(device_applier, make_device_applier(manifest, *gpu, options.cuda_stream, options.threads));
+  }
   if (options.rails.empty()) return invalid_argument("a consumer needs at least one data rail address");
   if (options.coordinators.empty()) return invalid_argument("a consumer needs the producer's address");
   DC_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport,
                       resolve_transport(options.transport, options.transport_backend));
   std::unique_ptr<Consumer> c(
       new Consumer(std::move(manifest), std::move(tensors), std::move(options), std::move(transport)));
+  c->device_applier_ = std::move(device_applier);
   ListenOptions listen;
   listen.token = c->options_.token;
   listen.netns = c->options_.netns;
@@ -413,7 +424,7 @@ void Consumer::answer_checks() {
     {
       std::shared_lock<std::shared_mutex> shared(tensors_mu_);
       held = this->version();
-      hash = model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
+      hash = tensors_hash();
     }
     send(control::Checked{version, held, hash});
   }
@@ -440,7 +451,16 @@ void Consumer::report_unreachable_children() {
 
 uint64_t Consumer::model_hash_now() {
   std::shared_lock<std::shared_mutex> shared(tensors_mu_);
-  return model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
+  return tensors_hash();
+}
+
+uint64_t Consumer::tensors_hash() {
+  if (!device_applier_) return model_hash(tensors_.data(), tensors_.size(), *hash_pool_);
+  auto hash = device_applier_->model_hash(tensors_);
+  if (hash.ok()) return *hash;
+  // Answered as a hash no version has: the producer's check then sees a damaged copy.
+  log().error("consumer {}: hashing the tensors on the GPU: {}", options_.name, hash.status().to_string());
+  return 0;
 }
 
 Consumer::HeldModel Consumer::held_model() {
@@ -490,6 +510,8 @@ void Consumer::worker_loop() {
       auto buckets = unpack_blob(blob);
       if (!buckets.ok()) {
         s = buckets.status();
+      } else if (device_applier_) {
+        staged->buckets = std::move(buckets).value();  // the GPU verifies them at commit
       } else {
         std::optional<uint64_t> held;
         {
@@ -552,16 +574,7 @@ Status Consumer::commit_ready(uint64_t through) {
     Status s;
     {
       std::unique_lock<std::shared_mutex> exclusive(tensors_mu_);
-      const Layout* layout = options_.layout.get();
-      if (st->image && layout != nullptr) {
-        image_.unpack_remapped(st->memory->data(), *layout, tensors_, *hash_pool_);
-      } else if (st->image) {
-        image_.unpack(st->memory->data(), tensors_, *hash_pool_);
-      } else if (layout != nullptr) {
-        s = apply_remapped(st->chunks, manifest_, *layout, tensors_, *hash_pool_);
-      } else {
-        s = applier_.apply(st->chunks, tensors_);
-      }
+      s = write_version(*st);
     }
     const double apply_seconds = seconds_since(start);
     {
@@ -583,6 +596,30 @@ Status Consumer::commit_ready(uint64_t through) {
     send(control::Committed{st->version, apply_seconds});
     if (on_commit_) on_commit_(st->version);
   }
+}
+
+Status Consumer::write_version(const Staged& st) {
+  const Layout* layout = options_.layout.get();
+  if (device_applier_ && st.image) return device_applier_->copy_in(image_.views_of(st.memory->data()), tensors_);
+  if (device_applier_) {
+    std::optional<uint64_t> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // As at staging: a delta applies to its own producer's base only.
+      if (state_.version != 0 && state_.held_epoch == st.epoch) held = state_.version;
+    }
+    return device_applier_->apply(st.buckets, held, tensors_);
+  }
+  if (st.image && layout != nullptr) {
+    image_.unpack_remapped(st.memory->data(), *layout, tensors_, *hash_pool_);
+  } else if (st.image) {
+    image_.unpack(st.memory->data(), tensors_, *hash_pool_);
+  } else if (layout != nullptr) {
+    return apply_remapped(st.chunks, manifest_, *layout, tensors_, *hash_pool_);
+  } else {
+    return applier_.apply(st.chunks, tensors_);
+  }
+  return Status();
 }
 
 Status Consumer::set_auto_commit(bool on) {

@@ -28,6 +28,7 @@
 #include "core/held_ranges.h"
 #include "core/manifest.h"
 #include "sparse/delta_applier.h"
+#include "sparse/device_codec.h"
 #include "sparse/model_image.h"
 
 namespace deltacast {
@@ -45,6 +46,10 @@ struct ConsumerOptions {
   // the first take each stripe from a neighbour on the same host (local traffic, not the NICs).
   std::string node;
   unsigned threads = 0;             // verify/apply threads (0: all cores)
+  // Tensors on a GPU: commits verify and apply there, on this CUDA stream (a cudaStream_t as an
+  // integer; 0: the default stream), and a commit ends only once its work completed on the
+  // device: when pull() returns or on_commit(v) runs, work queued on the stream sees v whole.
+  uintptr_t cuda_stream = 0;
   bool auto_commit = true;          // commit as soon as a version is verified; false: only in pull()
   // A resharded consumer: the producer's tensors (a trainer rank's pieces) as this process holds
   // them, Layout::compose(rank, view) (core/layout.h). `tensors` then match layout->local_specs(),
@@ -87,7 +92,8 @@ class Consumer {
  public:
   using OnCommit = std::function<void(uint64_t version)>;
 
-  // `tensors` are host tensors matching `manifest`; they are written only by commits.
+  // `tensors` match `manifest`, all in host memory or all on one GPU (verified and applied there
+  // at commit: a version that does not verify is never written); they are written only by commits.
   static Result<std::unique_ptr<Consumer>> create(Manifest manifest, std::vector<TensorView> tensors,
                                                   ConsumerOptions options);
   ~Consumer();
@@ -155,12 +161,16 @@ class Consumer {
   void send(const control::Message& message);
   // Counts a version this consumer failed and tells the producer why.
   void fail_version(uint64_t version, const std::string& why);
+  // Writes a staged version into the tensors (tensors_mu_ held exclusively).
+  Status write_version(const Staged& staged);
+  uint64_t tensors_hash();  // tensors_mu_ held
 
   Manifest manifest_;
   std::vector<TensorView> tensors_;
   ConsumerOptions options_;
   std::shared_ptr<Transport> transport_;
   DeltaApplier applier_;
+  std::unique_ptr<DeviceApplier> device_applier_;  // tensors on a GPU: verify and apply there
   HeldRanges held_;  // what options_.layout holds of the producer's tensors (resharded consumers)
   std::unique_ptr<ThreadPool> hash_pool_;
   ModelImage image_;            // the layout full versions arrive in

@@ -68,8 +68,10 @@ bool CheckReport::all_exact() const {
 Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vector<TensorView> tensors,
                                                    ProducerOptions options) {
   DC_RETURN_IF_ERROR(manifest.check_views(tensors));
-  for (const auto& t : tensors) {
-    if (!t.device.is_cpu()) return invalid_argument("the producer reads host tensors");
+  DC_ASSIGN_OR_RETURN(const std::optional<int> gpu, cuda_device_of(manifest, tensors));
+  std::unique_ptr<DeviceEncoder> device_encoder;
+  if (gpu) {
+    DC_ASSIGN_OR_RETURN(device_encoder, make_device_encoder(manifest, options.codec, *gpu, options.cuda_stream));
   }
   if (options.epoch == 0) {
     std::random_device random;
@@ -81,6 +83,7 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
                       resolve_transport(options.transport, options.transport_backend));
   std::unique_ptr<Producer> p(new Producer(std::move(manifest), std::move(tensors), std::move(options), std::move(encoder)));
   p->transport_ = std::move(transport);
+  p->device_encoder_ = std::move(device_encoder);
   // The first version is a full one: its shadow and image memory are mapped now, so that it
   // costs what any later full version costs.
   {
@@ -167,7 +170,15 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
     }
     const uint64_t version = wanted != 0 ? wanted : shadow_.version() + 1;
     full = full || shadow_.version() == 0;  // the first version is a full one
-    if (full) {
+    if (full && device_encoder_) {
+      // The GPU shadow takes the tensors, the host shadow the GPU shadow's bytes (the image's source).
+      DC_RETURN_IF_ERROR(device_encoder_->assign(tensors_, version));
+      DC_RETURN_IF_ERROR(device_encoder_->copy_shadow(shadow_.views()));
+      shadow_.set_version(version);
+      host_shadow_stale_ = false;
+      pending->blob = make_image();
+      encoded = full_version_stats(version);
+    } else if (full) {
       // No encoding: the shadow takes the tensors and the image is the shadow's bytes.
       DC_RETURN_IF_ERROR(shadow_.assign(tensors_, version, hash_pool_.get()));
       pending->blob = make_image();
@@ -175,7 +186,13 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
     } else {
       const auto members = membership_->snapshot();
       recut_for_members(members);
-      DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version));
+      if (device_encoder_) {
+        DC_ASSIGN_OR_RETURN(encoded, device_encoder_->encode_delta(tensors_, version));
+        shadow_.set_version(version);
+        host_shadow_stale_ = true;
+      } else {
+        DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version));
+      }
       pending->blob = make_blob(encoded);
       if (std::any_of(members.begin(), members.end(), [](const MemberRecord& m) { return m.held != nullptr; })) {
         // The buckets move to the pending version (they were only to be dropped here); the stats stay.
@@ -265,6 +282,14 @@ std::vector<std::vector<uint64_t>> Producer::member_cuts(const std::vector<Membe
 void Producer::recut_for_members(const std::vector<MemberRecord>& members) {
   auto cuts = member_cuts(members);
   if (cuts == cuts_) return;
+  if (device_encoder_) {
+    if (Status s = device_encoder_->set_cuts(cuts); !s.ok()) {
+      log().error("producer: chunks cut for what the members hold: {}", s.to_string());
+      return;
+    }
+    cuts_ = std::move(cuts);
+    return;
+  }
   auto encoder = DeltaEncoder::create(manifest_, options_.codec, cuts);
   if (!encoder.ok()) {
     log().error("producer: chunks cut for what the members hold: {}", encoder.status().to_string());
@@ -418,8 +443,30 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
   membership_->notify();
 }
 
+Status Producer::refresh_host_shadow() {
+  if (!device_encoder_) return Status();
+  std::unique_lock<std::shared_mutex> exclusive(shadow_mu_);
+  if (!host_shadow_stale_) return Status();
+  DC_RETURN_IF_ERROR(device_encoder_->copy_shadow(shadow_.views()));
+  host_shadow_stale_ = false;
+  return Status();
+}
+
+Result<std::shared_lock<std::shared_mutex>> Producer::read_fresh_shadow() {
+  for (;;) {
+    DC_RETURN_IF_ERROR(refresh_host_shadow());
+    std::shared_lock<std::shared_mutex> shared(shadow_mu_);
+    if (!host_shadow_stale_) return Result<std::shared_lock<std::shared_mutex>>(std::move(shared));
+    // A delta was published between the copy and the lock: copy again.
+  }
+}
+
 std::shared_ptr<Producer::Blob> Producer::full_blob() {
-  std::shared_lock<std::shared_mutex> shared(shadow_mu_);
+  auto shared = read_fresh_shadow();
+  if (!shared.ok()) {
+    log().error("producer: copying the GPU shadow to the host for a full sync: {}", shared.status().to_string());
+    return nullptr;
+  }
   if (shadow_.version() == 0) return nullptr;
   std::lock_guard<std::mutex> lock(full_cache_mu_);  // readers of the shadow may be several
   if (!full_cache_ || full_cache_->version != shadow_.version()) full_cache_ = std::make_shared<Blob>(make_image());
@@ -520,7 +567,7 @@ Status Producer::wait_members(size_t count, Millis timeout) {
 }
 
 Result<uint64_t> Producer::model_hash(uint64_t version) {
-  std::shared_lock<std::shared_mutex> shared(shadow_mu_);
+  DC_ASSIGN_OR_RETURN(auto shared, read_fresh_shadow());
   if (shadow_.version() == 0 || shadow_.version() != version) {
     return failed_precondition("version {} is not the newest published ({}): only the newest can be hashed or checked",
                                version, shadow_.version());

@@ -28,6 +28,7 @@
 #include "broadcast/engine/round.h"
 #include "core/buffer_pool.h"
 #include "sparse/delta_encoder.h"
+#include "sparse/device_codec.h"
 #include "sparse/version_select.h"
 #include "sparse/model_image.h"
 
@@ -43,6 +44,10 @@ struct ProducerOptions {
   std::string transport = "tcp";
   std::shared_ptr<Transport> transport_backend;  // given: used instead of `transport` (tests: the fake backend)
   CodecOptions codec;
+  // Tensors on a GPU: publish() diffs and encodes there, on this CUDA stream (a cudaStream_t as an
+  // integer; 0: the default stream), so it reads the tensors as work queued before it on the
+  // stream left them.
+  uintptr_t cuda_stream = 0;
   RoundOptions round;
   ControlLinkOptions control;
   SprayOptions spray;
@@ -122,7 +127,9 @@ struct ProducerStats {
 
 class Producer {
  public:
-  // `tensors`: the trainer's host tensors; read by publish() only.
+  // `tensors`: the trainer's tensors, all in host memory or all on one GPU (then diffed against
+  // a shadow in GPU memory and encoded there: only the encoded buckets cross to the host); read
+  // by publish() only.
   static Result<std::unique_ptr<Producer>> create(Manifest manifest, std::vector<TensorView> tensors,
                                                   ProducerOptions options);
   ~Producer();
@@ -177,6 +184,10 @@ class Producer {
   std::shared_ptr<Blob> full_blob();
   Blob make_blob(const EncodedVersion& encoded);
   Blob make_image();  // of the shadow; shadow_mu_ held
+  // Tensors on a GPU: brings the host shadow (full syncs and checks read it) up to the GPU shadow.
+  Status refresh_host_shadow();
+  // The shadow held shared, with its host copy current.
+  Result<std::shared_lock<std::shared_mutex>> read_fresh_shadow();
   EncodedVersion full_version_stats(uint64_t version) const;
   struct TargetClass;
   void run_pending(const std::shared_ptr<Pending>& pending);
@@ -203,6 +214,7 @@ class Producer {
   std::vector<TensorView> tensors_;
   ProducerOptions options_;
   DeltaEncoder encoder_;
+  std::unique_ptr<DeviceEncoder> device_encoder_;  // tensors on a GPU: the shadow publish diffs against is there
   std::vector<std::vector<uint64_t>> cuts_;  // where encoder_ cuts chunks besides every chunk_bytes
   std::unique_ptr<ThreadPool> hash_pool_;
   ModelImage image_;
@@ -216,6 +228,7 @@ class Producer {
   std::mutex publish_mu_;               // one publish at a time
   mutable std::shared_mutex shadow_mu_;  // publish writes the shadow; full syncs and checks read it
   Shadow shadow_;                        // version 0 until the first publish
+  bool host_shadow_stale_ = false;       // (shadow_mu_) tensors on a GPU: deltas since shadow_'s bytes were copied
   std::mutex full_cache_mu_;
   std::shared_ptr<Blob> full_cache_;
   BufferPool blob_pool_{3};

@@ -73,3 +73,19 @@ def parse_token(token):
         import hashlib
         return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
     raise InvalidArgumentError(f"token: give an int or a str, got {type(token).__name__}")
+
+
+def parse_stream(stream, what="stream"):
+    """A CUDA stream as its raw handle: None (the default stream), an int, or an object that
+    carries one (torch.cuda.Stream's ``cuda_stream``, CuPy's ``ptr``)."""
+    if stream is None:
+        return 0
+    for attribute in ("cuda_stream", "ptr"):
+        handle = getattr(stream, attribute, None)
+        if isinstance(handle, int) and not isinstance(handle, bool):
+            stream = handle
+            break
+    if isinstance(stream, bool) or not isinstance(stream, int) or not 0 <= stream < 2 ** 64:
+        raise InvalidArgumentError(f"{what}: give a CUDA stream (torch.cuda.Stream, a CuPy stream, or its handle "
+                                   f"as an int), got {type(stream).__name__}")
+    return stream

@@ -3,7 +3,7 @@ import json
 import time
 
 from . import _core
-from ._tensors import capsules, named_items, parse_token
+from ._tensors import capsules, named_items, parse_stream, parse_token
 from .errors import ClosedError, InvalidArgumentError, TimeoutError
 from .group import Group, layout_json, ordered_like
 
@@ -98,9 +98,16 @@ class Producer(_Engine):
     """The trainer's end: publishes its tensors as versions.
 
     ``named_tensors`` (a dict or ``model.named_parameters()``-style pairs) are
-    read in place at each ``publish()``; keep them contiguous and in host
-    memory. ``listen`` is the control address consumers connect to (port 0:
-    any free port; see ``address``). ``rails``: the local address of each NIC
+    read in place at each ``publish()``; keep them contiguous, all in host
+    memory or all on one CUDA GPU (torch CUDA tensors, CuPy arrays: anything
+    with ``__dlpack__``). On a GPU, publish() diffs them against the last
+    published version kept in GPU memory and encodes the changes there; only
+    the encoded changes cross to the host. ``stream``: the CUDA stream that
+    work runs on (a torch.cuda.Stream, a CuPy stream or a raw handle; None:
+    the default stream); publish() returns once it is done, so give the
+    stream the optimizer step ran on, or synchronize before publishing.
+    ``listen`` is the control address consumers connect to (port 0: any
+    free port; see ``address``). ``rails``: the local address of each NIC
     to send over (None: one rail on any address). ``value_codec``: ``"ulp"``
     (changed values as steps from the old value, smallest) or ``"raw"``.
     ``transport``: the data transport, ``"tcp"``, ``"rdma"`` (RDMA verbs) or
@@ -132,7 +139,7 @@ class Producer(_Engine):
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
-                 metrics_port=None, metrics_host="0.0.0.0"):
+                 metrics_port=None, metrics_host="0.0.0.0", stream=None):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -148,7 +155,8 @@ class Producer(_Engine):
         self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
                                       threads=int(threads), transport=_transport(transport), group=seat,
-                                      metrics=_metrics(metrics_port, metrics_host))
+                                      metrics=_metrics(metrics_port, metrics_host),
+                                      cuda_stream=parse_stream(stream))
         if seat is not None:
             self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address
@@ -304,6 +312,13 @@ class Consumer(_Engine):
     background; they reach the tensors only in ``pull()`` or, after
     ``start()``, as soon as each one is verified. Every commit writes all
     tensors under one lock, so a version is never seen half-applied.
+    Tensors may live all in host memory or all on one CUDA GPU: there each
+    version is verified whole on the GPU, then applied in place (a version
+    that does not verify never touches them), on ``stream`` (a
+    torch.cuda.Stream, a CuPy stream or a raw handle; None: the default
+    stream). A commit ends when its work on the stream completed: once
+    ``pull()`` returns or ``on_commit(v)`` runs, work queued on that stream
+    sees version v whole.
     ``transport``: as the producer's (``"tcp"``, ``"rdma"`` or ``"auto"``); a
     consumer on another transport than the producer's is refused at join
     (deltacast.MismatchError naming both).
@@ -329,7 +344,7 @@ class Consumer(_Engine):
 
     def __init__(self, named_tensors, connect=None, token=None, rails=None, name=None, threads=0,
                  join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None,
-                 metrics_port=None, metrics_host="0.0.0.0"):
+                 metrics_port=None, metrics_host="0.0.0.0", stream=None):
         items = named_items(named_tensors)
         self._grouped = layout is not None
         if self._grouped and metrics_port is not None:
@@ -347,7 +362,8 @@ class Consumer(_Engine):
                                       rails=_addresses(rails, "rails"), name=name or _default_name(),
                                       threads=int(threads), join_timeout=float(join_timeout),
                                       transport=_transport(transport), node=_node(node),
-                                      metrics=_metrics(metrics_port, metrics_host))
+                                      metrics=_metrics(metrics_port, metrics_host),
+                                      cuda_stream=parse_stream(stream))
         self._background = False
 
     def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,

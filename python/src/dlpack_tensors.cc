@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sparse/device_codec.h"
 #include "status_errors.h"
 
 namespace py = pybind11;
@@ -67,9 +68,17 @@ ImportedTensors::ImportedTensors(const std::vector<std::string>& names, const st
     PyCapsule_SetName(cap, dlpack::kUsedCapsuleName);
     owned_.tensors.push_back(managed);
     const dlpack::Tensor& t = managed->dl_tensor;
-    if (t.device.device_type != dlpack::kCpu && t.device.device_type != dlpack::kCudaHost) {
-      raise("DeviceError", fmt::format("tensor '{}' lives on a device of DLPack type {} (device {}); this build "
-                                       "takes tensors in host memory (move them with .cpu() or use pinned memory)",
+    Device device;  // host memory, pinned host memory included
+    if (t.device.device_type == dlpack::kCuda) {
+      if (!device_codec_built()) {
+        raise("DeviceError", fmt::format("tensor '{}' is on CUDA device {}, and this build of deltacast has no CUDA "
+                                         "kernels (built without nvcc): move it with .cpu()",
+                                         name, t.device.device_id));
+      }
+      device = Device{DeviceKind::kCuda, t.device.device_id};
+    } else if (t.device.device_type != dlpack::kCpu && t.device.device_type != dlpack::kCudaHost) {
+      raise("DeviceError", fmt::format("tensor '{}' lives on a device of DLPack type {} (device {}); deltacast takes "
+                                       "tensors in host memory or on CUDA GPUs",
                                        name, t.device.device_type, t.device.device_id));
     }
     auto dtype = dtype_of(t.dtype);
@@ -94,7 +103,7 @@ ImportedTensors::ImportedTensors(const std::vector<std::string>& names, const st
     }
     TensorSpec spec{name, *dtype, {}};
     for (int32_t d = 0; d < t.ndim; ++d) spec.shape.push_back(static_cast<uint64_t>(t.shape[d]));
-    views_.push_back(TensorView{static_cast<uint8_t*>(t.data) + t.byte_offset, *dtype, spec.numel(), Device{}});
+    views_.push_back(TensorView{static_cast<uint8_t*>(t.data) + t.byte_offset, *dtype, spec.numel(), device});
     specs.push_back(std::move(spec));
   }
   manifest_ = value_or_raise(Manifest::create(std::move(specs)));

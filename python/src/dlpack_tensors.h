@@ -1,5 +1,5 @@
 // Named tensors handed over as DLPack capsules (`tensor.__dlpack__()`):
-// checked (host memory, contiguous, a dtype deltacast knows, one lane),
+// checked (host memory or a CUDA GPU, contiguous, a dtype deltacast knows, one lane),
 // described as a Manifest plus views of their memory, in place, and kept
 // alive until the engine that reads or writes them is gone.
 #pragma once

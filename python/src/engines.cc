@@ -84,6 +84,7 @@ ConsumerOptions consumer_options(const ConsumerArgs& args) {
   options.node = args.node;
   options.threads = args.threads;
   options.transport = args.transport;
+  options.cuda_stream = args.cuda_stream;
   if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   return options;
 }
@@ -99,6 +100,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   if (args.threads > 0) options.codec.threads = args.threads;
   options.transport = args.transport;
   options.group = args.group;
+  options.cuda_stream = args.cuda_stream;
   if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   const Millis register_timeout = to_millis(args.register_timeout);
   // Raising needs the interpreter: errors are raised once it is held again.

@@ -27,6 +27,7 @@ struct ProducerArgs {
   std::optional<GroupSeatOptions> group;  // a trainer rank registering with its group's coordinator
   double register_timeout = 60;           // how long the constructor waits for the registration
   std::string metrics;                    // "HOST:PORT": serve Prometheus metrics there ("": none)
+  uintptr_t cuda_stream = 0;              // tensors on a GPU: the stream publish works on
 };
 
 class PyProducer {
@@ -66,6 +67,7 @@ struct ConsumerArgs {
   std::string transport = "tcp";
   std::string node;  // empty: the host name
   std::string metrics;  // "HOST:PORT": serve Prometheus metrics there ("": none)
+  uintptr_t cuda_stream = 0;  // tensors on a GPU: the stream commits apply on
 };
 
 // Shared by the bindings of every engine.

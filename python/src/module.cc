@@ -17,9 +17,9 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::string listen, uint64_t token,
                        std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
-                       const py::object& group, std::string metrics) {
+                       const py::object& group, std::string metrics, uintptr_t cuda_stream) {
              ProducerArgs args{std::move(listen), token, std::move(rails), std::move(value_codec), threads,
-                               std::move(transport), std::nullopt, 60, std::move(metrics)};
+                               std::move(transport), std::nullopt, 60, std::move(metrics), cuda_stream};
              if (!group.is_none()) {
                // {logical, shards, rank, world, coordinator, host, advertise, register_timeout}, from engine.py
                const py::dict g = group.cast<py::dict>();
@@ -33,7 +33,7 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
            py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none(),
-           py::arg("metrics") = "")
+           py::arg("metrics") = "", py::arg("cuda_stream") = 0)
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("metrics_address", &PyProducer::metrics_address)
       .def("progress", &PyProducer::progress)
@@ -52,15 +52,15 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport, std::string node, std::string metrics) {
+                       std::string transport, std::string node, std::string metrics, uintptr_t cuda_stream) {
              ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
-                               std::move(metrics)};
+                               std::move(metrics), cuda_stream};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
            py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
-           py::arg("metrics") = "")
+           py::arg("metrics") = "", py::arg("cuda_stream") = 0)
       .def_property_readonly("transport", &PyConsumer::transport)
       .def_property_readonly("metrics_address", &PyConsumer::metrics_address)
       .def("pull", &PyConsumer::pull, py::arg("timeout"))
@@ -82,7 +82,7 @@ PYBIND11_MODULE(_core, m) {
              // No metrics: a group consumer runs one consumer per trainer rank (one port each).
              ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
-                               std::string()};
+                               std::string(),      0};
              return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),

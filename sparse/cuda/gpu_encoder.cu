@@ -52,8 +52,39 @@ Result<GpuShadow> GpuShadow::copy_of(const Manifest& manifest, std::span<const T
   return result;
 }
 
-Result<std::unique_ptr<GpuDeltaEncoder>> GpuDeltaEncoder::create(Manifest manifest, CodecOptions options, int device) {
-  DC_ASSIGN_OR_RETURN(DeltaEncoder cpu, DeltaEncoder::create(manifest, options));
+Status GpuShadow::assign(std::span<const TensorView> tensors, uint64_t version, cudaStream_t stream) {
+  if (tensors.size() != views_.size()) {
+    return invalid_argument("{} tensors for a shadow of {}", tensors.size(), views_.size());
+  }
+  if (version == 0) return invalid_argument("version 0 means 'nothing held'; versions start at 1");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].nbytes() != views_[i].nbytes()) {
+      return invalid_argument("tensor {} has {} bytes, the shadow's {}", i, tensors[i].nbytes(), views_[i].nbytes());
+    }
+    DC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(views_[i].data, tensors[i].data, tensors[i].nbytes(), cudaMemcpyDefault, stream));
+  }
+  DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  version_ = version;
+  return Status();
+}
+
+Status GpuShadow::copy_to(std::span<const TensorView> host, cudaStream_t stream) const {
+  if (host.size() != views_.size()) return invalid_argument("{} tensors for a shadow of {}", host.size(), views_.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (host[i].nbytes() != views_[i].nbytes()) {
+      return invalid_argument("tensor {} has {} bytes, the shadow's {}", i, host[i].nbytes(), views_[i].nbytes());
+    }
+    DC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host[i].data, views_[i].data, views_[i].nbytes(), cudaMemcpyDeviceToHost, stream));
+  }
+  DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return Status();
+}
+
+Result<std::unique_ptr<GpuDeltaEncoder>> GpuDeltaEncoder::create(Manifest manifest, CodecOptions options, int device,
+                                                                 std::span<const std::vector<uint64_t>> cuts) {
+  DC_ASSIGN_OR_RETURN(DeltaEncoder cpu, DeltaEncoder::create(manifest, options, cuts));
   for (const TensorSpec& t : manifest.tensors()) {
     if (chunk_elements(options, t.dtype) >= (uint64_t{1} << 32)) {
       return invalid_argument("chunk_bytes {} gives chunks of 2^32 or more {} elements; the GPU encoder needs less",
@@ -62,7 +93,7 @@ Result<std::unique_ptr<GpuDeltaEncoder>> GpuDeltaEncoder::create(Manifest manife
   }
   if (cuda_device_count() <= device) return unavailable("no CUDA device {}", device);
   DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  std::unique_ptr<GpuDeltaEncoder> encoder(new GpuDeltaEncoder(std::move(manifest), options, std::move(cpu), device));
+  std::unique_ptr<GpuDeltaEncoder> encoder(new GpuDeltaEncoder(std::move(manifest), options, std::move(cpu), device, cuts));
   DC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&encoder->kernel_start_));
   DC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&encoder->kernel_stop_));
   const size_t n = encoder->ranges_.size();
@@ -81,12 +112,13 @@ Result<std::unique_ptr<GpuDeltaEncoder>> GpuDeltaEncoder::create(Manifest manife
   return result;
 }
 
-GpuDeltaEncoder::GpuDeltaEncoder(Manifest manifest, CodecOptions options, DeltaEncoder cpu, int device)
+GpuDeltaEncoder::GpuDeltaEncoder(Manifest manifest, CodecOptions options, DeltaEncoder cpu, int device,
+                                 std::span<const std::vector<uint64_t>> cuts)
     : manifest_(std::move(manifest)),
       options_(options),
       cpu_(std::move(cpu)),
       device_(device),
-      ranges_(plan_chunk_ranges(manifest_, options_)),
+      ranges_(plan_chunk_ranges(manifest_, options_, cuts)),
       pool_(std::make_unique<ThreadPool>(options.threads)) {
   for (const ChunkRange& r : ranges_) {
     region_offset_.push_back(staging_bytes_);

@@ -26,6 +26,12 @@ class GpuShadow {
   static Result<GpuShadow> copy_of(const Manifest& manifest, std::span<const TensorView> tensors, uint64_t version,
                                    int device = 0);
 
+  // Overwrites the copy with `tensors` (same manifest, device or host memory) as `version`, on
+  // `stream`, and waits for it.
+  Status assign(std::span<const TensorView> tensors, uint64_t version, cudaStream_t stream = nullptr);
+  // Copies the shadow into `host` (host views of the same tensors) on `stream`, and waits for it.
+  Status copy_to(std::span<const TensorView> host, cudaStream_t stream = nullptr) const;
+
   uint64_t version() const { return version_; }
   void set_version(uint64_t version) { version_ = version; }
   uint64_t manifest_hash() const { return manifest_hash_; }
@@ -45,8 +51,9 @@ struct GpuEncodeTimings {
 
 class GpuDeltaEncoder {
  public:
-  // Chunks must stay below 2^32 elements (options.chunk_bytes).
-  static Result<std::unique_ptr<GpuDeltaEncoder>> create(Manifest manifest, CodecOptions options, int device = 0);
+  // Chunks must stay below 2^32 elements (options.chunk_bytes). `cuts`: see plan_chunk_ranges.
+  static Result<std::unique_ptr<GpuDeltaEncoder>> create(Manifest manifest, CodecOptions options, int device = 0,
+                                                         std::span<const std::vector<uint64_t>> cuts = {});
   ~GpuDeltaEncoder();
 
   const Manifest& manifest() const { return manifest_; }
@@ -62,7 +69,8 @@ class GpuDeltaEncoder {
   const GpuEncodeTimings& last_timings() const { return timings_; }
 
  private:
-  GpuDeltaEncoder(Manifest manifest, CodecOptions options, DeltaEncoder cpu, int device);
+  GpuDeltaEncoder(Manifest manifest, CodecOptions options, DeltaEncoder cpu, int device,
+                  std::span<const std::vector<uint64_t>> cuts);
   Status check_device_views(std::span<const TensorView> tensors) const;
 
   Manifest manifest_;

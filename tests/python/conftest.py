@@ -23,11 +23,12 @@ def raw_bytes(tensor):
 
 
 class ConsumerProcess:
-    """tests/python/consumer_proc.py in a process of its own, talking JSON lines."""
+    """tests/python/consumer_proc.py (or `script`, which takes the same arguments and speaks the
+    same JSON lines) in a process of its own, talking JSON lines."""
 
-    def __init__(self, address, token, spec, mode="pull", name="worker", out=None):
-        args = [sys.executable, os.path.join(HERE, "consumer_proc.py"), "--address", address, "--token", token,
-                "--spec", json.dumps(spec), "--mode", mode, "--name", name]
+    def __init__(self, address, token, spec, mode="pull", name="worker", out=None, script=None, extra=()):
+        args = [sys.executable, script or os.path.join(HERE, "consumer_proc.py"), "--address", address,
+                "--token", token, "--spec", json.dumps(spec), "--mode", mode, "--name", name, *extra]
         if out:
             args += ["--out", out]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
