@@ -1,11 +1,40 @@
 #!/usr/bin/env python3
 """Prints the table of a device run from deltacast-bench kernels --json and
-the PyTorch baseline's JSON, with the ratios the targets are stated in."""
+the PyTorch baseline's JSON, with the ratios the targets are stated in; with
+--sync, the table of gpu_sync_bench.py's JSON (versions end to end)."""
 import json
+import statistics
 import sys
 
 
+def print_rows(rows):
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+def sync_report(path):
+    s = json.load(open(path))
+    split = {key: statistics.median(d[key] for d in s["deltas"]) * 1e3 for key in ("encode_s", "wire_s", "apply_s")}
+    print_rows([
+        ("device", s["device"]),
+        ("model", f"{s['elements']:,} bf16 elements on the GPU, {s['tensors']} tensors, "
+                  f"{100 * s['density']:.2f}% changed per version, {s['consumers']} consumer processes"),
+        ("delta, publish -> committed", f"{s['delta_median_ms']:.1f} ms median of {len(s['deltas'])} "
+                                        f"(target <= 100 ms); encode {split['encode_s']:.1f}, "
+                                        f"wire {split['wire_s']:.1f}, apply {split['apply_s']:.1f} ms"),
+        ("delta wire bytes", f"{statistics.median(d['wire_bytes'] for d in s['deltas']):,.0f}"),
+        ("dense reload", f"{s['dense_median_ms']:.1f} ms median of {len(s['dense'])}"),
+        ("delta vs dense reload", f"{s['delta_vs_dense']:.1f}x faster (target >= 20x)"),
+        ("first (full) version", f"{s['first']['seconds'] * 1e3:.1f} ms"),
+        ("exact on every consumer", "yes" if s["all_exact"] else "NO"),
+    ])
+
+
 def main():
+    if sys.argv[1] == "--sync":
+        sync_report(sys.argv[2])
+        return
     k = json.load(open(sys.argv[1]))
     t = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {"torch": None}
     rows = [
@@ -30,9 +59,7 @@ def main():
         ]
     else:
         rows.append(("torch baseline", t.get("reason", "not run")))
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    print_rows(rows)
 
 
 if __name__ == "__main__":
