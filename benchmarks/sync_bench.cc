@@ -62,6 +62,8 @@ int run_sync_both(const SyncArgs& args) {
   std::future<Result<std::unique_ptr<GlooBaseline>>> gloo_start;
   if (args.gloo != "off" && testbed) {
     gloo_note = "not run with --netns (its ranks would talk over unshaped loopback)";
+  } else if (args.gloo != "off" && args.device == "cuda") {
+    gloo_note = "not run with --device cuda (it broadcasts host tensors)";
   } else if (args.gloo != "off") {
     gloo_start = std::async(std::launch::async, [&] {
       return GlooBaseline::start((*sync)->trace().manifest(), args.consumers);
@@ -77,7 +79,8 @@ int run_sync_both(const SyncArgs& args) {
                                  std::string("--connect"), producer.address().to_string(), std::string("--elements"),
                                  std::to_string(args.elements), std::string("--token"), std::to_string(args.token),
                                  std::string("--name"), host_name(i), std::string("--transport"),
-                                 std::string(producer.transport()), std::string("--die-with-parent")}) {
+                                 std::string(producer.transport()), std::string("--device"), args.device,
+                                 std::string("--die-with-parent")}) {
       argv.push_back(a);
     }
     for (int r = 0; r < args.rails; ++r) {
@@ -204,6 +207,10 @@ void add_sync_command(CLI::App& app) {
                 "Role consumer: each 'committed' event carries the producer epoch and the model's hash (soak checks)");
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds to wait for joins and each version")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "Where every process's tensors live: cpu, or cuda (GPU 0: diff+encode and verify+apply on the GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--json", args->json, "JSON output");
   cmd->add_option("--plot", args->plot,
                   "Draw each version's time (encode / wire / apply) against the lower bound and the baselines, "

@@ -118,7 +118,13 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   options.codec.zstd_level = args.zstd;
   options.codec.threads = args.threads;
   if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
-  const auto published = sync->trace_->published();
+  auto published = sync->trace_->published();
+  if (args.device == "cuda") {
+    // The trainer's weights on the GPU: each step of the trace is copied in before it is published.
+    DC_ASSIGN_OR_RETURN(sync->gpu_, DeviceTensors::allocate(sync->trace_->manifest().tensors(), 0));
+    DC_RETURN_IF_ERROR(sync->gpu_->upload(published));
+    published = sync->gpu_->views();
+  }
   DC_ASSIGN_OR_RETURN(sync->producer_, Producer::create(sync->trace_->manifest(),
                                                         std::vector<TensorView>(published.begin(), published.end()),
                                                         options));
@@ -139,6 +145,9 @@ Status SyncProducer::wait(uint64_t version, Millis timeout) {
 
 Result<VersionRow> SyncProducer::publish(bool full, bool step, bool check, Millis timeout) {
   if (step) trace_->step();
+  if (step && gpu_) {
+    DC_RETURN_IF_ERROR(gpu_->upload(trace_->published()));  // the optimizer step, on the GPU
+  }
   DC_ASSIGN_OR_RETURN(uint64_t version, producer_->publish(full));
   DC_RETURN_IF_ERROR(wait(version, timeout));
   VersionRow row;
@@ -250,6 +259,7 @@ Json sync_report_json(const SyncArgs& args, const SyncRun& run, const std::strin
               {"consumers", args.consumers},
               {"rails", args.rails},
               {"transport", run.transport},
+              {"device", args.device},
               {"rail_rate", args.netns ? Json(args.rail_rate) : Json()},
               {"elements", args.elements},
               {"lr", args.lr},
@@ -265,9 +275,10 @@ Json sync_report_json(const SyncArgs& args, const SyncRun& run, const std::strin
 }
 
 void print_sync_table(const Json& report) {
-  fmt::print("deltacast-bench sync: 1 producer -> {} consumers over {} {} rail(s), {} bf16 elements ({})\n",
+  fmt::print("deltacast-bench sync: 1 producer -> {} consumers over {} {} rail(s), {} bf16 elements ({}) in {} memory\n",
              report["consumers"].get<int>(), report["rails"].get<int>(), report["mode"].get<std::string>(),
-             report["elements"].get<uint64_t>(), human_bytes(2.0 * report["elements"].get<double>()));
+             report["elements"].get<uint64_t>(), human_bytes(2.0 * report["elements"].get<double>()),
+             report["device"].get<std::string>() == "cuda" ? "GPU" : "host");
   fmt::print("  {:>4} {:>7} {:>6} {:>8} {:>10} {:>8} {:>23} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "step", "version", "kind",
              "changed", "wire", "seconds", "(encode / wire / apply)", "GB/s", "dense s", "gloo s", "x dense", "exact");
   for (const auto& v : report["versions"]) {
@@ -313,10 +324,20 @@ int run_consumer_role(const SyncArgs& args) {
   if (rail_texts.empty()) rail_texts.push_back("127.0.0.1");
   auto rails = parse_endpoints(rail_texts);
   if (!rails.ok()) return fail(rails.status());
-  const ResidentTensors tensors = [&] {
+  // The rollout's weights: resident host tensors, or (--device cuda) tensors on GPU 0.
+  std::optional<ResidentTensors> host_tensors;
+  std::unique_ptr<DeviceTensors> gpu_tensors;
+  std::vector<TensorView> views;
+  if (args.device == "cuda") {
+    auto allocated = DeviceTensors::allocate(manifest->tensors(), 0);
+    if (!allocated.ok()) return fail(allocated.status());
+    gpu_tensors = std::move(allocated).value();
+    views.assign(gpu_tensors->views().begin(), gpu_tensors->views().end());
+  } else {
     ThreadPool pool(args.threads);
-    return ResidentTensors(manifest->tensors(), pool);
-  }();
+    host_tensors.emplace(manifest->tensors(), pool);
+    views = host_tensors->views;
+  }
   ConsumerOptions options;
   options.coordinators = *coordinators;
   options.token = args.token;
@@ -326,7 +347,7 @@ int run_consumer_role(const SyncArgs& args) {
   options.threads = args.threads;
   options.transport = args.transport;
   if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
-  auto consumer = Consumer::create(*manifest, tensors.views, options);
+  auto consumer = Consumer::create(*manifest, views, options);
   if (!consumer.ok()) return fail(consumer.status());
   Consumer& c = **consumer;
   // With --hash-commits every commit reports the model it left (hashed before the next commit can

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "device_tensors.h"
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "broadcast/engine/producer.h"
@@ -61,6 +62,7 @@ struct SyncArgs {
   bool json = false;
   int metrics_port = -1;  // roles producer/consumer: serve Prometheus metrics on this port (-1: none)
   std::string plot;       // the whole run: draw its report into this PNG (plot_sync.py)
+  std::string device = "cpu";  // where every role's tensors live: "cpu" or "cuda" (GPU 0)
 };
 
 // Every role derives the same model from --elements: the trace's transformer layout in bf16.
@@ -114,6 +116,7 @@ class SyncProducer {
   Status wait(uint64_t version, Millis timeout);
 
   std::unique_ptr<RlTrace> trace_;
+  std::unique_ptr<DeviceTensors> gpu_;  // --device cuda: the trainer's tensors, the trace copied in
   std::unique_ptr<Producer> producer_;
   std::function<void(const RoundProgress&)> on_progress_;
 };

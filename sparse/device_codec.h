@@ -42,8 +42,10 @@ class DeviceEncoder {
   virtual uint64_t version() const = 0;
 };
 
+// `host_shadow`: the shadow lives in pinned host memory, read and written by the diff over PCIe
+// (no HBM for it; slower: the diff reads the whole model across the bus), not in GPU memory.
 Result<std::unique_ptr<DeviceEncoder>> make_device_encoder(const Manifest& manifest, const CodecOptions& options,
-                                                           int device, uintptr_t stream);
+                                                           int device, uintptr_t stream, bool host_shadow = false);
 
 // The consumer's side: versions verified and applied on the GPU, in place, on one stream. Each
 // call returns once its work completed on the device, so that anything the caller queues on the

@@ -12,7 +12,8 @@ Status not_built() {
 }
 }  // namespace
 
-Result<std::unique_ptr<DeviceEncoder>> make_device_encoder(const Manifest&, const CodecOptions&, int, uintptr_t) {
+Result<std::unique_ptr<DeviceEncoder>> make_device_encoder(const Manifest&, const CodecOptions&, int, uintptr_t,
+                                                           bool) {
   return not_built();
 }
 

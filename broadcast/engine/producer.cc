@@ -68,10 +68,14 @@ bool CheckReport::all_exact() const {
 Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vector<TensorView> tensors,
                                                    ProducerOptions options) {
   DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  if (options.shadow != "device" && options.shadow != "host") {
+    return invalid_argument("shadow '{}': give \"device\" or \"host\"", options.shadow);
+  }
   DC_ASSIGN_OR_RETURN(const std::optional<int> gpu, cuda_device_of(manifest, tensors));
   std::unique_ptr<DeviceEncoder> device_encoder;
   if (gpu) {
-    DC_ASSIGN_OR_RETURN(device_encoder, make_device_encoder(manifest, options.codec, *gpu, options.cuda_stream));
+    DC_ASSIGN_OR_RETURN(device_encoder, make_device_encoder(manifest, options.codec, *gpu, options.cuda_stream,
+                                                            options.shadow == "host"));
   }
   if (options.epoch == 0) {
     std::random_device random;

@@ -48,6 +48,9 @@ struct ProducerOptions {
   // integer; 0: the default stream), so it reads the tensors as work queued before it on the
   // stream left them.
   uintptr_t cuda_stream = 0;
+  // Tensors on a GPU: where the shadow they are diffed against lives: "device" (GPU memory, the
+  // fastest diff) or "host" (pinned host memory the diff reads over PCIe: no HBM for it).
+  std::string shadow = "device";
   RoundOptions round;
   ControlLinkOptions control;
   SprayOptions spray;

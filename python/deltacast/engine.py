@@ -106,6 +106,10 @@ class Producer(_Engine):
     work runs on (a torch.cuda.Stream, a CuPy stream or a raw handle; None:
     the default stream); publish() returns once it is done, so give the
     stream the optimizer step ran on, or synchronize before publishing.
+    ``shadow`` (GPU tensors): where that last published version is kept,
+    ``"device"`` (GPU memory: one more copy of the model in HBM, the fastest
+    diff) or ``"host"`` (pinned host memory that the diff reads and writes
+    over PCIe: no HBM for it, a slower publish).
     ``listen`` is the control address consumers connect to (port 0: any
     free port; see ``address``). ``rails``: the local address of each NIC
     to send over (None: one rail on any address). ``value_codec``: ``"ulp"``
@@ -139,7 +143,7 @@ class Producer(_Engine):
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
-                 metrics_port=None, metrics_host="0.0.0.0", stream=None):
+                 metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device"):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -156,7 +160,7 @@ class Producer(_Engine):
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
                                       threads=int(threads), transport=_transport(transport), group=seat,
                                       metrics=_metrics(metrics_port, metrics_host),
-                                      cuda_stream=parse_stream(stream))
+                                      cuda_stream=parse_stream(stream), shadow=str(shadow))
         if seat is not None:
             self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address

@@ -101,6 +101,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   options.transport = args.transport;
   options.group = args.group;
   options.cuda_stream = args.cuda_stream;
+  options.shadow = args.shadow;
   if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   const Millis register_timeout = to_millis(args.register_timeout);
   // Raising needs the interpreter: errors are raised once it is held again.

@@ -28,6 +28,7 @@ struct ProducerArgs {
   double register_timeout = 60;           // how long the constructor waits for the registration
   std::string metrics;                    // "HOST:PORT": serve Prometheus metrics there ("": none)
   uintptr_t cuda_stream = 0;              // tensors on a GPU: the stream publish works on
+  std::string shadow = "device";          // tensors on a GPU: where the shadow lives ("device", "host")
 };
 
 class PyProducer {

@@ -29,8 +29,12 @@ Status check_on_device(const Manifest& manifest, std::span<const TensorView> ten
 
 class GpuDeviceEncoder final : public DeviceEncoder {
  public:
-  GpuDeviceEncoder(Manifest manifest, CodecOptions options, int device, uintptr_t stream)
-      : manifest_(std::move(manifest)), options_(options), device_(device), stream_(as_stream(stream)) {}
+  GpuDeviceEncoder(Manifest manifest, CodecOptions options, int device, uintptr_t stream, ShadowMemory memory)
+      : manifest_(std::move(manifest)),
+        options_(options),
+        device_(device),
+        stream_(as_stream(stream)),
+        memory_(memory) {}
 
   Status set_cuts(std::span<const std::vector<uint64_t>> cuts) override {
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
@@ -43,7 +47,7 @@ class GpuDeviceEncoder final : public DeviceEncoder {
     DC_RETURN_IF_ERROR(check_on_device(manifest_, tensors, device_));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     if (shadow_) return shadow_->assign(tensors, version, stream_);
-    DC_ASSIGN_OR_RETURN(GpuShadow shadow, GpuShadow::copy_of(manifest_, tensors, version, device_));
+    DC_ASSIGN_OR_RETURN(GpuShadow shadow, GpuShadow::copy_of(manifest_, tensors, version, device_, memory_));
     shadow_.emplace(std::move(shadow));
     return Status();
   }
@@ -68,6 +72,7 @@ class GpuDeviceEncoder final : public DeviceEncoder {
   CodecOptions options_;
   int device_;
   cudaStream_t stream_;
+  ShadowMemory memory_;
   std::optional<GpuShadow> shadow_;
   std::unique_ptr<GpuDeltaEncoder> encoder_;
 };
@@ -115,9 +120,10 @@ class GpuDeviceApplier final : public DeviceApplier {
 }  // namespace
 
 Result<std::unique_ptr<DeviceEncoder>> make_device_encoder(const Manifest& manifest, const CodecOptions& options,
-                                                           int device, uintptr_t stream) {
+                                                           int device, uintptr_t stream, bool host_shadow) {
   if (cuda_device_count() <= device) return unavailable("no CUDA device {} (this machine has {})", device, cuda_device_count());
-  std::unique_ptr<DeviceEncoder> encoder = std::make_unique<GpuDeviceEncoder>(manifest, options, device, stream);
+  std::unique_ptr<DeviceEncoder> encoder = std::make_unique<GpuDeviceEncoder>(
+      manifest, options, device, stream, host_shadow ? ShadowMemory::kPinnedHost : ShadowMemory::kDevice);
   return encoder;
 }
 

@@ -33,20 +33,31 @@ unsigned width_slot(unsigned size) { return size == 1 ? 0 : size == 2 ? 1 : size
 }  // namespace
 
 Result<GpuShadow> GpuShadow::copy_of(const Manifest& manifest, std::span<const TensorView> tensors, uint64_t version,
-                                     int device) {
+                                     int device, ShadowMemory memory) {
   DC_RETURN_IF_ERROR(manifest.check_views(tensors));
   if (version == 0) return invalid_argument("version 0 means 'nothing held'; versions start at 1");
   DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   GpuShadow shadow;
   shadow.version_ = version;
   shadow.manifest_hash_ = manifest.hash();
-  shadow.storage_.reserve(tensors.size());
+  const bool on_host = memory == ShadowMemory::kPinnedHost;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    shadow.storage_.emplace_back();
-    DC_RETURN_IF_ERROR(shadow.storage_[i].reserve(tensors[i].nbytes()));
-    DC_CUDA_RETURN_IF_ERROR(cudaMemcpy(shadow.storage_[i].data(), tensors[i].data, tensors[i].nbytes(), cudaMemcpyDefault));
-    shadow.views_.push_back(TensorView{shadow.storage_[i].data(), tensors[i].dtype, tensors[i].numel,
-                                       Device{DeviceKind::kCuda, device}});
+    uint8_t* data = nullptr;
+    if (on_host) {
+      // Pinned host memory is mapped into the device's address space under the same pointer
+      // (unified addressing): the encode kernel reads and writes it over PCIe.
+      shadow.host_storage_.emplace_back();
+      DC_RETURN_IF_ERROR(shadow.host_storage_.back().reserve(tensors[i].nbytes()));
+      data = shadow.host_storage_.back().data();
+    } else {
+      shadow.storage_.emplace_back();
+      DC_RETURN_IF_ERROR(shadow.storage_.back().reserve(tensors[i].nbytes()));
+      data = shadow.storage_.back().data();
+    }
+    DC_CUDA_RETURN_IF_ERROR(cudaMemcpy(data, tensors[i].data, tensors[i].nbytes(), cudaMemcpyDefault));
+    Device where;  // host memory, mapped for the device
+    if (!on_host) where = Device{DeviceKind::kCuda, device};
+    shadow.views_.push_back(TensorView{data, tensors[i].dtype, tensors[i].numel, where});
   }
   Result<GpuShadow> result(std::move(shadow));  // an explicit move: nvcc's front end would copy
   return result;
@@ -76,7 +87,7 @@ Status GpuShadow::copy_to(std::span<const TensorView> host, cudaStream_t stream)
       return invalid_argument("tensor {} has {} bytes, the shadow's {}", i, host[i].nbytes(), views_[i].nbytes());
     }
     DC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host[i].data, views_[i].data, views_[i].nbytes(), cudaMemcpyDeviceToHost, stream));
+        cudaMemcpyAsync(host[i].data, views_[i].data, views_[i].nbytes(), cudaMemcpyDefault, stream));
   }
   DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return Status();

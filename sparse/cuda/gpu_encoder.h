@@ -19,12 +19,16 @@
 
 namespace deltacast {
 
-// The producer's last published version, in device memory.
+// Where a GpuShadow keeps its bytes: device memory (the fastest diff), or pinned host memory
+// that the diff kernel reads and writes over PCIe, for trainers that cannot spare the HBM.
+enum class ShadowMemory { kDevice, kPinnedHost };
+
+// The producer's last published version, for the GPU encoder.
 class GpuShadow {
  public:
   // Copies `tensors` (device or host memory) as version `version`.
   static Result<GpuShadow> copy_of(const Manifest& manifest, std::span<const TensorView> tensors, uint64_t version,
-                                   int device = 0);
+                                   int device = 0, ShadowMemory memory = ShadowMemory::kDevice);
 
   // Overwrites the copy with `tensors` (same manifest, device or host memory) as `version`, on
   // `stream`, and waits for it.
@@ -39,6 +43,7 @@ class GpuShadow {
 
  private:
   std::vector<DeviceBuffer> storage_;
+  std::vector<PinnedBuffer> host_storage_;  // ShadowMemory::kPinnedHost
   std::vector<TensorView> views_;
   uint64_t version_ = 0;
   uint64_t manifest_hash_ = 0;

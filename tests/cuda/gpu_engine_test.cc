@@ -36,8 +36,9 @@ Manifest test_manifest() {
                                  {"head", DType::kBF16, {77, 129}}});
 }
 
-ProducerOptions producer_options() {
+ProducerOptions producer_options(const std::string& shadow = "device") {
   ProducerOptions options;
+  options.shadow = shadow;
   options.token = testing::kEngineToken;
   options.rails = {Endpoint{"127.0.0.1", 0}};
   options.codec.threads = 2;
@@ -61,7 +62,8 @@ std::unique_ptr<Consumer> consumer_on(const Manifest& m, std::span<const TensorV
   return std::move(c).value();
 }
 
-TEST(GpuEngine, ADeviceProducerFeedsDeviceAndHostConsumersBitForBit) {
+// `shadow`: where the producer keeps the version it diffs against ("device" or "host").
+void device_producer_feeds_device_and_host_consumers(const std::string& shadow) {
   std::mt19937_64 rng(11);
   const Manifest m = test_manifest();
   TensorSet current(m), received(m), host_target(m);
@@ -73,7 +75,7 @@ TEST(GpuEngine, ADeviceProducerFeedsDeviceAndHostConsumersBitForBit) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
   auto producer = Producer::create(m, std::vector<TensorView>(trainer.views().begin(), trainer.views().end()),
-                                   producer_options());
+                                   producer_options(shadow));
   ASSERT_TRUE(producer.ok()) << producer.status().to_string();
   auto on_gpu = consumer_on(m, rollout.views(), **producer, "gpu", reinterpret_cast<uintptr_t>(stream));
   auto on_host = consumer_on(m, host_target.views(), **producer, "host");
@@ -103,6 +105,14 @@ TEST(GpuEngine, ADeviceProducerFeedsDeviceAndHostConsumersBitForBit) {
   on_host->close();
   (*producer)->close();
   cudaStreamDestroy(stream);
+}
+
+TEST(GpuEngine, ADeviceProducerFeedsDeviceAndHostConsumersBitForBit) {
+  device_producer_feeds_device_and_host_consumers("device");
+}
+
+TEST(GpuEngine, AProducerWithItsShadowInHostMemoryDoesTheSame) {
+  device_producer_feeds_device_and_host_consumers("host");
 }
 
 TEST(GpuEngine, AHostProducerFeedsADeviceConsumerAndALateOneCatchesUp) {

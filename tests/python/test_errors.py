@@ -43,6 +43,12 @@ def test_bad_arguments_are_refused():
         deltacast.Producer({"a": [1, 2, 3]}, token=TOKEN)
     with pytest.raises(deltacast.InvalidArgumentError, match="twice"):
         deltacast.Producer([("a", np.zeros(4)), ("a", np.zeros(4))], token=TOKEN)
+    with pytest.raises(deltacast.InvalidArgumentError, match="shadow 'hbm'"):
+        deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, shadow="hbm")
+    with pytest.raises(deltacast.InvalidArgumentError, match="stream: give a CUDA stream"):
+        deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, stream="default")
+    with pytest.raises(deltacast.InvalidArgumentError, match="stream: give a CUDA stream"):
+        deltacast.Consumer({"a": np.zeros(4)}, connect="127.0.0.1:1", token=TOKEN, stream=1.5)
 
 
 def test_a_wrong_token_is_refused():

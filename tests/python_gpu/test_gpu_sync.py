@@ -112,26 +112,39 @@ def test_twenty_adamw_steps_of_a_transformer_on_the_gpu_exact_across_processes_w
         on_cupy.finish()
 
 
-def test_a_host_producer_feeds_gpu_workers_and_bad_arguments_name_the_tensor():
+@pytest.mark.parametrize("where", ["host", "gpu-host-shadow"])
+def test_a_host_producer_or_one_with_its_shadow_on_the_host_feeds_a_gpu_worker(where):
+    """Host tensors in, GPU tensors out; and GPU tensors diffed against a shadow in host memory."""
     torch.manual_seed(3)
-    host = {"w": torch.randn(1000, 64).to(torch.bfloat16), "b": torch.randn(64).to(torch.bfloat16)}
-    with deltacast.Producer(host, token=TOKEN) as producer:
-        spec = [[n, "bfloat16", list(t.shape)] for n, t in host.items()]
+    device = "cpu" if where == "host" else "cuda"
+    tensors = {"w": torch.randn(1000, 64).to(torch.bfloat16).to(device),
+               "b": torch.randn(64).to(torch.bfloat16).to(device)}
+    shadow = "device" if where == "host" else "host"
+    with deltacast.Producer(tensors, token=TOKEN, shadow=shadow) as producer:
+        spec = [[n, "bfloat16", list(t.shape)] for n, t in tensors.items()]
         gpu = worker(producer.address, spec, "gpu", "torch")
         gpu.expect("joined")
         producer.wait_for_consumers(1, timeout=60)
-        for step in range(3):
+        for step in range(4):
             if step > 0:
-                host["w"][step * 10:step * 10 + 40] += 1
+                tensors["w"][step * 10:step * 10 + 40] += 1
             version = producer.publish()
             h = hashlib.sha256()
-            for t in host.values():
-                h.update(t.view(torch.int16).numpy().tobytes())
+            for t in tensors.values():
+                h.update(t.view(torch.int16).cpu().numpy().tobytes())
             producer.wait(version, timeout=60)
             expect_version(gpu, version, h.hexdigest())
+            assert producer.check(version, timeout=60)["all_exact"]
         gpu.finish()
+
+
+def test_bad_placements_and_arguments_name_the_tensor_or_argument():
     mixed = {"w": torch.zeros(4, device="cuda", dtype=torch.bfloat16), "b": torch.zeros(4, dtype=torch.bfloat16)}
+    with pytest.raises(deltacast.InvalidArgumentError, match="'b' is in host memory"):
+        deltacast.Consumer(mixed, connect="127.0.0.1:1", token=TOKEN)
     with pytest.raises(deltacast.InvalidArgumentError, match="'b' is in host memory"):
         deltacast.Producer(mixed, token=TOKEN)
     with pytest.raises(deltacast.InvalidArgumentError, match="stream"):
         deltacast.Producer({"w": mixed["w"]}, token=TOKEN, stream="default")
+    with pytest.raises(deltacast.InvalidArgumentError, match="shadow 'hbm'"):
+        deltacast.Producer({"w": mixed["w"]}, token=TOKEN, shadow="hbm")
