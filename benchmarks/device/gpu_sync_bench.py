@@ -57,7 +57,7 @@ def producer_main(args):
         t.copy_(((torch.rand(t.shape, device="cuda", generator=generator) - 0.5) * 0.12).to(torch.bfloat16))
     torch.cuda.synchronize()
     elements = sum(t.numel() for t in tensors.values())
-    with deltacast.Producer(tensors, token=TOKEN, stream=torch.cuda.current_stream()) as producer:
+    with deltacast.Producer(tensors, token=TOKEN, stream=torch.cuda.current_stream(), shadow=args.shadow) as producer:
         workers = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--role", "consumer", "--layout",
                                      args.layout, "--address", producer.address, "--name", f"rollout-{i}"],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -97,7 +97,7 @@ def producer_main(args):
     delta_s = statistics.median(d["seconds"] for d in deltas)
     dense_s = statistics.median(d["seconds"] for d in dense)
     print(json.dumps({
-        "device": torch.cuda.get_device_name(), "elements": elements, "tensors": len(tensors),
+        "device": torch.cuda.get_device_name(), "elements": elements, "tensors": len(tensors), "shadow": args.shadow,
         "consumers": args.consumers, "density": args.density, "first": first, "deltas": deltas, "dense": dense,
         "delta_median_ms": delta_s * 1e3, "dense_median_ms": dense_s * 1e3, "delta_vs_dense": dense_s / delta_s,
         "all_exact": all(v["exact"] for v in [first, *deltas, *dense]),
@@ -111,6 +111,8 @@ def main():
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--versions", type=int, default=5, help="deltas, and as many dense reloads")
     parser.add_argument("--density", type=float, default=0.01)
+    parser.add_argument("--shadow", choices=["device", "host"], default="device",
+                        help="where the producer keeps the version it diffs against")
     parser.add_argument("--role", choices=["producer", "consumer"], default="producer")
     parser.add_argument("--address")
     parser.add_argument("--name")

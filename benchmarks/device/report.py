@@ -19,7 +19,8 @@ def sync_report(path):
     print_rows([
         ("device", s["device"]),
         ("model", f"{s['elements']:,} bf16 elements on the GPU, {s['tensors']} tensors, "
-                  f"{100 * s['density']:.2f}% changed per version, {s['consumers']} consumer processes"),
+                  f"{100 * s['density']:.2f}% changed per version, {s['consumers']} consumer processes, "
+                  f"shadow in {s.get('shadow', 'device')} memory"),
         ("delta, publish -> committed", f"{s['delta_median_ms']:.1f} ms median of {len(s['deltas'])} "
                                         f"(target <= 100 ms); encode {split['encode_s']:.1f}, "
                                         f"wire {split['wire_s']:.1f}, apply {split['apply_s']:.1f} ms"),

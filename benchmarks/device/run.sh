@@ -58,6 +58,8 @@ done
 echo "== GPU tensors end to end: publish() to committed on 2 consumer processes (transformer layout)"
 PYTHONPATH=build-gpu/python python3 benchmarks/device/gpu_sync_bench.py --layout "$out/layout-transformer.json" \
   | tee "$out/sync-transformer.json"
+PYTHONPATH=build-gpu/python python3 benchmarks/device/gpu_sync_bench.py --layout "$out/layout-transformer.json" \
+  --shadow host --versions 3 | tee "$out/sync-transformer-host-shadow.json"
 # The same through deltacast-bench sync (the RL trace, its processes, the dense baseline per step).
 # 2 Gi elements: the trace keeps fp32 master weights and Adam moments, 14 bytes of host memory per element.
 echo "== deltacast-bench sync --device cuda (2 Gi elements, 2 consumer processes)"
@@ -69,5 +71,6 @@ for layout in transformer moe; do
   echo
 done | tee "$out/report.txt"
 python3 benchmarks/device/report.py --sync "$out/sync-transformer.json" | tee -a "$out/report.txt"
+python3 benchmarks/device/report.py --sync "$out/sync-transformer-host-shadow.json" | tee -a "$out/report.txt"
 tail -n 12 "$out/sync-bench-cuda.txt" | tee -a "$out/report.txt"
 exit "$tests_rc"
