@@ -49,7 +49,9 @@ class GpuDeviceEncoder final : public DeviceEncoder {
     if (shadow_) return shadow_->assign(tensors, version, stream_);
     DC_ASSIGN_OR_RETURN(GpuShadow shadow, GpuShadow::copy_of(manifest_, tensors, version, device_, memory_));
     shadow_.emplace(std::move(shadow));
-    return Status();
+    // The encoder (its staging is the size of the model) is made with the first full version, so
+    // that the first delta does not pay for its allocation.
+    return encoder_ ? Status() : set_cuts({});
   }
 
   Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version) override {
