@@ -39,6 +39,10 @@ class CudaBuffer {
     capacity_ = size;
     return Status();
   }
+  // For memory sized by each call's data (a version's buckets): grows with half again as much
+  // room, so that versions a little larger than any before do not allocate (pinned memory costs
+  // tens of milliseconds per allocation of a version's size).
+  Status grow(size_t bytes) { return bytes <= capacity_ ? Status() : reserve(bytes + bytes / 2); }
   uint8_t* data() const { return data_; }
   template <typename T>
   T* as() const {

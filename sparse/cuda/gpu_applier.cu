@@ -74,8 +74,8 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
     body_at[c] = body_bytes;
     body_bytes += align_up(version.chunks[c].raw_body.size(), 16);
   }
-  DC_RETURN_IF_ERROR(host_bodies_.reserve(body_bytes));
-  DC_RETURN_IF_ERROR(bodies_.reserve(body_bytes));
+  DC_RETURN_IF_ERROR(host_bodies_.grow(body_bytes));
+  DC_RETURN_IF_ERROR(bodies_.grow(body_bytes));
   pool_->parallel_for(version.chunks.size(), [&](size_t c) {
     std::memcpy(host_bodies_.data() + body_at[c], version.chunks[c].raw_body.data(), version.chunks[c].raw_body.size());
   });
@@ -96,8 +96,8 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
       job_chunk.push_back(static_cast<uint32_t>(c));
     }
   }
-  DC_RETURN_IF_ERROR(host_jobs_.reserve(jobs.size() * sizeof(simt::DecodeJob)));
-  DC_RETURN_IF_ERROR(jobs_.reserve(jobs.size() * sizeof(simt::DecodeJob)));
+  DC_RETURN_IF_ERROR(host_jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
+  DC_RETURN_IF_ERROR(jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
   std::memcpy(host_jobs_.data(), jobs.data(), jobs.size() * sizeof(simt::DecodeJob));
   DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bodies_.data(), host_bodies_.data(), body_bytes, cudaMemcpyHostToDevice, stream));

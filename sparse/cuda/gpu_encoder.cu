@@ -213,8 +213,8 @@ Result<EncodedVersion> GpuDeltaEncoder::encode_delta(std::span<const TensorView>
     offsets[i] = total;
     total += sizes[i];
   }
-  DC_RETURN_IF_ERROR(compact_.reserve(total));
-  DC_RETURN_IF_ERROR(host_out_.reserve(total));
+  DC_RETURN_IF_ERROR(compact_.grow(total));
+  DC_RETURN_IF_ERROR(host_out_.grow(total));
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(offsets_.as<uint64_t>() + n, offsets, n * sizeof(uint64_t),
                                           cudaMemcpyHostToDevice, stream));
   if (n > 0) {
