@@ -157,12 +157,7 @@ TEST(GpuApplier, RejectsWhatTheCpuRejectsAndWritesNothing) {
   DeltaApplier cpu(m, 1);
   int rejected = 0;
   for (int trial = 0; trial < 400; ++trial) {
-    auto forged = delta->buckets;
-    auto& bucket = forged[rng() % forged.size()];
-    for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) {
-      bucket[testing::kFirstChunk + rng() % (bucket.size() - testing::kFirstChunk)] = static_cast<uint8_t>(rng());
-    }
-    testing::reseal(bucket);
+    const auto forged = testing::forged_version(delta->buckets, rng);
     cpu_target.copy_from(base);
     const bool cpu_ok = testing::verify_and_apply(cpu, forged, 1, cpu_target).ok();
     DeviceSet target(base);

@@ -32,6 +32,19 @@ inline void reseal(std::vector<uint8_t>& bucket) {
   store_le<uint64_t>(bucket.data() + bucket_field::kHeaderChecksum, xxh3_64(bucket.data(), 64));
 }
 
+// A copy of a version's buckets with 1 to 3 random bytes of one bucket's chunks overwritten, and
+// that bucket resealed: only decoding (or applying) can tell.
+template <typename Rng>
+std::vector<std::vector<uint8_t>> forged_version(const std::vector<std::vector<uint8_t>>& buckets, Rng& rng) {
+  auto forged = buckets;
+  auto& bucket = forged[rng() % forged.size()];
+  for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) {
+    bucket[kFirstChunk + rng() % (bucket.size() - kFirstChunk)] = static_cast<uint8_t>(rng());
+  }
+  reseal(bucket);
+  return forged;
+}
+
 template <typename T>
 void poke(std::vector<uint8_t>& bytes, size_t at, T value) {
   store_le<T>(bytes.data() + at, value);
