@@ -129,21 +129,6 @@ std::vector<TensorView> on_gpu0(const TensorSet& set) {
   return views;
 }
 
-std::unique_ptr<Consumer> join(const Manifest& m, std::vector<TensorView> tensors, const Producer& p,
-                               const std::string& name) {
-  ConsumerOptions options;
-  options.coordinators = {p.address()};
-  options.token = testing::kEngineToken;
-  options.rails = {Endpoint{"127.0.0.1", 0}};
-  options.name = name;
-  options.threads = 1;
-  auto c = Consumer::create(m, std::move(tensors), options);
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->start(testing::kEngineWait).ok());
-  return std::move(c).value();
-}
-
 TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded) {
   calls.assign = calls.encode = calls.copy_shadow = calls.apply = calls.copy_in = calls.hash = 0;
   std::mt19937_64 rng(21);
@@ -159,8 +144,8 @@ TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded
   auto producer = Producer::create(m, on_gpu0(current), options);
   ASSERT_TRUE(producer.ok()) << producer.status().to_string();
   EXPECT_TRUE(calls.host_shadow) << "shadow=\"host\" did not reach the device encoder";
-  auto gpu = join(m, on_gpu0(on_device), **producer, "gpu");
-  auto host = join(m, on_host.views(), **producer, "host");
+  auto gpu = testing::start_consumer(m, on_gpu0(on_device), **producer, "gpu");
+  auto host = testing::start_consumer(m, on_host.views(), **producer, "host");
   ASSERT_TRUE(gpu && host);
   ASSERT_TRUE((*producer)->wait_members(2, testing::kEngineWait).ok());
   uint64_t v = 0;
@@ -190,7 +175,7 @@ TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded
 
   // A consumer joining late is caught up by a full sync of the newest version, from the
   // refreshed host shadow; then another delta, and a catch-up after it, copy again.
-  auto third = join(m, on_gpu0(late), **producer, "late");
+  auto third = testing::start_consumer(m, on_gpu0(late), **producer, "late");
   ASSERT_TRUE(third);
   ASSERT_TRUE(third->wait_version(v, testing::kEngineWait).ok());
   EXPECT_TRUE(late.same_bits(current));
@@ -223,7 +208,7 @@ TEST(DevicePlumbing, AVersionTheDeviceRefusesFailsItsCommitAndAFullSyncRepairs) 
   options.codec.threads = 1;
   auto producer = Producer::create(m, current.views(), options);  // a host producer, a device consumer
   ASSERT_TRUE(producer.ok());
-  auto gpu = join(m, on_gpu0(target), **producer, "gpu");
+  auto gpu = testing::start_consumer(m, on_gpu0(target), **producer, "gpu");
   ASSERT_TRUE(gpu);
   ASSERT_TRUE((*producer)->wait_members(1, testing::kEngineWait).ok());
   const uint64_t v1 = (*producer)->publish().value();

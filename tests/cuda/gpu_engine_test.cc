@@ -46,22 +46,6 @@ ProducerOptions producer_options(const std::string& shadow = "device") {
   return options;
 }
 
-std::unique_ptr<Consumer> consumer_on(const Manifest& m, std::span<const TensorView> tensors, const Producer& p,
-                                      const std::string& name, uintptr_t stream = 0) {
-  ConsumerOptions options;
-  options.coordinators = {p.address()};
-  options.token = testing::kEngineToken;
-  options.rails = {Endpoint{"127.0.0.1", 0}};
-  options.name = name;
-  options.threads = 2;
-  options.cuda_stream = stream;
-  auto c = Consumer::create(m, std::vector<TensorView>(tensors.begin(), tensors.end()), options);
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->start(testing::kEngineWait).ok());
-  return std::move(c).value();
-}
-
 // `shadow`: where the producer keeps the version it diffs against ("device" or "host").
 void device_producer_feeds_device_and_host_consumers(const std::string& shadow) {
   std::mt19937_64 rng(11);
@@ -77,8 +61,9 @@ void device_producer_feeds_device_and_host_consumers(const std::string& shadow) 
   auto producer = Producer::create(m, std::vector<TensorView>(trainer.views().begin(), trainer.views().end()),
                                    producer_options(shadow));
   ASSERT_TRUE(producer.ok()) << producer.status().to_string();
-  auto on_gpu = consumer_on(m, rollout.views(), **producer, "gpu", reinterpret_cast<uintptr_t>(stream));
-  auto on_host = consumer_on(m, host_target.views(), **producer, "host");
+  auto on_gpu = testing::start_consumer(m, {rollout.views().begin(), rollout.views().end()}, **producer, "gpu", 2,
+                                         reinterpret_cast<uintptr_t>(stream));
+  auto on_host = testing::start_consumer(m, host_target.views(), **producer, "host", 2);
   ASSERT_TRUE(on_gpu && on_host);
   ASSERT_TRUE((*producer)->wait_members(2, testing::kEngineWait).ok());
   for (int step = 0; step < 6; ++step) {
@@ -123,7 +108,7 @@ TEST(GpuEngine, AHostProducerFeedsADeviceConsumerAndALateOneCatchesUp) {
   DeviceSet rollout(zero), late(zero);
   auto producer = Producer::create(m, current.views(), producer_options());
   ASSERT_TRUE(producer.ok()) << producer.status().to_string();
-  auto first = consumer_on(m, rollout.views(), **producer, "first");
+  auto first = testing::start_consumer(m, {rollout.views().begin(), rollout.views().end()}, **producer, "first", 2);
   ASSERT_TRUE(first);
   ASSERT_TRUE((*producer)->wait_members(1, testing::kEngineWait).ok());
   uint64_t v = 0;
@@ -134,7 +119,8 @@ TEST(GpuEngine, AHostProducerFeedsADeviceConsumerAndALateOneCatchesUp) {
     v = (*producer)->publish().value();
     ASSERT_TRUE((*producer)->wait(v, testing::kEngineWait).ok());
   }
-  auto second = consumer_on(m, late.views(), **producer, "late");  // caught up with a full sync
+  // Caught up with a full sync.
+  auto second = testing::start_consumer(m, {late.views().begin(), late.views().end()}, **producer, "late", 2);
   ASSERT_TRUE(second);
   ASSERT_TRUE(second->wait_version(v, testing::kEngineWait).ok());
   testing::expect_all_exact(**producer, v, 2);

@@ -41,6 +41,23 @@ bool Rollout::matches(const RlTrace& trace) const {
   return tensors->guards_intact();
 }
 
+std::unique_ptr<Consumer> start_consumer(const Manifest& manifest, std::vector<TensorView> tensors,
+                                         const Producer& producer, const std::string& name, unsigned threads,
+                                         uintptr_t cuda_stream) {
+  ConsumerOptions options;
+  options.coordinators = {producer.address()};
+  options.token = kEngineToken;
+  options.rails = {Endpoint{"127.0.0.1", 0}};
+  options.name = name;
+  options.threads = threads;
+  options.cuda_stream = cuda_stream;
+  auto c = Consumer::create(manifest, std::move(tensors), options);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  if (!c.ok()) return nullptr;
+  EXPECT_TRUE((*c)->start(kEngineWait).ok());
+  return std::move(c).value();
+}
+
 void expect_all_exact(Producer& producer, uint64_t version, size_t members) {
   auto check = producer.check(version, kEngineWait);
   ASSERT_TRUE(check.ok()) << check.status().to_string();

@@ -36,6 +36,12 @@ struct Rollout {
   bool matches(const RlTrace& trace) const;
 };
 
+// A started consumer of `producer` holding `tensors`, on one loopback rail (null, with the test
+// failed, when it cannot join).
+std::unique_ptr<Consumer> start_consumer(const Manifest& manifest, std::vector<TensorView> tensors,
+                                         const Producer& producer, const std::string& name, unsigned threads = 1,
+                                         uintptr_t cuda_stream = 0);
+
 // Every member answers a check of `version` with the producer's hash.
 void expect_all_exact(Producer& producer, uint64_t version, size_t members);
 
