@@ -380,8 +380,11 @@ def test_a_node_takes_each_version_over_its_rails_once(make_testbed):
                 print(f"{argument or 'first'}: node {host} received {ratio:.3f}x the version's "
                       f"{report['wire_bytes']} wire bytes")
                 # Frames carry 66 bytes of headers per 1448 of payload (+4.6%), plus acknowledgements
-                # and control; without groups a node of three takes up to 3x.
-                limit = 1.10 if report["wire_bytes"] > (1 << 20) else 1.5
+                # and control, plus the slices a sprayer sent again when their deadline passed on two
+                # loaded cores (1.111x once in four CI runs); a stripe entering a node twice would
+                # add a whole stripe (1.5x with this test's two), and without groups a node of three
+                # takes up to 3x.
+                limit = 1.15 if report["wire_bytes"] > (1 << 20) else 1.5
                 assert ratio <= limit, (host, ratio)
             assert_exact(c, version, count=6)
         # Slow ports make a full version take a while: members die mid-version.
