@@ -380,8 +380,8 @@ def test_a_node_takes_each_version_over_its_rails_once(make_testbed):
                 print(f"{argument or 'first'}: node {host} received {ratio:.3f}x the version's "
                       f"{report['wire_bytes']} wire bytes ({report['stripes']} stripes)")
                 # Frames carry 66 bytes of headers per 1448 of payload (+4.6%), plus acknowledgements
-                # and control, plus the slices a sprayer sent again when their deadline passed on two
-                # loaded cores (1.111x once against a limit of 1.10). A stripe entering a node twice
+                # and control, plus (most likely) slices a sprayer sent again when their deadline passed
+                # on two loaded cores (1.111x once against a limit of 1.10). A stripe entering a node twice
                 # would add a whole stripe's bytes, and without groups a node of three takes up to 3x.
                 stripes = report["stripes"]
                 limit = min(1.15, 1 + 1 / stripes) if report["wire_bytes"] > (1 << 20) else 1.5
