@@ -270,6 +270,12 @@ TEST(Engine, AVersionOfAnEarlierProducerIsNoBaseForTheSameNumberFromANewOne) {
   same_epoch.listen = address;
   auto second = std::make_unique<Trainer>(1 << 18, 1e-6, same_epoch);
   ASSERT_TRUE(second->producer->wait_members(1, kWait).ok());
+  // wait_members returns once the producer has the member; the consumer takes the new epoch when
+  // it handles the join's answer, which can be a moment later (seen once in CI).
+  const auto joined_by = std::chrono::steady_clock::now() + kWait;
+  while (x.consumer->state().epoch != same_epoch.epoch && std::chrono::steady_clock::now() < joined_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(x.consumer->state().epoch, same_epoch.epoch);
   EXPECT_EQ(x.consumer->state().held_epoch, first_epoch) << "version 3 is still the first producer's";
   same_epoch.listen = Endpoint{"127.0.0.1", 0};
