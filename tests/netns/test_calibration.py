@@ -10,7 +10,9 @@ The simulated rails carry what TCP leaves of a 1 Gbit/s port: tbf shapes whole f
 1514-byte frame carries 1448 bytes of payload (MSS with timestamps), 0.9564 of the rate. One hop
 is taken as 50 us (veth and the shaper's queue at these rates; the prediction moves by 0.2%
 between 10 and 100 us). What the simulation does not model: the 2 cores every process shares
-here, which shows as a few percent more time with more consumers.
+here, which shows as a few percent more time with more consumers, and more when the machine is
+busy with other work: each count is measured three times and the fastest is compared (sharing the
+cores only ever adds time, so the fastest run is the one closest to what the network allows).
 """
 import json
 import os
@@ -23,6 +25,9 @@ from testbed import binary
 BYTES = 256 << 20
 ELEMENTS = BYTES // 2  # bf16
 PAYLOAD_GBIT = 1448 / 1514  # of a 1 Gbit/s port
+
+
+MEASUREMENTS = 3
 
 
 def measured_seconds(consumers):
@@ -52,7 +57,7 @@ def simulated_seconds(consumers):
 def test_the_simulator_predicts_the_namespace_testbed_within_15_percent():
     rows = []
     for consumers in (2, 4, 6):
-        measured = measured_seconds(consumers)
+        measured = min(measured_seconds(consumers) for _ in range(MEASUREMENTS))
         predicted = simulated_seconds(consumers)
         rows.append((consumers, measured, predicted, predicted / measured - 1))
     print("\nconsumers  measured  simulated  error")
