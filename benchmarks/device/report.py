@@ -45,17 +45,20 @@ def main():
         ("wire bytes", f"{k['wire_bytes']:,} ({k['ratio']:.1f}x smaller than dense)"),
         ("device copy", f"{k['copy_gbps']:.1f} GB/s (read + written)"),
         ("diff+encode kernels", f"{k['encode_kernel_ms']:.2f} ms, reads {k['encode_read_gbps']:.1f} GB/s "
-                                f"= {k['encode_vs_copy']:.2f} x copy (target >= 0.70)"),
+                                f"= {k['encode_vs_copy']:.2f} x copy (target >= 0.70, goal 0.85)"),
         ("encode end to end", f"{k['encode_total_ms']:.2f} ms"),
         ("verify+apply kernels", f"{k['apply_kernel_ms']:.2f} ms (end to end {k['apply_total_ms']:.2f} ms)"),
         ("bit-exact", "yes" if k["exact"] else "NO"),
     ]
     if t.get("torch"):
+        # Per-tensor launches cost PyTorch the most on the many small tensors of an MoE.
+        apply_target = 30 if k.get("layout") == "moe" else 2
         rows += [
             ("torch sender", f"{t['torch_encode_ms']:.2f} ms ((cur != prev).nonzero() + gather, per tensor)"),
             ("torch receiver", f"{t['torch_apply_ms']:.2f} ms (index_copy_ per tensor)"),
             ("apply speedup", f"{t['torch_apply_ms'] / k['apply_kernel_ms']:.1f}x kernels, "
-                              f"{t['torch_apply_ms'] / k['apply_total_ms']:.1f}x end to end (target >= 10x)"),
+                              f"{t['torch_apply_ms'] / k['apply_total_ms']:.1f}x end to end "
+                              f"(target: kernels >= {apply_target}x)"),
             ("encode speedup", f"{t['torch_encode_ms'] / k['encode_kernel_ms']:.1f}x kernels"),
         ]
     else:

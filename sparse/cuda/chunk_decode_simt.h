@@ -1,8 +1,22 @@
-// Sparse chunk bodies decoded by one warp, group by group: the same checks
-// as the CPU decoder (sparse/chunk_decoder.cc) and, in apply mode, the same
-// writes. The GPU runs a verify pass over every chunk of a version first and
-// the apply pass only when nothing was flagged, so a bad body writes nothing.
-// Chunk headers and ranges are checked on the host before (read_version).
+// Sparse chunk bodies verified and applied group by group, one warp per
+// group, so that a chunk's decode spreads over as many warps as it has
+// groups of 128 changes. The groups of a body depend on each other only
+// through where each starts (a byte offset) and the position its first gap
+// counts from (the sum of the earlier groups' spans), so a version is
+// decoded in passes:
+//
+//   walk   one thread per chunk hops over the block headers and records
+//          each group's byte offset in a directory (GroupEntry);
+//   check  one warp per group decodes it and checks what the CPU decoder
+//          checks; it records the group's span (the sum of gap + 1);
+//   place  one warp per chunk scans the spans into each group's first
+//          position and checks the last change lies inside the chunk;
+//   apply  one warp per group decodes it again and writes the changes.
+//
+// The GPU launches apply only when walk, check and place flagged nothing,
+// so a bad body writes nothing; the verify passes read only the compact
+// bodies. Same checks as sparse/chunk_decoder.cc and the same writes; chunk
+// headers and ranges are checked on the host before (read_version).
 #pragma once
 
 #include <cstddef>
@@ -28,14 +42,22 @@ enum DecodeError : uint32_t {
 
 inline const char* decode_error_name(uint32_t code) {
   switch (code) {
-    case kDecodeOk: return "ok";
-    case kDecodeBadIndexBlock: return "malformed index block";
-    case kDecodeBadValueBlock: return "malformed ulp value block";
-    case kDecodeRawValuesTruncated: return "raw values run past the chunk body";
-    case kDecodePositionOutOfRange: return "change position beyond the chunk";
-    case kDecodeUlpValueOutOfRange: return "ulp value does not fit the element";
-    case kDecodeBytesLeftOver: return "bytes left over after the last group";
-    default: return "inconsistent decode job";
+    case kDecodeOk:
+      return "ok";
+    case kDecodeBadIndexBlock:
+      return "malformed index block";
+    case kDecodeBadValueBlock:
+      return "malformed ulp value block";
+    case kDecodeRawValuesTruncated:
+      return "raw values run past the chunk body";
+    case kDecodePositionOutOfRange:
+      return "change position beyond the chunk";
+    case kDecodeUlpValueOutOfRange:
+      return "ulp value does not fit the element";
+    case kDecodeBytesLeftOver:
+      return "bytes left over after the last group";
+    default:
+      return "inconsistent decode job";
   }
 }
 
@@ -46,9 +68,22 @@ struct DecodeJob {
   uint8_t* target;  // the range's first element in the target tensor
   uint64_t element_count;
   uint64_t nnz;
+  uint64_t first_group;  // sparse: where its groups start in the directory
   uint8_t elem_size;
   uint8_t dense;        // 1: copy body_bytes to target
   uint8_t value_codec;  // ValueCodec
+};
+
+// Groups a sparse job's body holds (FORMAT.md: 128 changes each, the last one the rest).
+DC_HOST_DEVICE inline uint64_t group_count(uint64_t nnz) { return (nnz + kPforBlockValues - 1) / kPforBlockValues; }
+
+// One group of a sparse body, in the directory the walk pass fills.
+struct GroupEntry {
+  uint64_t at;     // byte offset of its index block in the body (walk)
+  uint64_t span;   // positions it covers, the sum of its gaps + 1, saturated (check)
+  uint64_t first;  // the position its first gap counts from (place)
+  uint32_t job;
+  uint32_t n;  // changes in the group
 };
 
 struct DecodeErrorRecord {
@@ -56,12 +91,12 @@ struct DecodeErrorRecord {
   uint32_t job;
 };
 
-struct DecodeWarpScratch {
+// Shared memory one warp needs to decode one group.
+struct GroupScratch {
   uint64_t gaps[kPforBlockValues];
   uint64_t values[kPforBlockValues];
-  uint64_t positions[kPforBlockValues];
-  PforWarpScratch pfor;
-  uint64_t next;  // smallest position the next change may have
+  uint64_t lane_sum[kWarpSize];
+  PforDecodeScratch pfor;
   uint32_t error;
 };
 
@@ -72,96 +107,185 @@ DC_HOST_DEVICE inline uint64_t load_bytes(const uint8_t* p, unsigned size) {
   return v;
 }
 
-// Verifies (kApply = false) or applies a sparse chunk; returns a DecodeError.
-template <typename U, bool kApply, typename Warp>
-DC_HOST_DEVICE uint32_t warp_decode_sparse(const Warp& x, const DecodeJob& job, DecodeWarpScratch& s) {
-  constexpr unsigned kBits = sizeof(U) * 8;
-  const bool ulp = job.value_codec == static_cast<uint8_t>(ValueCodec::kUlp);
-  if (job.nnz > job.element_count) return kDecodeBadJob;
-  x.lanes([&](unsigned lane) {
-    if (lane == 0) {
-      s.next = 0;
-      s.error = kDecodeOk;
-    }
-  });
-  x.sync();
-  uint64_t at = 0;  // byte offset in the body; every lane computes the same value
-  for (uint64_t done = 0; done < job.nnz; done += kPforBlockValues) {
+DC_HOST_DEVICE inline bool is_ulp(const DecodeJob& job) {
+  return job.value_codec == static_cast<uint8_t>(ValueCodec::kUlp);
+}
+
+// Walk pass, one thread per sparse job: hops over the groups' block headers,
+// fills the job's directory entries (from job.first_group) and checks that
+// the groups use the body exactly. Returns a DecodeError.
+DC_HOST_DEVICE inline uint32_t walk_groups(const DecodeJob& job, uint32_t job_index, GroupEntry* directory) {
+  if (job.dense || job.nnz == 0 || job.nnz > job.element_count) return kDecodeBadJob;
+  const bool ulp = is_ulp(job);
+  GroupEntry* entry = directory + job.first_group;
+  uint64_t at = 0;
+  for (uint64_t done = 0; done < job.nnz; done += kPforBlockValues, ++entry) {
     const unsigned n = job.nnz - done < kPforBlockValues ? static_cast<unsigned>(job.nnz - done) : kPforBlockValues;
-    const size_t index_bytes = warp_pfor_decode(x, job.body + at, job.body_bytes - at, n, s.gaps, s.pfor);
+    *entry = GroupEntry{at, 0, 0, job_index, n};
+    const size_t index_bytes = pfor_parse_header(job.body + at, job.body_bytes - at, n).bytes;
     if (index_bytes == 0) return kDecodeBadIndexBlock;
     at += index_bytes;
     if (ulp) {
-      const size_t value_bytes = warp_pfor_decode(x, job.body + at, job.body_bytes - at, n, s.values, s.pfor);
+      const size_t value_bytes = pfor_parse_header(job.body + at, job.body_bytes - at, n).bytes;
       if (value_bytes == 0) return kDecodeBadValueBlock;
       at += value_bytes;
     } else {
-      if (job.body_bytes - at < static_cast<uint64_t>(n) * sizeof(U)) return kDecodeRawValuesTruncated;
-      x.lanes([&](unsigned lane) {
-        for (unsigned k = lane; k < n; k += kWarpSize) s.values[k] = load_bytes(job.body + at + k * sizeof(U), sizeof(U));
-      });
-      at += static_cast<uint64_t>(n) * sizeof(U);
-    }
-    // Positions: a running sum, by one lane (cheap next to the memory traffic of the writes).
-    x.lanes([&](unsigned lane) {
-      if (lane == 0) {
-        uint64_t next = s.next;
-        for (unsigned k = 0; k < n; ++k) {
-          if (s.gaps[k] >= job.element_count - next) {  // next <= element_count always holds
-            s.error = kDecodePositionOutOfRange;
-            break;
-          }
-          s.positions[k] = next + s.gaps[k];
-          next = s.positions[k] + 1;
-        }
-        s.next = next;
-      }
-      if (ulp) {
-        for (unsigned k = lane; k < n; k += kWarpSize) {
-          if (s.values[k] > ulp_max_stored(kBits)) s.error = kDecodeUlpValueOutOfRange;
-        }
-      }
-    });
-    x.sync();
-    if (s.error != kDecodeOk) return s.error;
-    if constexpr (kApply) {
-      U* out = reinterpret_cast<U*>(job.target);
-      x.lanes([&](unsigned lane) {
-        for (unsigned k = lane; k < n; k += kWarpSize) {
-          U* p = out + s.positions[k];
-          *p = static_cast<U>(ulp ? ulp_decode(*p, s.values[k], kBits) : s.values[k]);
-        }
-      });
-      x.sync();
+      const uint64_t raw_bytes = static_cast<uint64_t>(n) * job.elem_size;
+      if (job.body_bytes - at < raw_bytes) return kDecodeRawValuesTruncated;
+      at += raw_bytes;
     }
   }
   return at == job.body_bytes ? kDecodeOk : kDecodeBytesLeftOver;
 }
 
-// Dense piece: the body is the elements' bytes.
+// Decodes group `e` of `job` into s.gaps and s.values (every check of its
+// blocks included); returns a DecodeError. Lane l then owns changes
+// [4l, 4l + 4), the order the position scan needs.
 template <typename Warp>
-DC_HOST_DEVICE void warp_copy(const Warp& x, uint8_t* dst, const uint8_t* src, uint64_t bytes) {
-  x.lanes([&](unsigned lane) {
-    for (uint64_t k = lane; k < bytes; k += kWarpSize) dst[k] = src[k];
-  });
-  x.sync();
-}
-
-// One job of a verify or apply pass; returns a DecodeError.
-template <bool kApply, typename Warp>
-DC_HOST_DEVICE uint32_t warp_decode_job(const Warp& x, const DecodeJob& job, DecodeWarpScratch& s) {
-  if (job.dense) {
-    if (job.body_bytes != job.element_count * job.elem_size) return kDecodeBadJob;
-    if constexpr (kApply) warp_copy(x, job.target, job.body, job.body_bytes);
+DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, GroupScratch& s) {
+  const uint8_t* in = job.body + e.at;
+  const uint64_t avail = job.body_bytes - e.at;
+  const size_t index_bytes = warp_pfor_decode(x, in, avail, e.n, s.gaps, s.pfor);
+  if (index_bytes == 0) return kDecodeBadIndexBlock;
+  if (is_ulp(job)) {
+    if (warp_pfor_decode(x, in + index_bytes, avail - index_bytes, e.n, s.values, s.pfor) == 0) {
+      return kDecodeBadValueBlock;
+    }
     return kDecodeOk;
   }
-  switch (job.elem_size) {
-    case 1: return warp_decode_sparse<uint8_t, kApply>(x, job, s);
-    case 2: return warp_decode_sparse<uint16_t, kApply>(x, job, s);
-    case 4: return warp_decode_sparse<uint32_t, kApply>(x, job, s);
-    case 8: return warp_decode_sparse<uint64_t, kApply>(x, job, s);
-    default: return kDecodeBadJob;
+  if (avail - index_bytes < static_cast<uint64_t>(e.n) * job.elem_size) return kDecodeRawValuesTruncated;
+  const uint8_t* raw = in + index_bytes;
+  x.lanes([&](unsigned lane) {
+    for (unsigned k = lane; k < e.n; k += kWarpSize) s.values[k] = load_bytes(raw + k * job.elem_size, job.elem_size);
+  });
+  x.sync();
+  return kDecodeOk;
+}
+
+// Check pass, one warp per group: decodes it, checks its ulp values fit the
+// element, and records its span (entry.span). Returns a DecodeError.
+template <typename Warp>
+DC_HOST_DEVICE uint32_t warp_check_group(const Warp& x, const DecodeJob& job, GroupEntry& e, GroupScratch& s) {
+  const uint32_t code = warp_decode_group(x, job, e, s);
+  if (code != kDecodeOk) return code;
+  const bool ulp = is_ulp(job);
+  const uint64_t ulp_max = ulp_max_stored(8u * job.elem_size);
+  x.lanes([&](unsigned lane) {
+    if (lane == 0) s.error = kDecodeOk;
+    uint64_t sum = 0;
+    for (unsigned k = 4 * lane; k < 4 * lane + 4 && k < e.n; ++k)
+      sum = add_saturating(sum, add_saturating(s.gaps[k], 1));
+    s.lane_sum[lane] = sum;
+  });
+  x.sync();
+  x.lanes([&](unsigned lane) {
+    if (!ulp) return;
+    for (unsigned k = lane; k < e.n; k += kWarpSize) {
+      if (s.values[k] > ulp_max) s.error = kDecodeUlpValueOutOfRange;  // every writer stores the same value
+    }
+  });
+  const uint64_t span = x.exclusive_scan(s.lane_sum);
+  x.sync();
+  if (s.error != kDecodeOk) return s.error;
+  // A group that alone covers more than the chunk is out of range wherever it starts.
+  if (span > job.element_count) return kDecodePositionOutOfRange;
+  x.lanes([&](unsigned lane) {
+    if (lane == 0) e.span = span;
+  });
+  x.sync();
+  return kDecodeOk;
+}
+
+// Place pass, one warp per sparse job: each group's first position is the
+// sum of the spans before it; all of them must end inside the chunk.
+template <typename Warp>
+DC_HOST_DEVICE uint32_t warp_place_groups(const Warp& x, const DecodeJob& job, GroupEntry* directory, GroupScratch& s) {
+  GroupEntry* entries = directory + job.first_group;
+  const uint64_t groups = group_count(job.nnz);
+  uint64_t carry = 0;  // every lane holds the same value
+  for (uint64_t g0 = 0; g0 < groups; g0 += kWarpSize) {
+    x.lanes([&](unsigned lane) { s.lane_sum[lane] = g0 + lane < groups ? entries[g0 + lane].span : 0; });
+    x.sync();
+    const uint64_t total = x.exclusive_scan(s.lane_sum);
+    x.sync();
+    x.lanes([&](unsigned lane) {
+      if (g0 + lane < groups) entries[g0 + lane].first = add_saturating(carry, s.lane_sum[lane]);
+    });
+    x.sync();
+    carry = add_saturating(carry, total);
   }
+  return carry <= job.element_count ? kDecodeOk : kDecodePositionOutOfRange;
+}
+
+// Apply pass, one warp per group of a version that verified: writes its
+// changes into the target.
+template <typename U, typename Warp>
+DC_HOST_DEVICE uint32_t warp_apply_group_as(const Warp& x, const DecodeJob& job, const GroupEntry& e, GroupScratch& s) {
+  constexpr unsigned kBits = sizeof(U) * 8;
+  const uint32_t code = warp_decode_group(x, job, e, s);
+  if (code != kDecodeOk) return code;
+  x.lanes([&](unsigned lane) {
+    uint64_t sum = 0;
+    for (unsigned k = 4 * lane; k < 4 * lane + 4 && k < e.n; ++k) sum += s.gaps[k] + 1;
+    s.lane_sum[lane] = sum;
+  });
+  x.sync();
+  x.exclusive_scan(s.lane_sum);
+  x.sync();
+  const bool ulp = is_ulp(job);
+  U* out = reinterpret_cast<U*>(job.target);
+  x.lanes([&](unsigned lane) {
+    uint64_t next = e.first + s.lane_sum[lane];
+    for (unsigned k = 4 * lane; k < 4 * lane + 4 && k < e.n; ++k) {
+      U* p = out + next + s.gaps[k];
+      *p = static_cast<U>(ulp ? ulp_decode(*p, s.values[k], kBits) : s.values[k]);
+      next += s.gaps[k] + 1;
+    }
+  });
+  x.sync();
+  return kDecodeOk;
+}
+
+template <typename Warp>
+DC_HOST_DEVICE uint32_t warp_apply_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, GroupScratch& s) {
+  switch (job.elem_size) {
+    case 1:
+      return warp_apply_group_as<uint8_t>(x, job, e, s);
+    case 2:
+      return warp_apply_group_as<uint16_t>(x, job, e, s);
+    case 4:
+      return warp_apply_group_as<uint32_t>(x, job, e, s);
+    case 8:
+      return warp_apply_group_as<uint64_t>(x, job, e, s);
+    default:
+      return kDecodeBadJob;
+  }
+}
+
+// A 16-byte unit for copies: 16-byte loads and stores where both ends allow.
+struct alignas(16) Bytes16 {
+  uint64_t lo, hi;
+};
+
+// Dense piece (apply pass): the body is the elements' bytes.
+template <typename Warp>
+DC_HOST_DEVICE uint32_t warp_copy_piece(const Warp& x, const DecodeJob& job) {
+  if (!job.dense || job.body_bytes != job.element_count * job.elem_size) return kDecodeBadJob;
+  uint8_t* dst = job.target;
+  const uint8_t* src = job.body;
+  const uint64_t bytes = job.body_bytes;
+  const bool wide = (reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) % 16 == 0;
+  x.lanes([&](unsigned lane) {
+    if (wide) {
+      for (uint64_t k = lane; k < bytes / 16; k += kWarpSize) {
+        reinterpret_cast<Bytes16*>(dst)[k] = reinterpret_cast<const Bytes16*>(src)[k];
+      }
+    } else {
+      for (uint64_t k = lane; k < bytes; k += kWarpSize) dst[k] = src[k];
+    }
+  });
+  x.sync();
+  return kDecodeOk;
 }
 
 }  // namespace deltacast::simt

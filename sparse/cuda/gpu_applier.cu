@@ -12,21 +12,90 @@ namespace deltacast {
 namespace {
 
 constexpr unsigned kDecodeWarps = 4;
+constexpr unsigned kDecodeThreads = kDecodeWarps * simt::kWarpSize;
 constexpr uint64_t kDensePieceBytes = 64 << 10;  // dense chunks are split so that many warps copy them
+constexpr uint64_t kMaxBlocks = 1u << 20;
 
-template <bool kApply>
-__global__ void __launch_bounds__(kDecodeWarps * simt::kWarpSize)
-    decode_jobs(const simt::DecodeJob* jobs, uint32_t count, simt::DecodeErrorRecord* error) {
-  __shared__ simt::DecodeWarpScratch scratch[kDecodeWarps];
+unsigned blocks_for(uint64_t items, unsigned per_block) {
+  return static_cast<unsigned>(std::min<uint64_t>((items + per_block - 1) / per_block, kMaxBlocks));
+}
+
+__device__ bool flagged(const simt::DecodeErrorRecord* error) {
+  return *reinterpret_cast<const volatile uint32_t*>(&error->code) != simt::kDecodeOk;
+}
+
+// The first error of a pass wins; the host names its job.
+__device__ void flag(simt::DecodeErrorRecord* error, uint32_t code, uint32_t job) {
+  if (atomicCAS(&error->code, 0u, code) == 0u) error->job = job;
+}
+
+// Each pass after the walk starts only when the ones before it flagged nothing: the directory of a
+// job whose walk failed is incomplete, and the apply pass must write nothing for a bad version.
+
+// One warp per job: the lanes first ask for the body's lines to be brought into L2, then lane 0
+// hops from header to header, a chain of dependent loads that then hit the cache.
+__global__ void __launch_bounds__(kDecodeThreads)
+    walk_jobs(const simt::DecodeJob* jobs, uint32_t count, simt::GroupEntry* directory, simt::DecodeErrorRecord* error) {
   const unsigned warp = threadIdx.x / simt::kWarpSize;
-  const uint32_t stride = gridDim.x * kDecodeWarps;
-  for (uint32_t j = blockIdx.x * kDecodeWarps + warp; j < count; j += stride) {
-    // The apply pass writes nothing once anything was flagged (by the verify pass before it).
-    if (kApply && *reinterpret_cast<volatile uint32_t*>(&error->code) != simt::kDecodeOk) return;
-    const uint32_t code = simt::warp_decode_job<kApply>(simt::DeviceWarp{}, jobs[j], scratch[warp]);
-    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) {
-      if (atomicCAS(&error->code, 0u, code) == 0u) error->job = j;
+  const unsigned lane = threadIdx.x % simt::kWarpSize;
+  for (uint32_t j = blockIdx.x * kDecodeWarps + warp; j < count; j += gridDim.x * kDecodeWarps) {
+    const simt::DecodeJob& job = jobs[j];
+    for (uint64_t at = uint64_t{lane} * 128; at < job.body_bytes; at += simt::kWarpSize * 128) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(job.body + at));
     }
+    if (lane == 0) {
+      const uint32_t code = simt::walk_groups(job, j, directory);
+      if (code != simt::kDecodeOk) flag(error, code, j);
+    }
+    __syncwarp();
+  }
+}
+
+__global__ void __launch_bounds__(kDecodeThreads)
+    check_groups(const simt::DecodeJob* jobs, simt::GroupEntry* directory, uint64_t groups,
+                 simt::DecodeErrorRecord* error) {
+  __shared__ simt::GroupScratch scratch[kDecodeWarps];
+  if (flagged(error)) return;
+  const unsigned warp = threadIdx.x / simt::kWarpSize;
+  for (uint64_t g = blockIdx.x * kDecodeWarps + warp; g < groups; g += uint64_t{gridDim.x} * kDecodeWarps) {
+    simt::GroupEntry& entry = directory[g];
+    const uint32_t code = simt::warp_check_group(simt::DeviceWarp{}, jobs[entry.job], entry, scratch[warp]);
+    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, entry.job);
+  }
+}
+
+__global__ void __launch_bounds__(kDecodeThreads)
+    place_groups(const simt::DecodeJob* jobs, uint32_t count, simt::GroupEntry* directory,
+                 simt::DecodeErrorRecord* error) {
+  __shared__ simt::GroupScratch scratch[kDecodeWarps];
+  if (flagged(error)) return;
+  const unsigned warp = threadIdx.x / simt::kWarpSize;
+  for (uint32_t j = blockIdx.x * kDecodeWarps + warp; j < count; j += gridDim.x * kDecodeWarps) {
+    const uint32_t code = simt::warp_place_groups(simt::DeviceWarp{}, jobs[j], directory, scratch[warp]);
+    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, j);
+  }
+}
+
+__global__ void __launch_bounds__(kDecodeThreads)
+    apply_groups(const simt::DecodeJob* jobs, const simt::GroupEntry* directory, uint64_t groups,
+                 simt::DecodeErrorRecord* error) {
+  __shared__ simt::GroupScratch scratch[kDecodeWarps];
+  if (flagged(error)) return;
+  const unsigned warp = threadIdx.x / simt::kWarpSize;
+  for (uint64_t g = blockIdx.x * kDecodeWarps + warp; g < groups; g += uint64_t{gridDim.x} * kDecodeWarps) {
+    const simt::GroupEntry& entry = directory[g];
+    const uint32_t code = simt::warp_apply_group(simt::DeviceWarp{}, jobs[entry.job], entry, scratch[warp]);
+    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, entry.job);
+  }
+}
+
+__global__ void __launch_bounds__(kDecodeThreads)
+    copy_pieces(const simt::DecodeJob* jobs, uint32_t first, uint32_t count, simt::DecodeErrorRecord* error) {
+  if (flagged(error)) return;
+  const unsigned warp = threadIdx.x / simt::kWarpSize;
+  for (uint32_t j = first + blockIdx.x * kDecodeWarps + warp; j < count; j += gridDim.x * kDecodeWarps) {
+    const uint32_t code = simt::warp_copy_piece(simt::DeviceWarp{}, jobs[j]);
+    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, j);
   }
 }
 
@@ -65,9 +134,7 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   DC_ASSIGN_OR_RETURN(VersionChunks version, read_version(manifest_, buckets, held_version, *pool_));
   const auto read = Clock::now();
 
-  // Jobs: one per sparse chunk, one per 64 KiB of a dense chunk; bodies packed 16-byte aligned.
-  std::vector<uint32_t> job_chunk;
-  std::vector<simt::DecodeJob> jobs;
+  // Jobs: one per sparse chunk, then one per 64 KiB of a dense chunk; bodies packed 16-byte aligned.
   std::vector<uint64_t> body_at(version.chunks.size());
   uint64_t body_bytes = 0;
   for (size_t c = 0; c < version.chunks.size(); ++c) {
@@ -79,25 +146,36 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   pool_->parallel_for(version.chunks.size(), [&](size_t c) {
     std::memcpy(host_bodies_.data() + body_at[c], version.chunks[c].raw_body.data(), version.chunks[c].raw_body.size());
   });
+  std::vector<uint32_t> job_chunk;
+  std::vector<simt::DecodeJob> jobs;
+  uint64_t groups = 0;  // directory entries: the sparse jobs' groups
+  const auto target_of = [&](const ChunkHeader& h, uint8_t size) {
+    return targets[h.tensor_index].bytes() + h.element_start * size;
+  };
   for (size_t c = 0; c < version.chunks.size(); ++c) {
     const ChunkHeader& h = version.chunks[c].header;
+    if (h.kind != ChunkKind::kSparse) continue;
     const uint8_t size = static_cast<uint8_t>(dtype_size(manifest_[h.tensor_index].dtype));
-    uint8_t* target = targets[h.tensor_index].bytes() + h.element_start * size;
-    const uint8_t* body = bodies_.data() + body_at[c];
-    if (h.kind == ChunkKind::kSparse) {
-      jobs.push_back({body, h.raw_body_bytes, target, h.element_count, h.nnz, size, 0, h.value_codec});
-      job_chunk.push_back(static_cast<uint32_t>(c));
-      continue;
-    }
+    jobs.push_back({bodies_.data() + body_at[c], h.raw_body_bytes, target_of(h, size), h.element_count, h.nnz, groups,
+                    size, 0, h.value_codec});
+    job_chunk.push_back(static_cast<uint32_t>(c));
+    groups += simt::group_count(h.nnz);
+  }
+  const auto sparse_jobs = static_cast<uint32_t>(jobs.size());
+  for (size_t c = 0; c < version.chunks.size(); ++c) {
+    const ChunkHeader& h = version.chunks[c].header;
+    if (h.kind == ChunkKind::kSparse) continue;
+    const uint8_t size = static_cast<uint8_t>(dtype_size(manifest_[h.tensor_index].dtype));
     const uint64_t piece_elements = std::max<uint64_t>(1, kDensePieceBytes / size);
     for (uint64_t e = 0; e < h.element_count; e += piece_elements) {
       const uint64_t n = std::min(piece_elements, h.element_count - e);
-      jobs.push_back({body + e * size, n * size, target + e * size, n, n, size, 1, 0});
+      jobs.push_back({bodies_.data() + body_at[c] + e * size, n * size, target_of(h, size) + e * size, n, n, 0, size, 1, 0});
       job_chunk.push_back(static_cast<uint32_t>(c));
     }
   }
   DC_RETURN_IF_ERROR(host_jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
   DC_RETURN_IF_ERROR(jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
+  DC_RETURN_IF_ERROR(directory_.grow(groups * sizeof(simt::GroupEntry)));
   std::memcpy(host_jobs_.data(), jobs.data(), jobs.size() * sizeof(simt::DecodeJob));
   DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bodies_.data(), host_bodies_.data(), body_bytes, cudaMemcpyHostToDevice, stream));
@@ -107,16 +185,26 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   const auto uploaded = Clock::now();
 
-  const uint32_t count = static_cast<uint32_t>(jobs.size());
-  const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>((count + kDecodeWarps - 1) / kDecodeWarps, 1u << 16));
+  // Verify (walk, check, place), then apply (groups, dense pieces): each launch returns at once
+  // when one before it flagged an error.
+  const auto count = static_cast<uint32_t>(jobs.size());
   const auto* d_jobs = jobs_.as<simt::DecodeJob>();
+  auto* d_directory = directory_.as<simt::GroupEntry>();
   auto* d_error = error_.as<simt::DecodeErrorRecord>();
   DC_CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_start_, stream));
-  if (count > 0) {
-    decode_jobs<false><<<blocks, kDecodeWarps * simt::kWarpSize, 0, stream>>>(d_jobs, count, d_error);
-    decode_jobs<true><<<blocks, kDecodeWarps * simt::kWarpSize, 0, stream>>>(d_jobs, count, d_error);
-    DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  if (sparse_jobs > 0) {
+    walk_jobs<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
+                                                                                       d_error);
+    check_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
+    place_groups<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
+                                                                                      d_error);
+    apply_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
   }
+  if (count > sparse_jobs) {
+    copy_pieces<<<blocks_for(count - sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, count,
+                                                                                             d_error);
+  }
+  DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   DC_CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_stop_, stream));
   auto* error = host_error_.as<simt::DecodeErrorRecord>();
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(error, d_error, sizeof(*error), cudaMemcpyDeviceToHost, stream));

@@ -1,9 +1,11 @@
 // Consumer side of the codec on a GPU: headers, the version set and chunk
 // ranges are checked on the host (read_version), the bodies go to the device
-// in one transfer, and two launches over a device-side job table (one warp
-// per sparse chunk or dense piece) verify every body and then apply them
-// into the device tensors. The apply pass runs only when verification
-// flagged nothing, so a bad version leaves the tensors untouched.
+// in one transfer, and launches over a device-side job table verify every
+// body, then apply them into the device tensors (chunk_decode_simt.h: a
+// directory of each sparse chunk's groups of 128 changes lets one warp work
+// on each group; dense chunks are copied in 64 KiB pieces). The apply pass
+// runs only when verification flagged nothing, so a bad version leaves the
+// tensors untouched.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +49,7 @@ class GpuApplier {
   int device_;
   std::unique_ptr<ThreadPool> pool_;
   PinnedBuffer host_bodies_, host_jobs_, host_error_;
-  DeviceBuffer bodies_, jobs_, error_;
+  DeviceBuffer bodies_, jobs_, directory_, error_;
   cudaEvent_t kernel_start_ = nullptr;
   cudaEvent_t kernel_stop_ = nullptr;
   GpuApplyTimings timings_;

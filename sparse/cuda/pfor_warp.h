@@ -20,7 +20,6 @@ struct PforWarpScratch {
   unsigned lane_offset[kWarpSize];  // where each lane's exceptions go
   uint64_t highs[kPforBlockValues];
   PforLayout layout;
-  unsigned failed;  // decode: non-zero when the block is malformed
 };
 
 // Byte k of the bit-packing (FORMAT.md) of values[0, n) at `width` bits.
@@ -138,30 +137,51 @@ DC_HOST_DEVICE size_t warp_pfor_encode(const Warp& x, const uint64_t* values, un
   return layout.bytes;
 }
 
+// What one warp needs in shared memory to decode a block.
+struct PforDecodeScratch {
+  PforLayout layout;
+  unsigned failed;  // non-zero when the block is malformed
+};
+
+// The layout a block's header declares for n values, from untrusted `in`
+// (avail bytes readable): bytes is 0 when the header is malformed or the
+// block runs past `avail`. Reads the 2 or 3 header bytes only, which is what
+// lets a decoder hop from block to block (the padding and exception order
+// are checked when the block is decoded).
+DC_HOST_DEVICE inline PforLayout pfor_parse_header(const uint8_t* in, size_t avail, unsigned n) {
+  if (avail < 2) return {};
+  const unsigned b = in[0];
+  const unsigned e = in[1];
+  if (b > 64 || e > n) return {};
+  unsigned hb = 0;
+  if (e > 0) {
+    if (avail < 3) return {};
+    hb = in[2];
+    if (hb == 0 || b + hb > 64) return {};
+  }
+  const size_t bytes = pfor_block_bytes(n, b, e, hb);
+  if (bytes > avail) return {};
+  return PforLayout{b, e, hb, bytes};
+}
+
 // Decodes one block of n values from untrusted `in` (avail bytes readable).
 // Returns the block's size, or 0 when it is malformed (a block is never 0 bytes).
 template <typename Warp>
 DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t avail, unsigned n, uint64_t* values,
-                                       PforWarpScratch& s) {
+                                       PforDecodeScratch& s) {
   x.lanes([&](unsigned lane) {
     if (lane != 0) return;
     s.failed = 1;
-    if (avail < 2) return;
-    const unsigned b = in[0];
-    const unsigned e = in[1];
-    if (b > 64 || e > n) return;
-    unsigned hb = 0;
-    if (e > 0) {
-      if (avail < 3) return;
-      hb = in[2];
-      if (hb == 0 || b + hb > 64) return;
+    const PforLayout layout = pfor_parse_header(in, avail, n);
+    if (layout.bytes == 0) return;
+    const size_t header = layout.exceptions > 0 ? 3 : 2;
+    if (!padding_zero(in + header, n, layout.width)) return;
+    if (layout.exceptions > 0 &&
+        !padding_zero(in + header + packed_bytes(n, layout.width) + layout.exceptions, layout.exceptions,
+                      layout.exception_width)) {
+      return;
     }
-    const size_t header = e > 0 ? 3 : 2;
-    const size_t bytes = header + packed_bytes(n, b) + e + packed_bytes(e, hb);
-    if (bytes > avail) return;
-    if (!padding_zero(in + header, n, b)) return;
-    if (e > 0 && !padding_zero(in + header + packed_bytes(n, b) + e, e, hb)) return;
-    s.layout = PforLayout{b, e, hb, bytes};
+    s.layout = layout;
     s.failed = 0;
   });
   x.sync();

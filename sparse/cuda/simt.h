@@ -18,6 +18,13 @@ namespace deltacast::simt {
 
 inline constexpr unsigned kWarpSize = 32;
 
+// a + b, or the largest value when that overflows. Associative, so scans may
+// group the additions any way: sums of untrusted gaps cannot wrap around.
+DC_HOST_DEVICE inline uint64_t add_saturating(uint64_t a, uint64_t b) {
+  const uint64_t sum = a + b;
+  return sum < a ? ~uint64_t{0} : sum;
+}
+
 // One warp, lanes run in order.
 struct HostWarp {
   template <typename F>
@@ -36,6 +43,19 @@ struct HostWarp {
     const T old = *p;
     if (old == expected) *p = desired;
     return old;
+  }
+
+  // Collective: replaces data[0, 32) (one value per lane) with its exclusive
+  // prefix sums (add_saturating) and returns the total to every lane. Called
+  // by all lanes, between phases.
+  uint64_t exclusive_scan(uint64_t* data) const {
+    uint64_t total = 0;
+    for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+      const uint64_t v = data[lane];
+      data[lane] = total;
+      total = add_saturating(total, v);
+    }
+    return total;
   }
 };
 

@@ -20,6 +20,21 @@ struct DeviceWarp {
   __device__ T atomic_cas(T* p, T expected, T desired) const {
     return atomicCAS(p, expected, desired);
   }
+
+  // Collective (see HostWarp): a shuffle scan.
+  __device__ uint64_t exclusive_scan(uint64_t* data) const {
+    const unsigned lane = threadIdx.x % kWarpSize;
+    uint64_t inclusive = data[lane];
+    for (unsigned d = 1; d < kWarpSize; d *= 2) {
+      const uint64_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive = add_saturating(other, inclusive);
+    }
+    const uint64_t exclusive = __shfl_up_sync(0xffffffffu, inclusive, 1);
+    data[lane] = lane == 0 ? 0 : exclusive;
+    const uint64_t total = __shfl_sync(0xffffffffu, inclusive, kWarpSize - 1);
+    __syncwarp();
+    return total;
+  }
 };
 
 struct DeviceBlock {

@@ -5,8 +5,11 @@
 // (tests/cuda/gpu_parity_test.cu checks that).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
+#include <span>
+#include <vector>
 
 #include "sparse/chunk_decoder.h"
 #include "sparse/chunk_encoder.h"
@@ -14,6 +17,7 @@
 #include "sparse/cuda/chunk_encode_simt.h"
 #include "sparse/cuda/pfor_warp.h"
 #include "sparse/pfor.h"
+#include "support/reserved_bytes.h"
 #include "support/test_tensors.h"
 
 namespace deltacast {
@@ -28,11 +32,21 @@ std::vector<uint64_t> random_block(std::mt19937_64& rng, unsigned n) {
   std::geometric_distribution<uint64_t> geo(0.01);
   for (auto& x : v) {
     switch (kind) {
-      case 0: x = 0; break;
-      case 1: x = geo(rng); break;
-      case 2: x = rng() % 3 + ((rng() % 20 == 0) ? rng() >> (rng() % 60) : 0); break;
-      case 3: x = rng() >> (rng() % 64); break;
-      default: x = ~uint64_t{0} - rng() % 2; break;
+      case 0:
+        x = 0;
+        break;
+      case 1:
+        x = geo(rng);
+        break;
+      case 2:
+        x = rng() % 3 + ((rng() % 20 == 0) ? rng() >> (rng() % 60) : 0);
+        break;
+      case 3:
+        x = rng() >> (rng() % 64);
+        break;
+      default:
+        x = ~uint64_t{0} - rng() % 2;
+        break;
     }
   }
   return v;
@@ -41,6 +55,7 @@ std::vector<uint64_t> random_block(std::mt19937_64& rng, unsigned n) {
 TEST(SimtPfor, WarpEncodeMatchesCpuBytesAndDecodes) {
   std::mt19937_64 rng(1);
   simt::PforWarpScratch scratch;
+  simt::PforDecodeScratch decode;
   for (int trial = 0; trial < 3000; ++trial) {
     const unsigned n = 1 + static_cast<unsigned>(rng() % 128);
     const auto values = random_block(rng, n);
@@ -50,14 +65,14 @@ TEST(SimtPfor, WarpEncodeMatchesCpuBytesAndDecodes) {
     ASSERT_EQ(written, cpu.size()) << "trial " << trial;
     ASSERT_TRUE(std::equal(cpu.begin(), cpu.end(), warp.begin())) << "trial " << trial;
     std::vector<uint64_t> back(n);
-    ASSERT_EQ(simt::warp_pfor_decode(HostWarp{}, cpu.data(), cpu.size(), n, back.data(), scratch), cpu.size());
+    ASSERT_EQ(simt::warp_pfor_decode(HostWarp{}, cpu.data(), cpu.size(), n, back.data(), decode), cpu.size());
     ASSERT_EQ(back, values);
   }
 }
 
 TEST(SimtPfor, WarpDecodeRejectsWhatTheCpuRejects) {
   std::mt19937_64 rng(2);
-  simt::PforWarpScratch scratch;
+  simt::PforDecodeScratch scratch;
   int rejected = 0;
   for (int trial = 0; trial < 20000; ++trial) {
     const unsigned n = 1 + static_cast<unsigned>(rng() % 128);
@@ -68,7 +83,8 @@ TEST(SimtPfor, WarpDecodeRejectsWhatTheCpuRejects) {
     if (rng() % 4 == 0) {
       bytes.resize(rng() % bytes.size());
     } else {
-      for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+      for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e)
+        bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
     }
     std::vector<uint64_t> cpu(n), warp(n);
     size_t cpu_used = 0;
@@ -113,8 +129,15 @@ void check_chunk(const ChunkCase& c, std::mt19937_64& rng) {
   std::vector<uint8_t> gpu_shadow(base.bytes().begin(), base.bytes().end());
   std::vector<uint8_t> out(ChunkHeader::kBytes + c.count * size + 8, 0xEE);
   uint64_t out_size = 0, changed = 0;
-  const simt::EncodeJob job{current.data(), gpu_shadow.data(), out.data(), &out_size, &changed,
-                            1000, static_cast<uint32_t>(c.count), 3, static_cast<uint8_t>(effective)};
+  const simt::EncodeJob job{current.data(),
+                            gpu_shadow.data(),
+                            out.data(),
+                            &out_size,
+                            &changed,
+                            1000,
+                            static_cast<uint32_t>(c.count),
+                            3,
+                            static_cast<uint8_t>(effective)};
   auto shared = std::make_unique<simt::EncodeShared<U>>();
   simt::encode_chunk<U>(HostBlock{simt::kEncodeThreads}, *shared, job);
 
@@ -134,10 +157,18 @@ TEST(SimtEncoder, BlockEncoderMatchesCpuChunkBytes) {
         for (double density : {0.0, -1.0, 0.001, 0.01, 0.1, 0.5, 1.0}) {
           const ChunkCase c{dtype, codec, count, density};
           switch (dtype_size(dtype)) {
-            case 1: check_chunk<uint8_t>(c, rng); break;
-            case 2: check_chunk<uint16_t>(c, rng); break;
-            case 4: check_chunk<uint32_t>(c, rng); break;
-            default: check_chunk<uint64_t>(c, rng); break;
+            case 1:
+              check_chunk<uint8_t>(c, rng);
+              break;
+            case 2:
+              check_chunk<uint16_t>(c, rng);
+              break;
+            case 4:
+              check_chunk<uint32_t>(c, rng);
+              break;
+            default:
+              check_chunk<uint64_t>(c, rng);
+              break;
           }
         }
       }
@@ -145,10 +176,76 @@ TEST(SimtEncoder, BlockEncoderMatchesCpuChunkBytes) {
   }
 }
 
-// A sparse chunk encoded by the CPU, then decoded by the warp template: same verdict, same result.
-TEST(SimtDecoder, WarpDecoderMatchesCpuOnValidAndForgedBodies) {
+// The GPU applier's passes (sparse/cuda/gpu_applier.cu) in its order, on the host: walk every
+// sparse job, check every group, place every job's groups, and only then apply the groups and
+// copy the dense pieces. Returns the first error found (0: applied).
+struct HostVersionDecode {
+  std::vector<simt::DecodeJob> jobs;  // the sparse ones first, as the applier orders them
+  uint32_t sparse = 0;
+  uint64_t groups = 0;
+
+  void add_sparse(std::span<const uint8_t> body, uint8_t* target, uint64_t count, uint64_t nnz, DType dtype,
+                  uint8_t codec) {
+    ASSERT_EQ(sparse, jobs.size()) << "sparse jobs go first";
+    jobs.push_back(
+        {body.data(), body.size(), target, count, nnz, groups, static_cast<uint8_t>(dtype_size(dtype)), 0, codec});
+    ++sparse;
+    groups += simt::group_count(nnz);
+  }
+  void add_dense(std::span<const uint8_t> body, uint8_t* target, DType dtype) {
+    const auto size = static_cast<uint8_t>(dtype_size(dtype));
+    jobs.push_back({body.data(), body.size(), target, body.size() / size, body.size() / size, 0, size, 1, 0});
+  }
+
+  uint32_t verify_and_apply() {
+    std::vector<simt::GroupEntry> directory(groups);
+    auto scratch = std::make_unique<simt::GroupScratch>();
+    for (uint32_t j = 0; j < sparse; ++j) {
+      if (const uint32_t code = simt::walk_groups(jobs[j], j, directory.data()); code != simt::kDecodeOk) return code;
+    }
+    for (simt::GroupEntry& e : directory) {
+      EXPECT_LT(e.job, sparse);
+      const uint32_t code = simt::warp_check_group(HostWarp{}, jobs[e.job], e, *scratch);
+      if (code != simt::kDecodeOk) return code;
+    }
+    for (uint32_t j = 0; j < sparse; ++j) {
+      const uint32_t code = simt::warp_place_groups(HostWarp{}, jobs[j], directory.data(), *scratch);
+      if (code != simt::kDecodeOk) return code;
+    }
+    for (const simt::GroupEntry& e : directory) {
+      const uint32_t code = simt::warp_apply_group(HostWarp{}, jobs[e.job], e, *scratch);
+      EXPECT_EQ(code, simt::kDecodeOk) << "a verified group failed to apply";
+    }
+    for (size_t j = sparse; j < jobs.size(); ++j) {
+      EXPECT_EQ(simt::warp_copy_piece(HostWarp{}, jobs[j]), simt::kDecodeOk);
+    }
+    return simt::kDecodeOk;
+  }
+};
+
+// One chunk's delta from the CPU encoder: its header and raw body.
+struct EncodedChunk {
+  ChunkHeader header;
+  std::vector<uint8_t> body;
+};
+
+EncodedChunk encode_chunk_on_cpu(const testing::GuardedTensor& base, const testing::GuardedTensor& current,
+                                 ValueCodec codec, EncodedAs expected = EncodedAs::kSparse) {
+  const DType dtype = base.view().dtype;
+  const uint64_t count = base.view().numel;
+  std::vector<uint8_t> shadow(base.bytes().begin(), base.bytes().end());
+  ChunkScratch enc;
+  diff_and_update(current.data(), shadow.data(), count, dtype_size(dtype), &enc.diff);
+  ByteBuffer chunk;
+  EXPECT_EQ(encode_delta_chunk({0, dtype, 0, count}, current.data(), enc.diff, codec, 0, &enc, &chunk), expected);
+  EncodedChunk out{*ChunkHeader::parse(chunk.span()), {}};
+  out.body.assign(chunk.data() + ChunkHeader::kBytes, chunk.data() + ChunkHeader::kBytes + out.header.raw_body_bytes);
+  return out;
+}
+
+// A sparse chunk encoded by the CPU, then decoded by the warp passes: same verdict, same result.
+TEST(SimtDecoder, WarpPassesMatchCpuOnValidAndForgedBodies) {
   std::mt19937_64 rng(4);
-  auto scratch = std::make_unique<simt::DecodeWarpScratch>();
   int compared = 0, rejected = 0;
   for (DType dtype : {DType::kBF16, DType::kF32, DType::kI8, DType::kF64, DType::kI16}) {
     for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
@@ -157,39 +254,32 @@ TEST(SimtDecoder, WarpDecoderMatchesCpuOnValidAndForgedBodies) {
       testing::fill_random_bits(base, rng);
       current.copy_from(base);
       testing::apply_random_changes(current, count / 50, rng);
-      std::vector<uint8_t> shadow(base.bytes().begin(), base.bytes().end());
-      ChunkScratch enc;
-      diff_and_update(current.data(), shadow.data(), count, dtype_size(dtype), &enc.diff);
-      ByteBuffer chunk;
-      ASSERT_EQ(encode_delta_chunk({0, dtype, 0, count}, current.data(), enc.diff, codec, 0, &enc, &chunk),
-                EncodedAs::kSparse);
-      const ChunkHeader header = *ChunkHeader::parse(chunk.span());
-      const std::vector<uint8_t> body(chunk.data() + ChunkHeader::kBytes,
-                                      chunk.data() + ChunkHeader::kBytes + header.raw_body_bytes);
+      const EncodedChunk chunk = encode_chunk_on_cpu(base, current, codec);
       for (int trial = 0; trial < 300; ++trial) {
-        std::vector<uint8_t> forged = body;
+        std::vector<uint8_t> forged = chunk.body;
         if (trial > 0) {  // trial 0 is the valid body
-          for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) forged[rng() % forged.size()] = static_cast<uint8_t>(rng());
+          for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e)
+            forged[rng() % forged.size()] = static_cast<uint8_t>(rng());
         }
-        ChunkHeader h = header;
+        ChunkHeader h = chunk.header;
         h.raw_body_bytes = h.body_bytes = forged.size();
         const bool cpu_ok = verify_chunk_body(h, forged, dtype).ok();
         testing::GuardedTensor cpu_target(dtype, count), warp_target(dtype, count);
         cpu_target.copy_from(base);
         warp_target.copy_from(base);
-        const simt::DecodeJob job{forged.data(), forged.size(), warp_target.data(), count, h.nnz,
-                                  static_cast<uint8_t>(dtype_size(dtype)), 0, h.value_codec};
-        const uint32_t verdict = simt::warp_decode_job<false>(HostWarp{}, job, *scratch);
+        HostVersionDecode decode;
+        decode.add_sparse(forged, warp_target.data(), count, h.nnz, dtype, h.value_codec);
+        const uint32_t verdict = decode.verify_and_apply();
         ASSERT_EQ(cpu_ok, verdict == simt::kDecodeOk) << "trial " << trial << ": " << simt::decode_error_name(verdict);
+        ASSERT_TRUE(warp_target.guards_intact());
         ++compared;
         if (!cpu_ok) {
           ++rejected;
+          ASSERT_TRUE(warp_target.same_bits(base)) << "a rejected body wrote, trial " << trial;
           continue;
         }
         ASSERT_TRUE(apply_chunk_body(h, forged, cpu_target.view()).ok());
-        ASSERT_EQ(simt::warp_decode_job<true>(HostWarp{}, job, *scratch), simt::kDecodeOk);
         ASSERT_TRUE(warp_target.same_bits(cpu_target)) << "trial " << trial;
-        ASSERT_TRUE(warp_target.guards_intact());
         if (trial == 0) {
           ASSERT_TRUE(warp_target.same_bits(current));
         }
@@ -197,6 +287,135 @@ TEST(SimtDecoder, WarpDecoderMatchesCpuOnValidAndForgedBodies) {
     }
   }
   EXPECT_GT(rejected, compared / 4);  // edits inside raw values still decode: only structure breaks
+}
+
+// Several chunks in one directory, one with more groups than a warp has lanes (the place pass
+// scans them 32 at a time), and a dense piece: the version applies like the CPU decoder.
+TEST(SimtDecoder, ManyGroupsAndChunksShareOneDirectory) {
+  std::mt19937_64 rng(6);
+  const uint64_t counts[] = {300000, 5000, 1, 70000};
+  const double densities[] = {0.03, 0.2, 1.0, 0.001};
+  std::vector<testing::GuardedTensor> bases, currents, targets;
+  std::vector<EncodedChunk> chunks;
+  chunks.reserve(std::size(counts));  // the decode jobs point into the bodies
+  for (size_t i = 0; i < std::size(counts); ++i) {
+    bases.emplace_back(DType::kBF16, counts[i]);
+    currents.emplace_back(DType::kBF16, counts[i]);
+    targets.emplace_back(DType::kBF16, counts[i]);
+  }
+  HostVersionDecode decode;
+  for (size_t i = 0; i < std::size(counts); ++i) {
+    testing::fill_random_bits(bases[i], rng);
+    currents[i].copy_from(bases[i]);
+    targets[i].copy_from(bases[i]);
+    testing::apply_random_changes(
+        currents[i], std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(counts[i]) * densities[i])), rng);
+  }
+  for (size_t i = 0; i + 1 < std::size(counts); ++i) {
+    if (counts[i] == 1) continue;  // a one-element change is not smaller sparse: that one goes dense below
+    chunks.push_back(encode_chunk_on_cpu(bases[i], currents[i], ValueCodec::kUlp));
+    decode.add_sparse(chunks.back().body, targets[i].data(), counts[i], chunks.back().header.nnz, DType::kBF16,
+                      chunks.back().header.value_codec);
+  }
+  EXPECT_GT(simt::group_count(chunks[0].header.nnz), 2 * simt::kWarpSize);
+  chunks.push_back(encode_chunk_on_cpu(bases.back(), currents.back(), ValueCodec::kRaw));
+  decode.add_sparse(chunks.back().body, targets.back().data(), counts[3], chunks.back().header.nnz, DType::kBF16,
+                    chunks.back().header.value_codec);
+  decode.add_dense(currents[2].bytes(), targets[2].data(), DType::kBF16);
+  ASSERT_EQ(decode.verify_and_apply(), simt::kDecodeOk);
+  for (size_t i = 0; i < std::size(counts); ++i) {
+    EXPECT_TRUE(targets[i].same_bits(currents[i])) << "chunk " << i;
+    EXPECT_TRUE(targets[i].guards_intact()) << "chunk " << i;
+  }
+}
+
+// Bodies built by hand whose gaps only go wrong when summed: within one group (gaps near 2^64,
+// which must not wrap around) and across groups (each fits the chunk, together they do not).
+TEST(SimtDecoder, GapSumsBeyondTheChunkAreRejectedWithoutWrapping) {
+  const uint64_t count = 1000;
+  const auto body_of = [](const std::vector<std::vector<uint64_t>>& group_gaps) {
+    std::vector<uint8_t> body;
+    for (const auto& gaps : group_gaps) {
+      std::vector<uint8_t> block(pfor_max_block_bytes(static_cast<unsigned>(gaps.size())));
+      block.resize(pfor_encode_block(gaps.data(), static_cast<unsigned>(gaps.size()), block.data()));
+      body.insert(body.end(), block.begin(), block.end());
+      body.insert(body.end(), gaps.size(), 0x7f);  // raw u8 values
+    }
+    return body;
+  };
+  std::vector<uint64_t> spread(128, 0);
+  spread[127] = 500;  // each group covers 628 positions: alone it fits, two of them do not
+  std::vector<uint64_t> huge(128, ~uint64_t{0} - 1);  // gap + 1 is 2^64 - 1: a sum of two wraps to below 2^64
+  std::vector<uint64_t> wrap = {~uint64_t{0}, 5};     // gap + 1 itself wraps to 0
+  const std::vector<std::vector<std::vector<uint64_t>>> cases = {{spread, spread}, {huge}, {wrap}, {spread}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::vector<uint8_t> body = body_of(cases[i]);
+    uint64_t nnz = 0;
+    for (const auto& g : cases[i]) nnz += g.size();
+    ChunkHeader h;
+    h.kind = ChunkKind::kSparse;
+    h.value_codec = static_cast<uint8_t>(ValueCodec::kRaw);
+    h.element_count = count;
+    h.nnz = nnz;
+    h.raw_body_bytes = h.body_bytes = body.size();
+    const bool cpu_ok = verify_chunk_body(h, body, DType::kU8).ok();
+    testing::GuardedTensor target(DType::kU8, count);
+    HostVersionDecode decode;
+    decode.add_sparse(body, target.data(), count, nnz, DType::kU8, h.value_codec);
+    const uint32_t verdict = decode.verify_and_apply();
+    const bool valid = i + 1 == cases.size();
+    EXPECT_EQ(cpu_ok, valid) << "case " << i;
+    EXPECT_EQ(verdict, valid ? simt::kDecodeOk : simt::kDecodePositionOutOfRange) << "case " << i;
+    EXPECT_TRUE(target.guards_intact());
+    if (!valid) {
+      EXPECT_TRUE(std::all_of(target.bytes().begin(), target.bytes().end(), [](uint8_t b) { return b == 0; }))
+          << "case " << i << " wrote";
+    }
+  }
+}
+
+// A chunk above 2^32 elements, changes on both sides of 2^31 and 2^32 and gaps above 2^31: the
+// group passes keep positions 64-bit. The target is reserved, not committed: only written pages
+// become memory.
+TEST(SimtDecoder, ChunkAboveTwoToTheThirtyTwoElements) {
+  const uint64_t count = (uint64_t{1} << 32) + 4099;
+  std::vector<uint64_t> positions = {0,        1, (uint64_t{1} << 31) - 1, uint64_t{1} << 31, (uint64_t{1} << 32) + 7,
+                                     count - 1};
+  for (uint64_t k = 0; k < 300; ++k) positions.push_back(k * 13000000 + 17);  // crosses both and spans groups
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  std::vector<uint8_t> body;
+  uint64_t next = 0;
+  for (size_t g = 0; g < positions.size(); g += 128) {
+    const unsigned n = static_cast<unsigned>(std::min<size_t>(128, positions.size() - g));
+    std::vector<uint64_t> gaps(n);
+    for (unsigned k = 0; k < n; ++k) {
+      gaps[k] = positions[g + k] - next;
+      next = positions[g + k] + 1;
+    }
+    std::vector<uint8_t> block(pfor_max_block_bytes(n));
+    block.resize(pfor_encode_block(gaps.data(), n, block.data()));
+    body.insert(body.end(), block.begin(), block.end());
+    for (unsigned k = 0; k < n; ++k) body.push_back(static_cast<uint8_t>(1 + (g + k) % 251));
+  }
+  ChunkHeader h;
+  h.kind = ChunkKind::kSparse;
+  h.value_codec = static_cast<uint8_t>(ValueCodec::kRaw);
+  h.element_count = count;
+  h.nnz = positions.size();
+  h.raw_body_bytes = h.body_bytes = body.size();
+  ASSERT_TRUE(verify_chunk_body(h, body, DType::kU8).ok());
+  testing::ReservedBytes target(count);
+  ASSERT_TRUE(target.ok());
+  HostVersionDecode decode;
+  decode.add_sparse(body, target.data(), count, h.nnz, DType::kU8, h.value_codec);
+  ASSERT_EQ(decode.verify_and_apply(), simt::kDecodeOk);
+  for (size_t k = 0; k < positions.size(); ++k) {
+    ASSERT_EQ(target.data()[positions[k]], static_cast<uint8_t>(1 + k % 251)) << "position " << positions[k];
+    if (positions[k] + 1 < count && (k + 1 == positions.size() || positions[k + 1] != positions[k] + 1)) {
+      ASSERT_EQ(target.data()[positions[k] + 1], 0) << "after position " << positions[k];
+    }
+  }
 }
 
 }  // namespace
