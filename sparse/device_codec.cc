@@ -28,4 +28,14 @@ Result<std::optional<int>> cuda_device_of(const Manifest& manifest, std::span<co
   return std::optional<int>(tensors[*first_cuda].device.index);
 }
 
+Status check_views_on_cuda(const Manifest& manifest, std::span<const TensorView> tensors, int device) {
+  DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].device != Device{DeviceKind::kCuda, device}) {
+      return invalid_argument("tensor '{}' is not on CUDA device {}", manifest[i].name, device);
+    }
+  }
+  return Status();
+}
+
 }  // namespace deltacast

@@ -25,6 +25,10 @@ bool device_codec_built();
 // first tensor (`manifest`'s name for it) that is elsewhere. Host tensors only: nullopt.
 Result<std::optional<int>> cuda_device_of(const Manifest& manifest, std::span<const TensorView> tensors);
 
+// Checks `tensors` against the manifest and that every one is on CUDA device `device`; the error
+// names the first that is not.
+Status check_views_on_cuda(const Manifest& manifest, std::span<const TensorView> tensors, int device);
+
 // The producer's side: the last published version (the shadow) in GPU memory, diffed and encoded
 // on the GPU; only the encoded buckets cross to the host.
 class DeviceEncoder {

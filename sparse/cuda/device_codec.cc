@@ -17,16 +17,6 @@ namespace {
 
 cudaStream_t as_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
 
-Status check_on_device(const Manifest& manifest, std::span<const TensorView> tensors, int device) {
-  DC_RETURN_IF_ERROR(manifest.check_views(tensors));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].device != Device{DeviceKind::kCuda, device}) {
-      return invalid_argument("tensor '{}' is not on CUDA device {}", manifest[i].name, device);
-    }
-  }
-  return Status();
-}
-
 class GpuDeviceEncoder final : public DeviceEncoder {
  public:
   GpuDeviceEncoder(Manifest manifest, CodecOptions options, int device, uintptr_t stream, ShadowMemory memory)
@@ -44,7 +34,7 @@ class GpuDeviceEncoder final : public DeviceEncoder {
   }
 
   Status assign(std::span<const TensorView> tensors, uint64_t version) override {
-    DC_RETURN_IF_ERROR(check_on_device(manifest_, tensors, device_));
+    DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, tensors, device_));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     if (shadow_) return shadow_->assign(tensors, version, stream_);
     DC_ASSIGN_OR_RETURN(GpuShadow shadow, GpuShadow::copy_of(manifest_, tensors, version, device_, memory_));
@@ -91,7 +81,7 @@ class GpuDeviceApplier final : public DeviceApplier {
   }
 
   Status copy_in(std::span<const TensorView> image, std::span<const TensorView> targets) override {
-    DC_RETURN_IF_ERROR(check_on_device(manifest_, targets, device_));
+    DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, targets, device_));
     DC_RETURN_IF_ERROR(manifest_.check_views(image));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     for (size_t i = 0; i < targets.size(); ++i) {
@@ -103,7 +93,7 @@ class GpuDeviceApplier final : public DeviceApplier {
   }
 
   Result<uint64_t> model_hash(std::span<const TensorView> tensors) override {
-    DC_RETURN_IF_ERROR(check_on_device(manifest_, tensors, device_));
+    DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, tensors, device_));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     std::vector<DeviceRange> ranges;
     for (const TensorView& t : tensors) ranges.push_back(DeviceRange{t.data, t.nbytes()});

@@ -5,6 +5,7 @@
 
 #include "sparse/cuda/chunk_decode_simt.h"
 #include "sparse/cuda/simt_device.cuh"
+#include "sparse/device_codec.h"
 #include "sparse/version_reader.h"
 
 namespace deltacast {
@@ -125,12 +126,7 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
                          std::span<const TensorView> targets, cudaStream_t stream) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  DC_RETURN_IF_ERROR(manifest_.check_views(targets));
-  for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i].device != Device{DeviceKind::kCuda, device_}) {
-      return invalid_argument("tensor '{}' is not on CUDA device {}", manifest_[i].name, device_);
-    }
-  }
+  DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, targets, device_));
   DC_ASSIGN_OR_RETURN(VersionChunks version, read_version(manifest_, buckets, held_version, *pool_));
   const auto read = Clock::now();
 

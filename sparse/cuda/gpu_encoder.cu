@@ -7,6 +7,7 @@
 #include "sparse/chunk_encoder.h"
 #include "sparse/cuda/chunk_encode_simt.h"
 #include "sparse/cuda/simt_device.cuh"
+#include "sparse/device_codec.h"
 
 namespace deltacast {
 
@@ -63,34 +64,32 @@ Result<GpuShadow> GpuShadow::copy_of(const Manifest& manifest, std::span<const T
   return result;
 }
 
-Status GpuShadow::assign(std::span<const TensorView> tensors, uint64_t version, cudaStream_t stream) {
-  if (tensors.size() != views_.size()) {
-    return invalid_argument("{} tensors for a shadow of {}", tensors.size(), views_.size());
-  }
-  if (version == 0) return invalid_argument("version 0 means 'nothing held'; versions start at 1");
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].nbytes() != views_[i].nbytes()) {
-      return invalid_argument("tensor {} has {} bytes, the shadow's {}", i, tensors[i].nbytes(), views_[i].nbytes());
+namespace {
+
+// Copies every src[i] into dst[i] on `stream` and waits for it (one side is the shadow).
+Status copy_views(std::span<const TensorView> dst, std::span<const TensorView> src, cudaStream_t stream) {
+  if (dst.size() != src.size()) return invalid_argument("{} tensors to copy into {}", src.size(), dst.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (dst[i].nbytes() != src[i].nbytes()) {
+      return invalid_argument("tensor {}: {} bytes to copy into {} bytes", i, src[i].nbytes(), dst[i].nbytes());
     }
-    DC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(views_[i].data, tensors[i].data, tensors[i].nbytes(), cudaMemcpyDefault, stream));
+    DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst[i].data, src[i].data, src[i].nbytes(), cudaMemcpyDefault, stream));
   }
   DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return Status();
+}
+
+}  // namespace
+
+Status GpuShadow::assign(std::span<const TensorView> tensors, uint64_t version, cudaStream_t stream) {
+  if (version == 0) return invalid_argument("version 0 means 'nothing held'; versions start at 1");
+  DC_RETURN_IF_ERROR(copy_views(views_, tensors, stream));
   version_ = version;
   return Status();
 }
 
 Status GpuShadow::copy_to(std::span<const TensorView> host, cudaStream_t stream) const {
-  if (host.size() != views_.size()) return invalid_argument("{} tensors for a shadow of {}", host.size(), views_.size());
-  for (size_t i = 0; i < host.size(); ++i) {
-    if (host[i].nbytes() != views_[i].nbytes()) {
-      return invalid_argument("tensor {} has {} bytes, the shadow's {}", i, host[i].nbytes(), views_[i].nbytes());
-    }
-    DC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host[i].data, views_[i].data, views_[i].nbytes(), cudaMemcpyDefault, stream));
-  }
-  DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  return Status();
+  return copy_views(host, views_, stream);
 }
 
 Result<std::unique_ptr<GpuDeltaEncoder>> GpuDeltaEncoder::create(Manifest manifest, CodecOptions options, int device,
@@ -153,13 +152,7 @@ GpuDeltaEncoder::~GpuDeltaEncoder() {
 }
 
 Status GpuDeltaEncoder::check_device_views(std::span<const TensorView> tensors) const {
-  DC_RETURN_IF_ERROR(manifest_.check_views(tensors));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].device != Device{DeviceKind::kCuda, device_}) {
-      return invalid_argument("tensor '{}' is not on CUDA device {}", manifest_[i].name, device_);
-    }
-  }
-  return Status();
+  return check_views_on_cuda(manifest_, tensors, device_);
 }
 
 Result<EncodedVersion> GpuDeltaEncoder::encode_delta(std::span<const TensorView> current, GpuShadow& shadow,

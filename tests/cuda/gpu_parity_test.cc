@@ -97,7 +97,7 @@ TEST(GpuApplier, AppliesLikeTheCpuIncludingFullSyncsAndSpecialValues) {
   auto applier = GpuApplier::create(m);
   ASSERT_TRUE(applier.ok());
   for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
-    for (double density : {0.0, 0.002, 0.05, 0.7}) {
+    for (double density : {0.0, 0.002, 0.05, 0.3, 0.7}) {  // 0.3: a chunk of more groups than a warp has lanes
       TensorSet base(m), current(m), cpu_target(m), gpu_result(m);
       testing::random_version_pair(base, current, density, rng);
       CodecOptions options;
@@ -121,6 +121,35 @@ TEST(GpuApplier, AppliesLikeTheCpuIncludingFullSyncsAndSpecialValues) {
   }
 }
 
+// A tensor above 2^32 elements, as one chunk (in-chunk positions and gaps above 2^31 and 2^32)
+// and in default chunks: positions are 64-bit on the device too.
+TEST(GpuApplier, ATensorAboveTwoToTheThirtyTwoElements) {
+  const uint64_t n = (uint64_t{1} << 32) + 4099;
+  const Manifest m = testing::make_manifest({{"huge", DType::kI8, {n}}});
+  TensorSet base(m), current(m), result(m);
+  const std::vector<uint64_t> positions = {0,     1u << 20, (uint64_t{1} << 31) - 1, uint64_t{1} << 31,
+                                           (uint64_t{1} << 32) - 1, uint64_t{1} << 32, n - 2, n - 1};
+  auto applier = GpuApplier::create(m);
+  ASSERT_TRUE(applier.ok());
+  DeviceSet target(base);
+  uint64_t version = 1;
+  for (bool one_chunk : {true, false}) {
+    SCOPED_TRACE(one_chunk ? "one chunk over the whole tensor" : "default chunking");
+    for (uint64_t p : positions) testing::set_element_bits(current.tensors[0], p, one_chunk ? 0x5a : 0x33);
+    CodecOptions options;
+    options.value_codec = ValueCodec::kRaw;
+    if (one_chunk) options.chunk_bytes = uint64_t{8} << 30;
+    auto delta = testing::encode_delta(m, options, base, current, version, version + 1);
+    ASSERT_TRUE(delta.ok());
+    ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), version, target.views()).ok());
+    target.download(result);
+    EXPECT_TRUE(result.same_bits(current));
+    EXPECT_TRUE(target.guards_intact());
+    base.copy_from(current);
+    ++version;
+  }
+}
+
 TEST(GpuApplier, TenThousandSmallTensorsInOneBucket) {
   std::mt19937_64 rng(4);
   std::vector<TensorSpec> specs;
@@ -131,7 +160,7 @@ TEST(GpuApplier, TenThousandSmallTensorsInOneBucket) {
   current.copy_from(base);
   for (auto& t : current.tensors) testing::apply_random_changes(t, 1 + rng() % 8, rng);
   CodecOptions options;
-  options.bucket_bytes = 64 << 20;  // everything in one bucket: one verify and one apply launch
+  options.bucket_bytes = 64 << 20;  // everything in one bucket: one upload, one set of launches
   auto delta = testing::encode_delta(m, options, base, current, 1, 2);
   ASSERT_TRUE(delta.ok());
   ASSERT_EQ(delta->buckets.size(), 1u);

@@ -39,5 +39,19 @@ TEST(DevicePlacement, MixedPlacementsAreRefusedNamingTheTensors) {
       << two_gpus.status().message();
 }
 
+TEST(DevicePlacement, ViewsOnAnotherDeviceAreRefusedByName) {
+  const Manifest m = testing::make_manifest({{"embed", DType::kBF16, {4}}, {"head", DType::kBF16, {4}}});
+  const Device gpu2{DeviceKind::kCuda, 2};
+  EXPECT_TRUE(check_views_on_cuda(m, placed(m, {gpu2, gpu2}), 2).ok());
+  const Status elsewhere = check_views_on_cuda(m, placed(m, {gpu2, Device{DeviceKind::kCuda, 0}}), 2);
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_EQ(elsewhere.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(elsewhere.message().find("'head' is not on CUDA device 2"), std::string::npos) << elsewhere.message();
+  EXPECT_FALSE(check_views_on_cuda(m, placed(m, {Device{}, Device{}}), 2).ok());
+  std::vector<TensorView> one_short = placed(m, {gpu2, gpu2});
+  one_short.pop_back();
+  EXPECT_FALSE(check_views_on_cuda(m, one_short, 2).ok()) << "the manifest's count is checked too";
+}
+
 }  // namespace
 }  // namespace deltacast
