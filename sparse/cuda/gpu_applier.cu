@@ -36,7 +36,8 @@ __device__ void flag(simt::DecodeErrorRecord* error, uint32_t code, uint32_t job
 // One warp per job: the lanes first ask for the body's lines to be brought into L2, then lane 0
 // hops from header to header, a chain of dependent loads that then hit the cache.
 __global__ void __launch_bounds__(kDecodeThreads)
-    walk_jobs(const simt::DecodeJob* jobs, uint32_t count, simt::GroupEntry* directory, simt::DecodeErrorRecord* error) {
+    walk_jobs(const simt::DecodeJob* jobs, uint32_t count, simt::GroupEntry* directory,
+              simt::DecodeErrorRecord* error) {
   const unsigned warp = threadIdx.x / simt::kWarpSize;
   const unsigned lane = threadIdx.x % simt::kWarpSize;
   for (uint32_t j = blockIdx.x * kDecodeWarps + warp; j < count; j += gridDim.x * kDecodeWarps) {
@@ -52,9 +53,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-__global__ void __launch_bounds__(kDecodeThreads)
-    check_groups(const simt::DecodeJob* jobs, simt::GroupEntry* directory, uint64_t groups,
-                 simt::DecodeErrorRecord* error) {
+__global__ void __launch_bounds__(kDecodeThreads) check_groups(const simt::DecodeJob* jobs, simt::GroupEntry* directory,
+                                                               uint64_t groups, simt::DecodeErrorRecord* error) {
   __shared__ simt::GroupScratch scratch[kDecodeWarps];
   if (flagged(error)) return;
   const unsigned warp = threadIdx.x / simt::kWarpSize;
@@ -165,7 +165,8 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
     const uint64_t piece_elements = std::max<uint64_t>(1, kDensePieceBytes / size);
     for (uint64_t e = 0; e < h.element_count; e += piece_elements) {
       const uint64_t n = std::min(piece_elements, h.element_count - e);
-      jobs.push_back({bodies_.data() + body_at[c] + e * size, n * size, target_of(h, size) + e * size, n, n, 0, size, 1, 0});
+      jobs.push_back(
+          {bodies_.data() + body_at[c] + e * size, n * size, target_of(h, size) + e * size, n, n, 0, size, 1, 0});
       job_chunk.push_back(static_cast<uint32_t>(c));
     }
   }
@@ -190,15 +191,15 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   DC_CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_start_, stream));
   if (sparse_jobs > 0) {
     walk_jobs<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
-                                                                                       d_error);
+                                                                                    d_error);
     check_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
     place_groups<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
-                                                                                      d_error);
+                                                                                       d_error);
     apply_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
   }
   if (count > sparse_jobs) {
-    copy_pieces<<<blocks_for(count - sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, count,
-                                                                                             d_error);
+    copy_pieces<<<blocks_for(count - sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs,
+                                                                                              count, d_error);
   }
   DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   DC_CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_stop_, stream));

@@ -176,9 +176,8 @@ DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t 
     if (layout.bytes == 0) return;
     const size_t header = layout.exceptions > 0 ? 3 : 2;
     if (!padding_zero(in + header, n, layout.width)) return;
-    if (layout.exceptions > 0 &&
-        !padding_zero(in + header + packed_bytes(n, layout.width) + layout.exceptions, layout.exceptions,
-                      layout.exception_width)) {
+    if (layout.exceptions > 0 && !padding_zero(in + header + packed_bytes(n, layout.width) + layout.exceptions,
+                                               layout.exceptions, layout.exception_width)) {
       return;
     }
     s.layout = layout;

@@ -127,8 +127,9 @@ TEST(GpuApplier, ATensorAboveTwoToTheThirtyTwoElements) {
   const uint64_t n = (uint64_t{1} << 32) + 4099;
   const Manifest m = testing::make_manifest({{"huge", DType::kI8, {n}}});
   TensorSet base(m), current(m), result(m);
-  const std::vector<uint64_t> positions = {0,     1u << 20, (uint64_t{1} << 31) - 1, uint64_t{1} << 31,
-                                           (uint64_t{1} << 32) - 1, uint64_t{1} << 32, n - 2, n - 1};
+  const std::vector<uint64_t> positions = {
+      0,     1u << 20, (uint64_t{1} << 31) - 1, uint64_t{1} << 31, (uint64_t{1} << 32) - 1, uint64_t{1} << 32,
+      n - 2, n - 1};
   auto applier = GpuApplier::create(m);
   ASSERT_TRUE(applier.ok());
   DeviceSet target(base);
