@@ -124,6 +124,15 @@ class SparseBlocks {
   bool ulp_;
 };
 
+// values[0, n) summed, or the largest uint64_t when the sum does not fit.
+uint64_t sum_saturating(const uint64_t* values, size_t n) {
+  uint64_t sum = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (__builtin_add_overflow(sum, values[k], &sum)) return ~uint64_t{0};
+  }
+  return sum;
+}
+
 // Verification needs no positions, only that they stay inside the chunk: the
 // last position is the sum of the gaps plus one per change before it, so a
 // sum and a maximum per block (both vectorise) replace the prefix sum.
@@ -140,10 +149,14 @@ Status verify_sparse(const ChunkHeader& h, std::span<const uint8_t> body, unsign
     uint64_t largest_gap = 0, gap_sum = 0, largest_value = 0;
     for (size_t k = 0; k < n; ++k) {
       largest_gap = std::max(largest_gap, gaps[k]);
-      gap_sum += gaps[k];  // no overflow: each gap is checked below element_count <= 2^62
+      gap_sum += gaps[k];
       largest_value = std::max(largest_value, values[k]);
     }
-    if (largest_gap >= h.element_count || gap_sum + n > h.element_count - end) {
+    // The sum wraps around only if some gap is not below the chunk's size (rejected below anyway)
+    // or that size is above 2^57 (128 gaps): then it is summed again, saturating.
+    if (largest_gap < h.element_count && h.element_count > (uint64_t{1} << 57)) gap_sum = sum_saturating(gaps, n);
+    const uint64_t room = h.element_count - end;  // positions left after the changes so far
+    if (largest_gap >= h.element_count || n > room || gap_sum > room - n) {
       return corrupt("change position beyond the chunk's {} elements", h.element_count);
     }
     end += gap_sum + n;

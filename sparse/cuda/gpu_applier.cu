@@ -21,8 +21,12 @@ unsigned blocks_for(uint64_t items, unsigned per_block) {
   return static_cast<unsigned>(std::min<uint64_t>((items + per_block - 1) / per_block, kMaxBlocks));
 }
 
+// Read by lane 0 and shared, so that the lanes of a warp cannot disagree (another warp of the same
+// pass may be setting it) and part of a warp go on into collectives alone.
 __device__ bool flagged(const simt::DecodeErrorRecord* error) {
-  return *reinterpret_cast<const volatile uint32_t*>(&error->code) != simt::kDecodeOk;
+  uint32_t code = 0;
+  if (threadIdx.x % simt::kWarpSize == 0) code = *reinterpret_cast<const volatile uint32_t*>(&error->code);
+  return __shfl_sync(0xffffffffu, code, 0) != simt::kDecodeOk;
 }
 
 // The first error of a pass wins; the host names its job.
@@ -77,26 +81,26 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
+// Every write of a version in one launch (the groups, then the dense pieces): a launch that
+// fails leaves the tensors as they were.
 __global__ void __launch_bounds__(kDecodeThreads)
-    apply_groups(const simt::DecodeJob* jobs, const simt::GroupEntry* directory, uint64_t groups,
-                 simt::DecodeErrorRecord* error) {
+    apply_version(const simt::DecodeJob* jobs, const simt::GroupEntry* directory, uint64_t groups,
+                  uint32_t first_piece, uint32_t pieces, simt::DecodeErrorRecord* error) {
   __shared__ simt::GroupScratch scratch[kDecodeWarps];
   if (flagged(error)) return;
   const unsigned warp = threadIdx.x / simt::kWarpSize;
-  for (uint64_t g = blockIdx.x * kDecodeWarps + warp; g < groups; g += uint64_t{gridDim.x} * kDecodeWarps) {
-    const simt::GroupEntry& entry = directory[g];
-    const uint32_t code = simt::warp_apply_group(simt::DeviceWarp{}, jobs[entry.job], entry, scratch[warp]);
-    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, entry.job);
-  }
-}
-
-__global__ void __launch_bounds__(kDecodeThreads)
-    copy_pieces(const simt::DecodeJob* jobs, uint32_t first, uint32_t count, simt::DecodeErrorRecord* error) {
-  if (flagged(error)) return;
-  const unsigned warp = threadIdx.x / simt::kWarpSize;
-  for (uint32_t j = first + blockIdx.x * kDecodeWarps + warp; j < count; j += gridDim.x * kDecodeWarps) {
-    const uint32_t code = simt::warp_copy_piece(simt::DeviceWarp{}, jobs[j]);
-    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, j);
+  const uint64_t items = groups + pieces;
+  for (uint64_t i = blockIdx.x * kDecodeWarps + warp; i < items; i += uint64_t{gridDim.x} * kDecodeWarps) {
+    uint32_t job = 0, code = 0;
+    if (i < groups) {
+      const simt::GroupEntry& entry = directory[i];
+      job = entry.job;
+      code = simt::warp_apply_group(simt::DeviceWarp{}, jobs[job], entry, scratch[warp]);
+    } else {
+      job = first_piece + static_cast<uint32_t>(i - groups);
+      code = simt::warp_copy_piece(simt::DeviceWarp{}, jobs[job]);
+    }
+    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, job);
   }
 }
 
@@ -182,8 +186,8 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   const auto uploaded = Clock::now();
 
-  // Verify (walk, check, place), then apply (groups, dense pieces): each launch returns at once
-  // when one before it flagged an error.
+  // Verify (walk, check, place), then apply (groups and dense pieces): each launch returns at
+  // once when one before it flagged an error.
   const auto count = static_cast<uint32_t>(jobs.size());
   const auto* d_jobs = jobs_.as<simt::DecodeJob>();
   auto* d_directory = directory_.as<simt::GroupEntry>();
@@ -192,16 +196,19 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   if (sparse_jobs > 0) {
     walk_jobs<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
                                                                                     d_error);
+    // A pass that did not start must not be taken for a clean one.
+    DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     check_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
+    DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     place_groups<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
                                                                                        d_error);
-    apply_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
+    DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
-  if (count > sparse_jobs) {
-    copy_pieces<<<blocks_for(count - sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs,
-                                                                                              count, d_error);
+  if (count > 0) {
+    apply_version<<<blocks_for(groups + (count - sparse_jobs), kDecodeWarps), kDecodeThreads, 0, stream>>>(
+        d_jobs, d_directory, groups, sparse_jobs, count - sparse_jobs, d_error);
+    DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
-  DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   DC_CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_stop_, stream));
   auto* error = host_error_.as<simt::DecodeErrorRecord>();
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(error, d_error, sizeof(*error), cudaMemcpyDeviceToHost, stream));

@@ -169,6 +169,7 @@ DC_HOST_DEVICE inline PforLayout pfor_parse_header(const uint8_t* in, size_t ava
 template <typename Warp>
 DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t avail, unsigned n, uint64_t* values,
                                        PforDecodeScratch& s) {
+  x.sync();  // every lane has read s.failed and s.layout of the block before (a warp decodes blocks back to back)
   x.lanes([&](unsigned lane) {
     if (lane != 0) return;
     s.failed = 1;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <span>
@@ -198,13 +199,18 @@ struct HostVersionDecode {
   }
 
   uint32_t verify_and_apply() {
+    // Filled with what no walk writes, so that an entry it missed shows.
     std::vector<simt::GroupEntry> directory(groups);
+    std::memset(static_cast<void*>(directory.data()), 0xff, directory.size() * sizeof(simt::GroupEntry));
     auto scratch = std::make_unique<simt::GroupScratch>();
     for (uint32_t j = 0; j < sparse; ++j) {
       if (const uint32_t code = simt::walk_groups(jobs[j], j, directory.data()); code != simt::kDecodeOk) return code;
     }
     for (simt::GroupEntry& e : directory) {
-      EXPECT_LT(e.job, sparse);
+      if (e.job >= sparse) {
+        ADD_FAILURE() << "a directory entry the walk did not fill";
+        return simt::kDecodeBadJob;
+      }
       const uint32_t code = simt::warp_check_group(HostWarp{}, jobs[e.job], e, *scratch);
       if (code != simt::kDecodeOk) return code;
     }
@@ -275,7 +281,7 @@ TEST(SimtDecoder, WarpPassesMatchCpuOnValidAndForgedBodies) {
         ++compared;
         if (!cpu_ok) {
           ++rejected;
-          ASSERT_TRUE(warp_target.same_bits(base)) << "a rejected body wrote, trial " << trial;
+          ASSERT_TRUE(warp_target.same_bits(base)) << "a verify pass wrote into the target, trial " << trial;
           continue;
         }
         ASSERT_TRUE(apply_chunk_body(h, forged, cpu_target.view()).ok());
@@ -329,10 +335,10 @@ TEST(SimtDecoder, ManyGroupsAndChunksShareOneDirectory) {
   }
 }
 
-// Bodies built by hand whose gaps only go wrong when summed: within one group (gaps near 2^64,
-// which must not wrap around) and across groups (each fits the chunk, together they do not).
+// Bodies built by hand whose gaps only go wrong when summed, in every place a sum is taken: within
+// a lane's changes, across the lanes of a group, across the groups of a chunk. Sums that wrap
+// around 2^64 must not make a position look small. The CPU decoder is held to the same verdicts.
 TEST(SimtDecoder, GapSumsBeyondTheChunkAreRejectedWithoutWrapping) {
-  const uint64_t count = 1000;
   const auto body_of = [](const std::vector<std::vector<uint64_t>>& group_gaps) {
     std::vector<uint8_t> body;
     for (const auto& gaps : group_gaps) {
@@ -343,33 +349,56 @@ TEST(SimtDecoder, GapSumsBeyondTheChunkAreRejectedWithoutWrapping) {
     }
     return body;
   };
+  const uint64_t top = uint64_t{1} << 63;
   std::vector<uint64_t> spread(128, 0);
-  spread[127] = 500;  // each group covers 628 positions: alone it fits, two of them do not
-  std::vector<uint64_t> huge(128, ~uint64_t{0} - 1);  // gap + 1 is 2^64 - 1: a sum of two wraps to below 2^64
-  std::vector<uint64_t> wrap = {~uint64_t{0}, 5};     // gap + 1 itself wraps to 0
-  const std::vector<std::vector<std::vector<uint64_t>>> cases = {{spread, spread}, {huge}, {wrap}, {spread}};
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const std::vector<uint8_t> body = body_of(cases[i]);
+  spread[127] = 500;  // the group covers 628 positions: alone it fits 1000, two of them do not
+  std::vector<uint64_t> far(128, 0);
+  far[0] = top - 200;  // covers 2^63 - 72 positions: three of them wrap around 2^64
+  // 32 groups that fit (a place batch), then two far ones: each batch's sum fits in 64 bits, the
+  // two together wrap to 2^63 + 3752.
+  std::vector<std::vector<uint64_t>> batches(31, std::vector<uint64_t>(128, 0));
+  batches.insert(batches.begin(), far);
+  batches.push_back(far);
+  batches.push_back(far);
+  struct Case {
+    const char* what;
+    uint64_t count;
+    std::vector<std::vector<uint64_t>> groups;
+    bool valid;
+  };
+  const std::vector<Case> cases = {
+      {"one group that fits", 1000, {spread}, true},
+      {"two groups that each fit", 1000, {spread, spread}, false},
+      {"gap + 1 wraps to 0", 1000, {{~uint64_t{0}, 5}}, false},
+      {"two gaps of one lane sum to 2^64 + 2", 1000, {{top, top}}, false},
+      {"two lanes' sums wrap in the scan", 1000, {{top, 0, 0, 0, top}}, false},
+      {"gaps near 2^62 in a chunk of 2^62 elements", uint64_t{1} << 62,
+       {{(uint64_t{1} << 62) - 1, (uint64_t{1} << 62) - 1, (uint64_t{1} << 62) - 1, (uint64_t{1} << 62) - 1, 10}},
+       false},
+      {"three groups' spans wrap in the place scan", top + 1000, {far, far, far}, false},
+      {"spans wrap between the place pass's batches of 32 groups", top + 10000, batches, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::vector<uint8_t> body = body_of(c.groups);
     uint64_t nnz = 0;
-    for (const auto& g : cases[i]) nnz += g.size();
+    for (const auto& g : c.groups) nnz += g.size();
     ChunkHeader h;
     h.kind = ChunkKind::kSparse;
     h.value_codec = static_cast<uint8_t>(ValueCodec::kRaw);
-    h.element_count = count;
+    h.element_count = c.count;
     h.nnz = nnz;
     h.raw_body_bytes = h.body_bytes = body.size();
-    const bool cpu_ok = verify_chunk_body(h, body, DType::kU8).ok();
-    testing::GuardedTensor target(DType::kU8, count);
+    EXPECT_EQ(verify_chunk_body(h, body, DType::kU8).ok(), c.valid) << "the CPU decoder";
+    // The target is 1000 elements: a body wrongly accepted for a larger chunk writes outside it.
+    testing::GuardedTensor target(DType::kU8, 1000);
     HostVersionDecode decode;
-    decode.add_sparse(body, target.data(), count, nnz, DType::kU8, h.value_codec);
-    const uint32_t verdict = decode.verify_and_apply();
-    const bool valid = i + 1 == cases.size();
-    EXPECT_EQ(cpu_ok, valid) << "case " << i;
-    EXPECT_EQ(verdict, valid ? simt::kDecodeOk : simt::kDecodePositionOutOfRange) << "case " << i;
+    decode.add_sparse(body, target.data(), c.count, nnz, DType::kU8, h.value_codec);
+    EXPECT_EQ(decode.verify_and_apply(), c.valid ? simt::kDecodeOk : simt::kDecodePositionOutOfRange);
     EXPECT_TRUE(target.guards_intact());
-    if (!valid) {
+    if (!c.valid) {
       EXPECT_TRUE(std::all_of(target.bytes().begin(), target.bytes().end(), [](uint8_t b) { return b == 0; }))
-          << "case " << i << " wrote";
+          << "a verify pass wrote into the target";
     }
   }
 }
