@@ -43,6 +43,8 @@ class DeviceEncoder {
   virtual Status set_cuts(std::span<const std::vector<uint64_t>> cuts) = 0;
   // Copies the shadow into host memory laid out as `host` (views matching the manifest).
   virtual Status copy_shadow(std::span<const TensorView> host) = 0;
+  // model_hash (core/hash.h) of the shadow, computed where it lives: no copy to the host.
+  virtual Result<uint64_t> shadow_hash() = 0;
   virtual uint64_t version() const = 0;
 };
 

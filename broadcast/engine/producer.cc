@@ -571,7 +571,16 @@ Status Producer::wait_members(size_t count, Millis timeout) {
 }
 
 Result<uint64_t> Producer::model_hash(uint64_t version) {
-  DC_ASSIGN_OR_RETURN(auto shared, read_fresh_shadow());
+  // Tensors on a GPU: the shadow is hashed where it lives, without copying the model to the host
+  // (the GPU shadow is the device encoder's to use, so one at a time). Host tensors: the host
+  // shadow, held shared.
+  std::shared_lock<std::shared_mutex> shared(shadow_mu_, std::defer_lock);
+  std::unique_lock<std::shared_mutex> exclusive(shadow_mu_, std::defer_lock);
+  if (device_encoder_) {
+    exclusive.lock();
+  } else {
+    shared.lock();
+  }
   if (shadow_.version() == 0 || shadow_.version() != version) {
     return failed_precondition("version {} is not the newest published ({}): only the newest can be hashed or checked",
                                version, shadow_.version());
@@ -580,9 +589,14 @@ Result<uint64_t> Producer::model_hash(uint64_t version) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = model_hashes_.find(version); it != model_hashes_.end()) return it->second;
   }
-  // Hashed outside mu_ (the shadow cannot move while it is held shared): publishing and the
+  // Hashed outside mu_ (the shadow cannot move while shadow_mu_ is held): publishing and the
   // rounds need mu_, and a large model takes a while.
-  const uint64_t hash = ::deltacast::model_hash(shadow_.views().data(), shadow_.views().size(), *hash_pool_);
+  uint64_t hash = 0;
+  if (device_encoder_) {
+    DC_ASSIGN_OR_RETURN(hash, device_encoder_->shadow_hash());
+  } else {
+    hash = ::deltacast::model_hash(shadow_.views().data(), shadow_.views().size(), *hash_pool_);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   model_hashes_[version] = hash;
   while (model_hashes_.size() > kHashesKept) model_hashes_.erase(model_hashes_.begin());

@@ -17,6 +17,15 @@ namespace {
 
 cudaStream_t as_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
 
+// model_hash (core/hash.h) of tensors the device can read, computed on the GPU.
+Result<uint64_t> gpu_model_hash(std::span<const TensorView> tensors, cudaStream_t stream) {
+  std::vector<DeviceRange> ranges;
+  for (const TensorView& t : tensors) ranges.push_back(DeviceRange{t.data, t.nbytes()});
+  std::vector<uint64_t> hashes(tensors.size());
+  DC_RETURN_IF_ERROR(gpu_content_hashes(ranges, hashes, stream));
+  return model_hash_of(hashes);
+}
+
 class GpuDeviceEncoder final : public DeviceEncoder {
  public:
   GpuDeviceEncoder(Manifest manifest, CodecOptions options, int device, uintptr_t stream, ShadowMemory memory)
@@ -57,6 +66,13 @@ class GpuDeviceEncoder final : public DeviceEncoder {
     return shadow_->copy_to(host, stream_);
   }
 
+  Result<uint64_t> shadow_hash() override {
+    if (!shadow_) return failed_precondition("no version was published yet");
+    DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    // A shadow in pinned host memory is mapped for the device: the kernel reads it over the bus.
+    return gpu_model_hash(shadow_->views(), stream_);
+  }
+
   uint64_t version() const override { return shadow_ ? shadow_->version() : 0; }
 
  private:
@@ -95,11 +111,7 @@ class GpuDeviceApplier final : public DeviceApplier {
   Result<uint64_t> model_hash(std::span<const TensorView> tensors) override {
     DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, tensors, device_));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    std::vector<DeviceRange> ranges;
-    for (const TensorView& t : tensors) ranges.push_back(DeviceRange{t.data, t.nbytes()});
-    std::vector<uint64_t> hashes(tensors.size());
-    DC_RETURN_IF_ERROR(gpu_content_hashes(ranges, hashes, stream_));
-    return model_hash_of(hashes);
+    return gpu_model_hash(tensors, stream_);
   }
 
  private:

@@ -3,8 +3,8 @@
 // linker takes them instead of the CUDA implementation or the refusal, and "device" tensors are
 // host memory marked as CUDA device 0, encoded and applied by the CPU codec. What is checked is
 // the engine's part: which path each version takes, when the producer copies its device shadow
-// to the host shadow (only when a full sync or a check needs it, never per delta), and that
-// every consumer ends exact. The GPU's own part is tests/cuda/gpu_engine_test.cc, on a GPU.
+// to the host shadow (only when a full sync needs it: never per delta, and checks hash the
+// device shadow where it is), and that every consumer ends exact. The GPU's own part is tests/cuda/gpu_engine_test.cc, on a GPU.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "broadcast/engine/consumer.h"
 #include "broadcast/engine/producer.h"
 #include "core/hash.h"
+#include "core/thread_pool.h"
 #include "sparse/delta_applier.h"
 #include "sparse/device_codec.h"
 #include "sparse/shadow.h"
@@ -25,7 +26,7 @@ namespace deltacast {
 namespace {
 
 struct Calls {
-  std::atomic<int> assign{0}, encode{0}, copy_shadow{0}, apply{0}, copy_in{0}, hash{0};
+  std::atomic<int> assign{0}, encode{0}, copy_shadow{0}, shadow_hash{0}, apply{0}, copy_in{0}, hash{0};
   std::atomic<bool> host_shadow{false};
   std::atomic<bool> refuse_next{false};  // the next apply fails verification, as a forged version does on a GPU
 };
@@ -64,6 +65,12 @@ class HostBackedEncoder final : public DeviceEncoder {
     ++calls.copy_shadow;
     for (size_t i = 0; i < host.size(); ++i) std::memcpy(host[i].data, shadow_->view(i).data, host[i].nbytes());
     return Status();
+  }
+  Result<uint64_t> shadow_hash() override {
+    ++calls.shadow_hash;
+    if (!shadow_) return failed_precondition("no full version yet");
+    ThreadPool pool(1);
+    return model_hash(shadow_->views().data(), shadow_->views().size(), pool);
   }
   uint64_t version() const override { return shadow_ ? shadow_->version() : 0; }
 
@@ -130,7 +137,7 @@ std::vector<TensorView> on_gpu0(const TensorSet& set) {
 }
 
 TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded) {
-  calls.assign = calls.encode = calls.copy_shadow = calls.apply = calls.copy_in = calls.hash = 0;
+  calls.assign = calls.encode = calls.copy_shadow = calls.shadow_hash = calls.apply = calls.copy_in = calls.hash = 0;
   std::mt19937_64 rng(21);
   const Manifest m = testing::make_manifest({{"w", DType::kBF16, {300, 64}}, {"n", DType::kF32, {64}},
                                              {"e", DType::kBF16, {0}}});
@@ -166,15 +173,17 @@ TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded
   EXPECT_TRUE(on_device.same_bits(current));
   EXPECT_TRUE(on_host.same_bits(current));
 
-  // A check after deltas refreshes the host shadow once; the device consumer hashes on the device.
+  // A check after deltas hashes the device shadow where it is (no copy to the host), once per
+  // version; the device consumer hashes on the device.
   testing::expect_all_exact(**producer, v, 2);
-  EXPECT_EQ(calls.copy_shadow, 2);
+  EXPECT_EQ(calls.shadow_hash, 1);
+  EXPECT_EQ(calls.copy_shadow, 1) << "a check copied the shadow to the host";
   EXPECT_GE(calls.hash, 1);
   testing::expect_all_exact(**producer, v, 2);
-  EXPECT_EQ(calls.copy_shadow, 2) << "a second check of the same version copied the shadow again";
+  EXPECT_EQ(calls.shadow_hash, 1) << "a second check of the same version hashed the shadow again";
 
-  // A consumer joining late is caught up by a full sync of the newest version, from the
-  // refreshed host shadow; then another delta, and a catch-up after it, copy again.
+  // A consumer joining late is caught up by a full sync of the newest version, from the host
+  // shadow, refreshed for it; then another delta and a check: hashed on the device again.
   auto third = testing::start_consumer(m, on_gpu0(late), **producer, "late");
   ASSERT_TRUE(third);
   ASSERT_TRUE(third->wait_version(v, testing::kEngineWait).ok());
@@ -182,8 +191,10 @@ TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded
   for (auto& t : current.tensors) testing::apply_random_changes(t, 7, rng);
   v = (*producer)->publish().value();
   ASSERT_TRUE((*producer)->wait(v, testing::kEngineWait).ok());
+  EXPECT_EQ(calls.copy_shadow, 2);
   testing::expect_all_exact(**producer, v, 3);
-  EXPECT_EQ(calls.copy_shadow, 3);
+  EXPECT_EQ(calls.copy_shadow, 2);
+  EXPECT_EQ(calls.shadow_hash, 2);
   for (const TensorSet* set : {&on_device, &on_host, &late}) {
     EXPECT_TRUE(set->same_bits(current));
     EXPECT_TRUE(set->guards_intact());

@@ -201,6 +201,12 @@ TEST(GpuEngine, TheDeviceEncoderWithCutsMakesTheCpuEncodersBytes) {
   TensorSet copied(m);
   ASSERT_TRUE(encoder->copy_shadow(copied.views()).ok());
   EXPECT_TRUE(copied.same_bits(current));
+  // The shadow hashed on the GPU, as checks do: the CPU's model hash of the same tensors.
+  ThreadPool pool(2);
+  const auto views = current.views();
+  auto hashed = encoder->shadow_hash();
+  ASSERT_TRUE(hashed.ok()) << hashed.status().to_string();
+  EXPECT_EQ(*hashed, model_hash(views.data(), views.size(), pool));
 }
 
 }  // namespace
