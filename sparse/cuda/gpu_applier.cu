@@ -84,8 +84,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
 // Every write of a version in one launch (the groups, then the dense pieces): a launch that
 // fails leaves the tensors as they were.
 __global__ void __launch_bounds__(kDecodeThreads)
-    apply_version(const simt::DecodeJob* jobs, const simt::GroupEntry* directory, uint64_t groups,
-                  uint32_t first_piece, uint32_t pieces, simt::DecodeErrorRecord* error) {
+    apply_version(const simt::DecodeJob* jobs, const simt::GroupEntry* directory, uint64_t groups, uint32_t first_piece,
+                  uint32_t pieces, simt::DecodeErrorRecord* error) {
   __shared__ simt::GroupScratch scratch[kDecodeWarps];
   if (flagged(error)) return;
   const unsigned warp = threadIdx.x / simt::kWarpSize;

@@ -4,7 +4,8 @@
 // host memory marked as CUDA device 0, encoded and applied by the CPU codec. What is checked is
 // the engine's part: which path each version takes, when the producer copies its device shadow
 // to the host shadow (only when a full sync needs it: never per delta, and checks hash the
-// device shadow where it is), and that every consumer ends exact. The GPU's own part is tests/cuda/gpu_engine_test.cc, on a GPU.
+// device shadow where it is), and that every consumer ends exact. The GPU's own part is tests/cuda/gpu_engine_test.cc,
+// on a GPU.
 #include <gtest/gtest.h>
 
 #include <atomic>
