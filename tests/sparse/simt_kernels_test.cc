@@ -2,7 +2,7 @@
 // through simt::HostWarp / HostBlock and held to the CPU codec: same PFOR
 // bytes, same chunk bytes, same shadow, same decode verdicts and writes. On a
 // GPU the very same templates run with the lanes in parallel
-// (tests/cuda/gpu_parity_test.cu checks that).
+// (tests/cuda/gpu_parity_test.cc checks that).
 #include <gtest/gtest.h>
 
 #include <algorithm>
