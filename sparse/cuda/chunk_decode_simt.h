@@ -111,7 +111,8 @@ DC_HOST_DEVICE inline bool is_ulp(const DecodeJob& job) {
   return job.value_codec == static_cast<uint8_t>(ValueCodec::kUlp);
 }
 
-// Walk pass, one thread per sparse job: hops over the groups' block headers,
+// Walk pass, one thread per sparse job (on the GPU lane 0 of a warp whose lanes
+// first prefetch the body): hops over the groups' block headers,
 // fills the job's directory entries (from job.first_group) and checks that
 // the groups use the body exactly. Returns a DecodeError.
 DC_HOST_DEVICE inline uint32_t walk_groups(const DecodeJob& job, uint32_t job_index, GroupEntry* directory) {
@@ -139,8 +140,7 @@ DC_HOST_DEVICE inline uint32_t walk_groups(const DecodeJob& job, uint32_t job_in
 }
 
 // Decodes group `e` of `job` into s.gaps and s.values (every check of its
-// blocks included); returns a DecodeError. Lane l then owns changes
-// [4l, 4l + 4), the order the position scan needs.
+// blocks included); returns a DecodeError.
 template <typename Warp>
 DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, GroupScratch& s) {
   const uint8_t* in = job.body + e.at;
@@ -163,7 +163,8 @@ DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, c
 }
 
 // Check pass, one warp per group: decodes it, checks its ulp values fit the
-// element, and records its span (entry.span). Returns a DecodeError.
+// element, and records its span (entry.span): lane l sums changes [4l, 4l + 4),
+// a warp scan adds the lanes up. Returns a DecodeError.
 template <typename Warp>
 DC_HOST_DEVICE uint32_t warp_check_group(const Warp& x, const DecodeJob& job, GroupEntry& e, GroupScratch& s) {
   const uint32_t code = warp_decode_group(x, job, e, s);
