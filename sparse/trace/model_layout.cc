@@ -21,6 +21,22 @@ uint64_t hidden_size_for(uint64_t total) {
   return 0;  // too small for layers: one flat tensor
 }
 
+// A layer's norms and attention projections, named under `prefix`.
+void add_attention(std::vector<TensorSpec>& tensors, const std::string& prefix, DType dtype, uint64_t h) {
+  tensors.push_back({prefix + "input_norm.weight", dtype, {h}});
+  for (const char* name : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"}) {
+    tensors.push_back({prefix + name, dtype, {h, h}});
+  }
+  tensors.push_back({prefix + "post_attn_norm.weight", dtype, {h}});
+}
+
+// The final norm, and an LM head of the `rest` elements the layers leave of the model's size.
+void add_head(std::vector<TensorSpec>& tensors, DType dtype, uint64_t h, uint64_t rest) {
+  tensors.push_back({"final_norm.weight", dtype, {h}});
+  if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
+  if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
+}
+
 }  // namespace
 
 std::vector<TensorSpec> transformer_layout(uint64_t total, DType dtype) {
@@ -37,19 +53,12 @@ std::vector<TensorSpec> transformer_layout(uint64_t total, DType dtype) {
   const uint64_t layers = (total - used) / per_layer;
   for (uint64_t l = 0; l < layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
-    tensors.push_back({p + "input_norm.weight", dtype, {h}});
-    for (const char* name : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"}) {
-      tensors.push_back({p + name, dtype, {h, h}});
-    }
-    tensors.push_back({p + "post_attn_norm.weight", dtype, {h}});
+    add_attention(tensors, p, dtype, h);
     tensors.push_back({p + "mlp.up.weight", dtype, {4 * h, h}});
     tensors.push_back({p + "mlp.down.weight", dtype, {h, 4 * h}});
   }
   used += layers * per_layer;
-  tensors.push_back({"final_norm.weight", dtype, {h}});
-  const uint64_t rest = total - used;
-  if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
-  if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
+  add_head(tensors, dtype, h, total - used);
   return tensors;
 }
 
@@ -65,11 +74,7 @@ std::vector<TensorSpec> moe_layout(uint64_t total, DType dtype, uint64_t experts
   const uint64_t layers = (total - used) / per_layer;
   for (uint64_t l = 0; l < layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
-    tensors.push_back({p + "input_norm.weight", dtype, {h}});
-    for (const char* name : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"}) {
-      tensors.push_back({p + name, dtype, {h, h}});
-    }
-    tensors.push_back({p + "post_attn_norm.weight", dtype, {h}});
+    add_attention(tensors, p, dtype, h);
     tensors.push_back({p + "mlp.router.weight", dtype, {experts, h}});
     for (uint64_t e = 0; e < experts; ++e) {
       const std::string x = fmt::format("{}mlp.experts.{}.", p, e);
@@ -79,10 +84,7 @@ std::vector<TensorSpec> moe_layout(uint64_t total, DType dtype, uint64_t experts
     }
   }
   used += layers * per_layer;
-  tensors.push_back({"final_norm.weight", dtype, {h}});
-  const uint64_t rest = total - used;
-  if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
-  if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
+  add_head(tensors, dtype, h, total - used);
   return tensors;
 }
 
