@@ -21,45 +21,42 @@ uint64_t hidden_size_for(uint64_t total) {
   return 0;  // too small for layers: one flat tensor
 }
 
-// A layer's norms and attention projections, named under `prefix`.
-void add_attention(std::vector<TensorSpec>& tensors, const std::string& prefix, DType dtype, uint64_t h) {
-  tensors.push_back({prefix + "input_norm.weight", dtype, {h}});
-  for (const char* name : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"}) {
-    tensors.push_back({prefix + name, dtype, {h, h}});
-  }
-  tensors.push_back({prefix + "post_attn_norm.weight", dtype, {h}});
-}
-
-// The final norm, and an LM head of the `rest` elements the layers leave of the model's size.
-void add_head(std::vector<TensorSpec>& tensors, DType dtype, uint64_t h, uint64_t rest) {
-  tensors.push_back({"final_norm.weight", dtype, {h}});
-  if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
-  if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
-}
-
-}  // namespace
-
-std::vector<TensorSpec> transformer_layout(uint64_t total, DType dtype) {
+// An embedding, as many layers of `per_layer` elements as fit (norms, attention, then what `mlp`
+// adds under the layer's name prefix), a final norm and an LM head of the rest.
+template <typename Mlp>
+std::vector<TensorSpec> layered_model(uint64_t total, DType dtype, uint64_t h, uint64_t per_layer, Mlp&& mlp) {
   std::vector<TensorSpec> tensors;
-  const uint64_t h = hidden_size_for(total);
-  if (h == 0) {
-    tensors.push_back({"weights", dtype, {total}});
-    return tensors;
-  }
-  const uint64_t per_layer = 12 * h * h + 2 * h;
   const uint64_t embed_rows = total / 16 / h;
   tensors.push_back({"embed.weight", dtype, {embed_rows, h}});
   uint64_t used = embed_rows * h + h;  // embedding + final norm
   const uint64_t layers = (total - used) / per_layer;
   for (uint64_t l = 0; l < layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
-    add_attention(tensors, p, dtype, h);
-    tensors.push_back({p + "mlp.up.weight", dtype, {4 * h, h}});
-    tensors.push_back({p + "mlp.down.weight", dtype, {h, 4 * h}});
+    tensors.push_back({p + "input_norm.weight", dtype, {h}});
+    for (const char* name : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"}) {
+      tensors.push_back({p + name, dtype, {h, h}});
+    }
+    tensors.push_back({p + "post_attn_norm.weight", dtype, {h}});
+    mlp(tensors, p);
   }
   used += layers * per_layer;
-  add_head(tensors, dtype, h, total - used);
+  tensors.push_back({"final_norm.weight", dtype, {h}});
+  const uint64_t rest = total - used;
+  if (rest / h > 0) tensors.push_back({"lm_head.weight", dtype, {rest / h, h}});
+  if (rest % h > 0) tensors.push_back({"lm_head.bias", dtype, {rest % h}});
   return tensors;
+}
+
+}  // namespace
+
+std::vector<TensorSpec> transformer_layout(uint64_t total, DType dtype) {
+  const uint64_t h = hidden_size_for(total);
+  if (h == 0) return {{"weights", dtype, {total}}};
+  return layered_model(total, dtype, h, 12 * h * h + 2 * h,
+                       [&](std::vector<TensorSpec>& tensors, const std::string& p) {
+                         tensors.push_back({p + "mlp.up.weight", dtype, {4 * h, h}});
+                         tensors.push_back({p + "mlp.down.weight", dtype, {h, 4 * h}});
+                       });
 }
 
 std::vector<TensorSpec> moe_layout(uint64_t total, DType dtype, uint64_t experts) {
@@ -68,13 +65,7 @@ std::vector<TensorSpec> moe_layout(uint64_t total, DType dtype, uint64_t experts
   const uint64_t per_layer = 4 * h * h + 2 * h + experts * h + experts * 3 * inner * h;
   const uint64_t embed_rows = total / 16 / (h == 0 ? 1 : h);
   if (h == 0 || total < embed_rows * h + h + per_layer) return transformer_layout(total, dtype);
-  std::vector<TensorSpec> tensors;
-  tensors.push_back({"embed.weight", dtype, {embed_rows, h}});
-  uint64_t used = embed_rows * h + h;  // embedding + final norm
-  const uint64_t layers = (total - used) / per_layer;
-  for (uint64_t l = 0; l < layers; ++l) {
-    const std::string p = fmt::format("layers.{}.", l);
-    add_attention(tensors, p, dtype, h);
+  return layered_model(total, dtype, h, per_layer, [&](std::vector<TensorSpec>& tensors, const std::string& p) {
     tensors.push_back({p + "mlp.router.weight", dtype, {experts, h}});
     for (uint64_t e = 0; e < experts; ++e) {
       const std::string x = fmt::format("{}mlp.experts.{}.", p, e);
@@ -82,10 +73,7 @@ std::vector<TensorSpec> moe_layout(uint64_t total, DType dtype, uint64_t experts
       tensors.push_back({x + "up.weight", dtype, {inner, h}});
       tensors.push_back({x + "down.weight", dtype, {h, inner}});
     }
-  }
-  used += layers * per_layer;
-  add_head(tensors, dtype, h, total - used);
-  return tensors;
+  });
 }
 
 Result<std::vector<LocalTensorSpec>> tensor_parallel_views(const std::vector<TensorSpec>& model, uint32_t rank,
@@ -153,7 +141,8 @@ Result<std::vector<LocalTensorSpec>> tensor_parallel_views(const std::vector<Ten
   return views;
 }
 
-Result<std::vector<LocalTensorSpec>> trainer_shards(const std::vector<TensorSpec>& model, uint32_t rank, uint32_t world) {
+Result<std::vector<LocalTensorSpec>> trainer_shards(const std::vector<TensorSpec>& model, uint32_t rank,
+                                                    uint32_t world) {
   if (world == 0 || rank >= world) return invalid_argument("trainer rank {} of {}", rank, world);
   const auto ends_with = [](const std::string& s, const char* tail) {
     const size_t n = std::strlen(tail);
@@ -202,7 +191,8 @@ Result<std::vector<LocalTensorSpec>> trainer_shards(const std::vector<TensorSpec
       continue;
     }
     if (whole_tensors++ % world != rank) continue;
-    pieces.push_back({t.name, {t.shape.empty() ? PieceSpec{t.name, true, 0, 0, 1} : PieceSpec{t.name, false, 0, 0, t.shape[0]}}, 0});
+    pieces.push_back(
+        {t.name, {t.shape.empty() ? PieceSpec{t.name, true, 0, 0, 1} : PieceSpec{t.name, false, 0, 0, t.shape[0]}}, 0});
   }
   return pieces;
 }
