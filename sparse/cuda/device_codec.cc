@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/hash.h"
+#include "sparse/cuda/copy_views.h"
 #include "sparse/cuda/cuda_check.h"
 #include "sparse/cuda/gpu_applier.h"
 #include "sparse/cuda/gpu_encoder.h"
@@ -100,12 +101,7 @@ class GpuDeviceApplier final : public DeviceApplier {
     DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, targets, device_));
     DC_RETURN_IF_ERROR(manifest_.check_views(image));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    for (size_t i = 0; i < targets.size(); ++i) {
-      DC_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(targets[i].data, image[i].data, targets[i].nbytes(), cudaMemcpyHostToDevice, stream_));
-    }
-    DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    return Status();
+    return copy_views(targets, image, stream_);
   }
 
   Result<uint64_t> model_hash(std::span<const TensorView> tensors) override {

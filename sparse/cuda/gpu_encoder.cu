@@ -6,6 +6,7 @@
 
 #include "sparse/chunk_encoder.h"
 #include "sparse/cuda/chunk_encode_simt.h"
+#include "sparse/cuda/copy_views.h"
 #include "sparse/cuda/simt_device.cuh"
 #include "sparse/device_codec.h"
 
@@ -63,23 +64,6 @@ Result<GpuShadow> GpuShadow::copy_of(const Manifest& manifest, std::span<const T
   Result<GpuShadow> result(std::move(shadow));  // an explicit move: nvcc's front end would copy
   return result;
 }
-
-namespace {
-
-// Copies every src[i] into dst[i] on `stream` and waits for it (one side is the shadow).
-Status copy_views(std::span<const TensorView> dst, std::span<const TensorView> src, cudaStream_t stream) {
-  if (dst.size() != src.size()) return invalid_argument("{} tensors to copy into {}", src.size(), dst.size());
-  for (size_t i = 0; i < src.size(); ++i) {
-    if (dst[i].nbytes() != src[i].nbytes()) {
-      return invalid_argument("tensor {}: {} bytes to copy into {} bytes", i, src[i].nbytes(), dst[i].nbytes());
-    }
-    DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst[i].data, src[i].data, src[i].nbytes(), cudaMemcpyDefault, stream));
-  }
-  DC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  return Status();
-}
-
-}  // namespace
 
 Status GpuShadow::assign(std::span<const TensorView> tensors, uint64_t version, cudaStream_t stream) {
   if (version == 0) return invalid_argument("version 0 means 'nothing held'; versions start at 1");
