@@ -1,71 +1,160 @@
 #!/usr/bin/env python3
-"""A safetensors checkpoint pushed to two inference workers through the
-checkpoint-engine-style facade (deltacast.compat), where checkpoint-engine's
-ParameterServer would be used: register, gather metas, update, unregister.
+"""A trainer pushing its checkpoints to a vLLM server the way checkpoint-engine's
+examples/update.py does, on deltacast: the script is written against
+checkpoint-engine 0.4's API and only its import lines name deltacast.
 
-    python3 examples/checkpoint_engine_replacement.py [--mib 64]
+Every trainer rank (torchrun) registers its share of the checkpoint's files,
+the ranks gather metas, and ``update`` asks the inference server
+(``/collective_rpc``, vLLM's dev-mode endpoint) to run
+``update_weights_from_ipc`` on its workers; vLLM runs with
+``--worker-extension-cls deltacast.compat.worker.VllmColocateWorkerExtension``.
+Then each "training step" changes about 1% of every tensor and is registered,
+gathered and updated under a new name: deltacast sends only the change.
+
+    torchrun --nproc-per-node 2 examples/checkpoint_engine_replacement.py \\
+        --checkpoint-path /path/to/safetensors/dir --endpoint http://localhost:8000 \\
+        --inference-parallel-size 2 --steps 3
+
+Without a GPU, tests/python/vllm_standin/server.py stands in for vLLM (see
+docs/python.md); tests/python/test_checkpoint_engine_dropin.py runs this script
+against it.
 """
 import argparse
-import json
+import logging
 import os
-import subprocess
-import sys
-import tempfile
 import time
+import urllib.request
+import zlib
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import timedelta
 
-import numpy as np
+import torch
 
-from deltacast import compat, safetensors_io
+# With checkpoint-engine, these three lines read:
+#   import checkpoint_engine.distributed as dist
+#   from checkpoint_engine import request_inference_to_update
+#   from checkpoint_engine.ps import ParameterServer
+import deltacast.compat.distributed as dist
+from deltacast.compat import request_inference_to_update
+from deltacast.compat.ps import ParameterServer
 
-TOKEN = "checkpoint-engine-example"
-
-
-def worker(address, spec_json, out):
-    """An inference engine's side: its own (here zeroed) weights, filled in place."""
-    spec = json.loads(spec_json)
-    weights = {t["name"]: (np.zeros(t["shape"], np.uint16), "bf16") for t in spec}
-    version = compat.receive_into(weights, address, token=TOKEN, timeout=120)
-    np.savez(out, **{n: w[0] for n, w in weights.items()})
-    print(f"worker {os.getpid()}: received version {version}", flush=True)
+logger = logging.getLogger("update")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mib", type=int, default=64, help="checkpoint size")
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(*args.worker)
-        return 0
-    tmp = tempfile.mkdtemp(prefix="deltacast-ckpt-")
-    path = os.path.join(tmp, "model.safetensors")
-    rng = np.random.default_rng(0)
-    per = args.mib * 2**20 // 2 // 8
-    safetensors_io.save(path, {f"layers.{i}.weight": (rng.integers(0, 2**16, per, dtype=np.uint16), "bf16")
-                               for i in range(8)})
-    print(f"checkpoint: {path} ({os.path.getsize(path) / 2**20:.0f} MiB, 8 bf16 tensors)")
-    with compat.ParameterServer(token=TOKEN) as ps:
-        ps.register_checkpoint("step-100", files=[path])
-        metas = ps.gather_metas("step-100")
-        outs = [os.path.join(tmp, f"worker{i}.npz") for i in range(2)]
+@contextmanager
+def timer(msg: str):
+    start = time.perf_counter()
+    yield
+    logger.info(f"{msg} duration: {time.perf_counter() - start:.2f} seconds")
 
-        def req_func(address):  # in a deployment: ask each inference engine to load from `address`
-            procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", address,
-                                       json.dumps(metas["tensors"]), out]) for out in outs]
-            for p in procs:
-                if p.wait(120) != 0:
-                    raise RuntimeError("a worker failed")
 
-        start = time.monotonic()
-        report = ps.update("step-100", req_func=req_func, ranks=[0, 1], timeout=120)
-        print(f"update: version {report['version']}, {report['wire_bytes'] / 2**20:.1f} MiB on the wire, "
-              f"{time.monotonic() - start:.2f} s including the workers' start")
-        ps.unregister_checkpoint("step-100")
-    expected = safetensors_io.load(path)
-    exact = all(np.load(out)[n].tobytes() == a.tobytes() for out in outs for n, (a, _) in expected.items())
-    print("bit-exact: yes, both workers hold the checkpoint" if exact else "bit-exact: NO")
-    return 0 if exact else 1
+def check_vllm_ready(endpoint: str, inference_parallel_size: int):
+    if rank != rank // inference_parallel_size * inference_parallel_size:
+        return
+    for retry in range(600):
+        try:
+            with urllib.request.urlopen(f"{endpoint}/health", timeout=10):
+                return
+        except OSError as e:
+            logger.warning(f"fail to check vllm ready, retry {retry + 1} times, error: {e}")
+            time.sleep(1)
+    raise RuntimeError(f"{endpoint} is not ready")
+
+
+def split_checkpoint_files(checkpoint_path: str, rank: int, world_size: int) -> list[str]:
+    checkpoint_files = sorted(os.path.join(checkpoint_path, f) for f in os.listdir(checkpoint_path)
+                              if f.endswith(".safetensors"))
+    files_per_rank = (len(checkpoint_files) + world_size - 1) // world_size
+    return checkpoint_files[rank * files_per_rank: (rank + 1) * files_per_rank]
+
+
+def load_files(files: list[str]) -> dict[str, torch.Tensor]:
+    try:
+        from safetensors.torch import load_file
+    except ImportError:  # no safetensors package: deltacast reads the format too
+        from deltacast.safetensors_io import load as load_arrays
+
+        def load_file(path):
+            out = {}
+            for name, value in load_arrays(path).items():
+                if isinstance(value, tuple):  # (uint16 array, "bf16")
+                    out[name] = torch.from_numpy(value[0].view("int16")).view(torch.bfloat16)
+                else:
+                    out[name] = torch.from_numpy(value)
+            return out
+    tensors = {}
+    for path in files:
+        tensors.update(load_file(path))
+    return tensors
+
+
+def trained(tensors: dict[str, torch.Tensor], step: int, fraction: float = 0.01) -> dict[str, torch.Tensor]:
+    """What a training step might leave: about `fraction` of each tensor's elements nudged
+    (deterministic in the tensor's name and the step, so a test can recompute it)."""
+    out = {}
+    for name, tensor in tensors.items():
+        g = torch.Generator().manual_seed(step * 1_000_003 + zlib.crc32(name.encode()))
+        flat = tensor.detach().clone().reshape(-1)
+        count = max(1, int(flat.numel() * fraction))
+        index = torch.randperm(flat.numel(), generator=g)[:count]
+        flat[index] = (flat[index].float() + 0.05 * torch.randn(count, generator=g)).to(flat.dtype)
+        out[name] = flat.reshape(tensor.shape)
+    return out
+
+
+def req_inference(endpoint: str, inference_parallel_size: int,
+                  uds: str | None = None) -> Callable[[list[tuple[str, str]]], None]:
+    rank = int(os.getenv("RANK", None))
+    src = rank // inference_parallel_size * inference_parallel_size
+
+    def req_func(socket_paths: list[tuple[str, str]]):
+        if rank == src:
+            request_inference_to_update(f"{endpoint}/collective_rpc",
+                                        dict(socket_paths[src: src + inference_parallel_size]), uds=uds)
+
+    return req_func
+
+
+def update_weights(ps: ParameterServer, checkpoint_name: str, files: list[str], steps: int,
+                   req_func: Callable[[list[tuple[str, str]]], None], inference_parallel_size: int,
+                   endpoint: str, timeout: float):
+    ps.init_process_group()
+    dist.barrier()
+    check_vllm_ready(endpoint, inference_parallel_size)
+    weights = None
+    previous = None
+    for step in range(steps):
+        name = f"{checkpoint_name}-{step}"
+        if step == 0:
+            ps.register_checkpoint(name, files=files)
+        else:
+            weights = trained(weights if weights is not None else load_files(files), step)
+            ps.register_checkpoint(name, named_tensors=weights)
+        with timer(f"Gather metas of {name}"):
+            ps.gather_metas(name)
+        with timer(f"Update weights to {name}"):
+            ps.update(name, req_func, timeout=timedelta(seconds=timeout))
+        if previous is not None:
+            ps.unregister_checkpoint(previous)
+        previous = name
+    ps.unregister_checkpoint(previous)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint-path", type=str, required=True)
+    parser.add_argument("--endpoint", type=str, default="http://localhost:19730")
+    parser.add_argument("--inference-parallel-size", type=int, default=8)
+    parser.add_argument("--checkpoint-name", type=str, default="my-checkpoint-iter")
+    parser.add_argument("--steps", type=int, default=2, help="updates: the checkpoint, then trained steps")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one update may take")
+    parser.add_argument("--uds", type=str, default=None)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s rank" + os.getenv("RANK", "?") + " %(message)s")
+    rank = int(os.getenv("RANK"))
+    world_size = int(os.getenv("WORLD_SIZE"))
+    req_func = req_inference(args.endpoint, args.inference_parallel_size, args.uds)
+    ps = ParameterServer(auto_pg=True)
+    update_weights(ps, args.checkpoint_name, split_checkpoint_files(args.checkpoint_path, rank, world_size),
+                   args.steps, req_func, args.inference_parallel_size, args.endpoint, args.timeout)

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broadcast/engine/group_client.h"
 #include "status_errors.h"
 
 namespace py = pybind11;
@@ -85,6 +86,32 @@ GroupSeatOptions seat_options(const std::string& logical_json, const std::string
   seat.host = host;
   seat.advertise = endpoints(advertise, "advertise");
   return seat;
+}
+
+std::string group_json(const GroupView& group) {
+  Json tensors = Json::array();
+  for (const TensorSpec& t : group.logical) {
+    tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+  }
+  Json ranks = Json::array();
+  for (const RankEntry& r : group.ranks) {
+    Json addresses = Json::array();
+    for (const Endpoint& e : r.addresses) addresses.push_back(e.to_string());
+    ranks.push_back({{"rank", r.rank}, {"addresses", addresses}});
+  }
+  return Json{{"tensors", tensors}, {"ranks", ranks}}.dump();
+}
+
+std::string find_group(const std::vector<std::string>& connect, uint64_t token, double timeout_seconds) {
+  GroupClientOptions options;
+  options.coordinators = endpoints(connect, "connect");
+  options.token = token;
+  Result<GroupView> found = failed_precondition("not asked");
+  {
+    py::gil_scoped_release release;
+    found = deltacast::find_group(options, to_millis(timeout_seconds));
+  }
+  return group_json(value_or_raise(std::move(found)));
 }
 
 PyGroupConsumer::PyGroupConsumer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
@@ -193,18 +220,7 @@ size_t PyGroupCoordinator::registered() const { return engine().directory().regi
 
 std::string PyGroupCoordinator::group() const {
   auto group = engine().directory().group();
-  if (!group.ok()) return "null";
-  Json tensors = Json::array();
-  for (const TensorSpec& t : group->logical) {
-    tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
-  }
-  Json ranks = Json::array();
-  for (const RankEntry& r : group->ranks) {
-    Json addresses = Json::array();
-    for (const Endpoint& e : r.addresses) addresses.push_back(e.to_string());
-    ranks.push_back({{"rank", r.rank}, {"addresses", addresses}});
-  }
-  return Json{{"tensors", tensors}, {"ranks", ranks}}.dump();
+  return group.ok() ? group_json(*group) : "null";
 }
 
 void PyGroupCoordinator::close() {

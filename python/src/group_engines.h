@@ -28,6 +28,13 @@ GroupSeatOptions seat_options(const std::string& logical_json, const std::string
                               uint32_t world, const std::vector<std::string>& coordinator, bool host,
                               const std::vector<std::string>& advertise);
 
+// A formed group as JSON: {"tensors": [{name, dtype, shape}], "ranks": [{rank, addresses}]}.
+std::string group_json(const GroupView& group);
+
+// Asks the group coordinator at `connect` for the formed group, waiting up to `timeout_seconds`
+// while ranks are missing; the group as group_json, or raises with the last reason.
+std::string find_group(const std::vector<std::string>& connect, uint64_t token, double timeout_seconds);
+
 class PyGroupConsumer {
  public:
   // `ranks_json`: [{"pieces": <locals>, "connect": ["host:port", ...]}] for every rank of the group;

@@ -73,6 +73,7 @@ PYBIND11_MODULE(_core, m) {
       .def("close", &PyConsumer::close);
 
   m.def("resolve_layout", &resolve_layout, py::arg("logical"), py::arg("locals"));
+  m.def("find_group", &find_group, py::arg("connect"), py::arg("token"), py::arg("timeout"));
 
   py::class_<PyGroupConsumer>(m, "GroupConsumer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,

@@ -1,82 +1,263 @@
-"""The checkpoint-engine-style facade: a safetensors checkpoint pushed to two
-worker processes, then updated in place and pushed again as a delta."""
+"""deltacast.compat in one process (a world of one rank): register, gather,
+update through the worker functions, the handle and the workers' reports, the
+layout of a vLLM-style model, and misuse."""
 import json
 import os
-import subprocess
+import socket
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from socketserver import UnixStreamServer
 
 import numpy as np
 import pytest
+import torch
 
 import deltacast
 from deltacast import compat, safetensors_io
+from deltacast.compat import _handle, _replies, vllm_layout
+from deltacast.compat.api import InferenceRequestError, request_inference_to_update
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TOKEN = "compat-test"
+from conftest import raw_bytes
 
-
-def checkpoint(rng):
-    return {"embed.weight": (rng.integers(0, 2 ** 16, (128, 64), dtype=np.uint16), "bf16"),
-            "norm.weight": rng.standard_normal(64).astype(np.float32),
-            "step": np.array([7], dtype=np.int64)}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_standin"))
+from tiny_llama import CONFIG, TinyLlama, checkpoint_tensors  # noqa: E402
 
 
-def run_workers(address, spec, tmp_path, n):
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "worker_proc.py"), address, TOKEN,
-                               json.dumps(spec), str(tmp_path / f"w{i}.npz")], stdout=subprocess.PIPE, text=True)
-             for i in range(n)]
-    return procs
+def whole_worker():
+    """A req_func that runs checkpoint-engine's worker function on the handle of each device,
+    and what it received."""
+    received = {}
+
+    def run(weights):
+        received.clear()
+        received.update({n: t.clone() for n, t in weights})
+
+    def req_func(socket_paths):
+        for _, handle in socket_paths:
+            compat.update_weights_from_ipc(None, handle, 0, run=run)
+
+    return req_func, received
 
 
-def test_safetensors_checkpoint_to_two_workers_then_a_delta(tmp_path):
+def test_files_and_named_tensors_snapshot_then_deltas_under_new_names(tmp_path):
     rng = np.random.default_rng(3)
-    path = tmp_path / "model.safetensors"
-    safetensors_io.save(path, checkpoint(rng))
-    with compat.ParameterServer(token=TOKEN) as ps:
-        ps.register_checkpoint("step-7", files=[str(path)])
+    embed = rng.integers(0, 2 ** 16, (128, 64), dtype=np.uint16)
+    safetensors_io.save(tmp_path / "a.safetensors", {"embed.weight": (embed, "bf16")})
+    live = {"norm.weight": torch.randn(64), "step": torch.tensor(7), "tiny": torch.zeros(0)}
+    req_func, received = whole_worker()
+    with compat.ParameterServer() as ps:
+        ps.register_checkpoint("step-7", files=[str(tmp_path / "a.safetensors")], named_tensors=live)
+        live["norm.weight"][0] = 99.0  # registered means copied: this change is not in step-7
         metas = ps.gather_metas("step-7")
-        assert [t["name"] for t in metas["tensors"]] == ["embed.weight", "norm.weight", "step"]
-        assert metas["tensors"][0]["dtype"] == "bf16" and metas["tensors"][0]["shape"] == [128, 64]
-        spec = [[t["name"], t["dtype"] if t["dtype"] == "bf16" else {"f32": "float32", "i64": "int64"}[t["dtype"]],
-                 t["shape"]] for t in metas["tensors"]]
-        answers = []
-
-        def req_func(address):  # like an HTTP call that returns once the engines loaded the weights
-            for p in run_workers(address, spec, tmp_path, 2):
-                out, _ = p.communicate(timeout=60)
-                answers.append((p.returncode, json.loads(out)["version"] if out else None))
-
-        report = ps.update("step-7", req_func=req_func, ranks=[0, 1], timeout=60)
-        assert report["full"] and report["version"] == 1, report
-        assert answers == [(0, 1), (0, 1)]
-        expected = safetensors_io.load(path)
-        for i in range(2):
-            got = np.load(tmp_path / f"w{i}.npz")
-            for name, value in expected.items():
-                array = value[0] if isinstance(value, tuple) else value
-                assert got[name].tobytes() == array.tobytes(), (i, name)
-
-        with pytest.raises(deltacast.InvalidArgumentError, match="already registered"):
-            ps.register_checkpoint("step-7", named_tensors={"x": np.zeros(1)})
+        assert [t["name"] for t in metas[0]["tensors"]] == ["embed.weight", "norm.weight", "step", "tiny"]
+        first = ps.update("step-7", req_func)
+        assert first["full"] and first["version"] == 1
+        assert raw_bytes(received["embed.weight"]) == embed.tobytes()
+        assert received["norm.weight"][0] != 99.0 and received["step"].reshape(()) == 7
+        assert "tiny" not in received  # an empty tensor carries nothing
+        ps.register_checkpoint("step-8", named_tensors={"embed.weight": (embed, "bf16"), **live})
+        ps.gather_metas("step-8")
+        second = ps.update("step-8", req_func)
+        assert not second["full"] and second["changed"] == 1 and second["wire_bytes"] < first["wire_bytes"] / 10
+        assert received["norm.weight"][0] == 99.0
+        again = ps.update("step-8", req_func)  # the same checkpoint again: an empty delta, still exact
+        assert again["version"] == 3 and again["changed"] == 0
+        assert raw_bytes(received["norm.weight"]) == raw_bytes(live["norm.weight"])
         ps.unregister_checkpoint("step-7")
-        with pytest.raises(deltacast.InvalidArgumentError, match="not registered"):
-            ps.gather_metas("step-7")
+        ps.unregister_checkpoint("step-8")
 
 
-def test_update_sends_only_the_change_to_a_kept_worker():
-    rng = np.random.default_rng(4)
-    weights = checkpoint(rng)
-    target = {"embed.weight": (np.zeros((128, 64), np.uint16), "bf16"), "norm.weight": np.zeros(64, np.float32),
-              "step": np.zeros(1, np.int64)}
-    with compat.ParameterServer(token=TOKEN) as ps:
-        ps.register_checkpoint("live", named_tensors=weights)
-        address = ps.gather_metas("live")["address"]
-        worker = compat.Worker(target, address, token=TOKEN).start()
-        first = ps.update("live", ranks=[0], timeout=30)
-        weights["norm.weight"][:4] += 1.0
-        second = ps.update("live", ranks=[0], timeout=30)
-        assert first["full"] and not second["full"] and second["changed"] == 4
-        assert second["wire_bytes"] < first["wire_bytes"] / 10
-        assert target["norm.weight"].tobytes() == weights["norm.weight"].tobytes()
-        assert target["embed.weight"][0].tobytes() == weights["embed.weight"][0].tobytes()
-        worker.close()
+def test_registration_misuse_names_the_checkpoint_or_tensor(tmp_path, caplog):
+    with compat.ParameterServer() as ps:
+        ps.register_checkpoint("a", named_tensors={"x": np.zeros(4, np.float32)})
+        with pytest.raises(deltacast.InvalidArgumentError, match="'a' is already registered"):
+            ps.register_checkpoint("a", named_tensors={"x": np.zeros(4, np.float32)})
+        safetensors_io.save(tmp_path / "x.safetensors", {"x": np.zeros(2, np.float32)})
+        with pytest.raises(deltacast.InvalidArgumentError, match="tensor 'x' is both in .*x.safetensors and in named"):
+            ps.register_checkpoint("b", files=[str(tmp_path / "x.safetensors")], named_tensors={"x": np.zeros(1)})
+        with pytest.raises(deltacast.DTypeError, match="tensor 'c'"):
+            ps.register_checkpoint("b", named_tensors={"c": np.zeros(2, np.complex64)})
+        with pytest.raises(deltacast.InvalidArgumentError, match="call register_checkpoint and gather_metas"):
+            ps.update("a", lambda paths: None)
+        ps.gather_metas("a")
+        ps.register_checkpoint("other", named_tensors={"y": np.zeros(4, np.float32)})
+        with pytest.raises(deltacast.InvalidArgumentError, match=r"call gather_metas\('other'\) first"):
+            ps.update("other", lambda paths: None)
+        with pytest.raises(deltacast.InvalidArgumentError, match="req_func is required"):
+            ps.update("a", None)
+        with caplog.at_level("WARNING", logger="deltacast.compat"):
+            ps.unregister_checkpoint("never-registered")
+        assert "never-registered not found" in caplog.text
+
+
+def test_shared_memory_pool_has_one_user_and_a_fixed_shape():
+    with compat.ParameterServer() as ps:
+        ps.register_checkpoint("a", named_tensors={"x": np.ones(4, np.float32)}, use_shared_memory_pool=True)
+        with pytest.raises(deltacast.InvalidArgumentError, match="'a' is using it"):
+            ps.register_checkpoint("b", named_tensors={"x": np.ones(4, np.float32)}, use_shared_memory_pool=True)
+        ps.unregister_checkpoint("a")  # keeps the pool
+        ps.register_checkpoint("b", named_tensors={"x": np.full(4, 2, np.float32)}, use_shared_memory_pool=True)
+        assert ps.gather_metas("b")[0]["tensors"] == [{"name": "x", "dtype": "f32", "shape": [4]}]
+        ps.unregister_checkpoint("b")
+        with pytest.raises(deltacast.InvalidArgumentError, match="holds other tensors"):
+            ps.register_checkpoint("c", named_tensors={"x": np.ones(5, np.float32)}, use_shared_memory_pool=True)
+        ps.register_checkpoint("b2", named_tensors={"x": np.ones(4, np.float32)}, use_shared_memory_pool=True)
+        ps.unregister_checkpoint("b2", force=True)  # frees the pool: the next user sets its shape
+        ps.register_checkpoint("c", named_tensors={"x": np.ones(5, np.float32)}, use_shared_memory_pool=True)
+
+
+def test_a_failing_req_func_and_a_failing_worker_are_named():
+    req_func, _ = whole_worker()
+    with compat.ParameterServer() as ps:
+        ps.register_checkpoint("a", named_tensors={"x": np.ones(4, np.float32)})
+        ps.gather_metas("a")
+
+        def broken(paths):
+            raise OSError("the inference server is down")
+
+        with pytest.raises(compat.UpdateError, match="rank 0: OSError: the inference server is down"):
+            ps.update("a", broken)
+
+        def failing_worker(paths):
+            compat.update_weights_from_ipc(None, paths[0][1], 0, run=lambda w: 1 / 0)
+
+        with pytest.raises(compat.UpdateError, match=r"worker .*ZeroDivisionError"):
+            ps.update("a", failing_worker)
+
+        def slow(paths):
+            threading.Event().wait(5)
+
+        with pytest.raises(compat.UpdateError, match="req_func did not return within 1 s"):
+            ps.update("a", slow, timeout=1)
+        report = ps.update("a", req_func)  # and the next update goes through
+        assert report["version"] == 4
+
+
+def test_handles_round_trip_and_refuse_what_is_not_one():
+    h = _handle.Handle("10.0.0.1:29601", "step 1/a", 7, "10.0.0.1:4100", "ab12")
+    assert _handle.parse(str(h)) == h
+    for bad in ("ipc://@checkpoint-engine-GPU-1.sock", "deltacast://", "deltacast://h:1/c?version=x", 5):
+        with pytest.raises(deltacast.InvalidArgumentError, match="handle"):
+            _handle.parse(bad)
+
+
+def test_reports_that_are_not_this_updates_are_dropped():
+    listener = _replies.ReplyListener("127.0.0.1", "n0nce")
+    address = f"127.0.0.1:{listener.port}"
+    try:
+        def raw(data):
+            with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as s:
+                s.sendall(data)
+                s.shutdown(socket.SHUT_WR)
+                return s.recv(16)
+
+        assert raw(b"\xff\x00 not json\n") == b""
+        assert raw(b"[1, 2]\n") == b""
+        assert raw(b"x" * (_replies._MAX_LINE + 10) + b"\n") == b""
+        assert not _replies.send_report(address, "other", "w", "boom")
+        assert raw(json.dumps({"nonce": "n0nce", "worker": 5, "error": None}).encode() + b"\n") == b""
+        assert _replies.send_report(address, "n0nce", "good worker", None)
+        assert _replies.send_report(address, "n0nce", "bad worker", "RuntimeError: x")
+        assert listener.failures() == [{"worker": "bad worker", "error": "RuntimeError: x"}]
+        assert len(listener.reports) == 2
+    finally:
+        listener.close()
+    assert not _replies.send_report(address, "n0nce", "late", None)  # nobody listens: no raise
+
+
+def test_vllm_layout_writes_fused_and_sharded_parameters_in_place():
+    logical = {n: ("bf16", tuple(t.shape)) for n, t in checkpoint_tensors().items()}
+    model = TinyLlama(1, 2)
+    plan = vllm_layout.plan(dict(model.named_parameters()), logical, model.packed_modules_mapping, 1, 2)
+    qkv = plan.in_place["model.layers.0.self_attn.qkv_proj.weight"]
+    assert [(p.tensor, p.dim, p.start, p.stop) for p in qkv.pieces] == [
+        ("model.layers.0.self_attn.q_proj.weight", 0, 32, 64), ("model.layers.0.self_attn.k_proj.weight", 0, 16, 32),
+        ("model.layers.0.self_attn.v_proj.weight", 0, 16, 32)]
+    down = plan.in_place["model.layers.1.mlp.down_proj.weight"]
+    assert (down.tensor, down.dim, down.start, down.stop) == ("model.layers.1.mlp.down_proj.weight", 1, 64, 128)
+    norm = plan.in_place["model.norm.weight"]
+    assert (norm.dim, norm.start, norm.stop) == (0, 0, CONFIG["hidden"])
+    # The vocabulary is padded per partition (100 -> 2 x 64 rows): those go through load_weights.
+    assert plan.fallback == ["model.embed_tokens.weight", "lm_head.weight"]
+    # Another dtype (a quantized or upcast parameter) is not written in place either.
+    logical["model.norm.weight"] = ("f32", logical["model.norm.weight"][1])
+    assert "model.norm.weight" in vllm_layout.plan(dict(model.named_parameters()), logical,
+                                                   model.packed_modules_mapping, 1, 2).fallback
+
+
+class _Extended(compat.VllmColocateWorkerExtension):
+    def __init__(self, rank, tp_size):
+        self.rank = self.local_rank = rank
+        self.device = torch.device("cpu")
+        self.model_config = None
+        self.model_runner = type("Runner", (), {})()
+        self.model_runner.model = TinyLlama(rank, tp_size)
+
+
+def test_worker_extension_updates_a_tensor_parallel_model_in_place():
+    import vllm.distributed
+    tensors = checkpoint_tensors(seed=5)
+    workers = [_Extended(r, 2) for r in range(2)]
+    with compat.ParameterServer() as ps:
+        ps.register_checkpoint("v1", named_tensors=tensors)
+        ps.gather_metas("v1")
+        results = []
+
+        def req_func(socket_paths):
+            for w in workers:  # vLLM's workers are processes of their own; here the TP state is set per call
+                vllm.distributed.set_tensor_model_parallel(w.rank, 2)
+                results.append(w.update_weights_from_ipc(dict(socket_paths) | {w._device_uuid: socket_paths[0][1]}))
+
+        ps.update("v1", req_func)
+        for w in workers:
+            expected = TinyLlama(w.rank, 2)
+            expected.load_weights(tensors.items())
+            assert w.model_runner.model.digests() == expected.digests()
+            assert w.model_runner.model.processed_after_loading == 1
+        assert [r["in_place"] for r in results] == [len(list(expected.named_parameters())) - 2] * 2
+        assert [r["load_weights"] for r in results] == [2, 2]
+        with pytest.raises(deltacast.InvalidArgumentError, match="its device CPU-.* is not among the handles"):
+            workers[0].update_weights_from_ipc({"GPU-elsewhere": "deltacast://h:1/x"})
+
+
+def test_request_inference_to_update_posts_vllms_body_over_http_and_unix_sockets(tmp_path):
+    bodies = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            bodies.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            failing = bodies[-1][1]["args"][0].get("fail")
+            self.send_response(500 if failing else 200)
+            self.send_header("Content-Length", "21" if failing else "0")
+            self.end_headers()
+            if failing:
+                self.wfile.write(b"Internal Server Error")
+
+        def log_message(self, *args):
+            pass
+
+    class UnixHTTPServer(UnixStreamServer):
+        def get_request(self):
+            request, _ = super().get_request()
+            return request, ("local", 0)
+
+    tcp = HTTPServer(("127.0.0.1", 0), Handler)
+    unix = UnixHTTPServer(str(tmp_path / "s.sock"), Handler)
+    for server in (tcp, unix):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        request_inference_to_update(f"http://127.0.0.1:{tcp.server_address[1]}/collective_rpc", {"GPU-0": "h"},
+                                    timeout=5)
+        request_inference_to_update("http://localhost/collective_rpc", {"GPU-1": "h"}, uds=str(tmp_path / "s.sock"))
+        assert bodies == [("/collective_rpc", {"method": "update_weights_from_ipc", "args": [{"GPU-0": "h"}],
+                                               "timeout": 5}),
+                          ("/collective_rpc", {"method": "update_weights_from_ipc", "args": [{"GPU-1": "h"}],
+                                               "timeout": 300.0})]
+        with pytest.raises(InferenceRequestError, match="answered 500 .*Internal Server Error"):
+            request_inference_to_update(f"http://127.0.0.1:{tcp.server_address[1]}/collective_rpc", {"fail": "1"})
+        with pytest.raises(deltacast.InvalidArgumentError, match="socket_paths"):
+            request_inference_to_update("http://127.0.0.1:1/collective_rpc", [("GPU-0", "h")])
+    finally:
+        tcp.shutdown()
+        unix.shutdown()

@@ -1,0 +1,14 @@
+"""checkpoint-engine's API over deltacast: change the imports of a script
+written for checkpoint-engine 0.4 and it runs on deltacast.
+
+    from deltacast.compat import ParameterServer, request_inference_to_update   # trainer ranks
+    vllm serve ... --worker-extension-cls deltacast.compat.worker.VllmColocateWorkerExtension
+
+docs/python.md has every checkpoint-engine name beside deltacast's and what differs."""
+from .api import request_inference_to_update
+from .direct import Worker, receive_into
+from .ps import ParameterServer, UpdateError
+from .worker import VllmColocateWorkerExtension, update_weights_from_ipc
+
+__all__ = ["ParameterServer", "UpdateError", "VllmColocateWorkerExtension", "request_inference_to_update",
+           "update_weights_from_ipc", "receive_into", "Worker"]

@@ -1,0 +1,105 @@
+"""What the ranks of a ParameterServer world agree on, through a key-value
+store: torch.distributed's TCPStore on MASTER_ADDR, as checkpoint-engine
+uses. Every exchange has a deadline and names the ranks that did not take
+part, so a rank that died makes the others raise instead of hanging, and
+rank 0 (which holds the store) going away is reported as such."""
+import json
+import time
+from datetime import timedelta
+
+from ..errors import ConnectionError, InvalidArgumentError, TimeoutError
+
+_POLL_SECONDS = 0.01
+
+
+def seconds_of(timeout, what="timeout"):
+    """A timedelta or a number of seconds, as seconds (None: no limit)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise InvalidArgumentError(f"{what}: {timeout!r} is not a timedelta or a number of seconds")
+    return float(timeout)
+
+
+class _LocalStore:
+    """A world of one rank needs no server (nor torch)."""
+
+    def __init__(self):
+        self._values = {}
+
+    def set(self, key, value):
+        self._values[key] = value
+
+    def get(self, key):
+        return self._values[key]
+
+    def add(self, key, amount):
+        self._values[key] = self._values.get(key, 0) + amount
+        return self._values[key]
+
+    def wait(self, keys, timeout=None):
+        missing = [k for k in keys if k not in self._values]
+        if missing:
+            raise RuntimeError(f"Timeout waiting for {missing}")
+
+
+def torch_module():
+    try:
+        import torch
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        raise InvalidArgumentError("a ParameterServer world of several ranks needs torch (torch.distributed's "
+                                   "TCPStore carries the rendezvous, as in checkpoint-engine)") from None
+    return torch
+
+
+class Rendezvous:
+    """Gathers and barriers among `world_size` ranks. Every rank calls the same
+    exchanges in the same order (they are numbered)."""
+
+    def __init__(self, rank, world_size, master_addr, master_port, timeout):
+        self.rank, self.world_size, self.timeout = rank, world_size, timeout
+        self._round = 0
+        if world_size == 1:
+            self.store = _LocalStore()
+            return
+        torch = torch_module()
+        try:
+            self.store = torch.distributed.TCPStore(master_addr, int(master_port), world_size, rank == 0,
+                                                    timedelta(seconds=timeout))
+        except RuntimeError as e:
+            raise ConnectionError(f"rank {rank}: no rendezvous with the other ranks at {master_addr}:{master_port} "
+                                  f"(the store rank 0 serves): {e}") from None
+
+    def gather(self, what, value, timeout=None):
+        """Every rank's `value` (JSON-able), in rank order. Raises TimeoutError naming
+        the ranks missing after `timeout` seconds (default: the rendezvous timeout)."""
+        self._round += 1
+        prefix = f"deltacast/{self._round}/{what}/"
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        try:
+            self.store.set(prefix + str(self.rank), json.dumps(value))
+            # A count of the ranks that set theirs: TCPStore in older torch has no check().
+            self.store.add(prefix + "count", 1)
+            while self.store.add(prefix + "count", 0) < self.world_size:
+                if time.monotonic() >= deadline:
+                    missing = [r for r in range(self.world_size) if not self._has(prefix + str(r))]
+                    raise TimeoutError(f"{what}: rank(s) {', '.join(map(str, missing))} of {self.world_size} did "
+                                       f"not take part within {self.timeout if timeout is None else timeout:.0f} s "
+                                       f"(dead, or not calling it)")
+                time.sleep(_POLL_SECONDS)
+            return [json.loads(self.store.get(prefix + str(r))) for r in range(self.world_size)]
+        except RuntimeError as e:  # the store's connection: rank 0 is gone
+            raise ConnectionError(f"{what}: lost the rendezvous store that rank 0 serves ({e})") from None
+
+    def _has(self, key):
+        try:
+            self.store.wait([key], timedelta(milliseconds=10))
+            return True
+        except RuntimeError:
+            return False
+
+    def barrier(self, what, timeout=None):
+        self.gather(what, None, timeout)

@@ -1,0 +1,81 @@
+"""Workers report each update's outcome to the trainer rank whose handle they
+took, as checkpoint-engine's workers answer on its ZMQ socket: that is how
+``ParameterServer.update`` names the worker that failed, even where the
+inference server's HTTP answer carries no detail (vLLM's /collective_rpc
+answers a worker's exception with a bare 500). A report is one JSON line;
+anything else (too long, not JSON, another update's nonce) is dropped with
+the connection."""
+import json
+import socket
+import socketserver
+import threading
+
+_MAX_LINE = 64 * 1024
+
+
+class ReplyListener:
+    """Collects the reports of one update (those carrying `nonce`)."""
+
+    def __init__(self, host, nonce):
+        self.nonce = nonce
+        self.reports = []
+        self._lock = threading.Lock()
+        listener = self
+
+        class _Handler(socketserver.StreamRequestHandler):
+            timeout = 10
+
+            def handle(self):
+                try:
+                    line = self.rfile.readline(_MAX_LINE + 1)
+                    report = json.loads(line) if 0 < len(line) <= _MAX_LINE else None
+                except (OSError, ValueError):
+                    return
+                if listener._accept(report):
+                    try:
+                        self.wfile.write(b"ok\n")
+                    except OSError:
+                        pass
+
+        self._server = socketserver.ThreadingTCPServer((host, 0), _Handler, bind_and_activate=True)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="deltacast-replies",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self):
+        return self._server.server_address[1]
+
+    def _accept(self, report):
+        if not isinstance(report, dict) or report.get("nonce") != self.nonce:
+            return False
+        worker, error = report.get("worker"), report.get("error")
+        if not isinstance(worker, str) or not (error is None or isinstance(error, str)):
+            return False
+        with self._lock:
+            self.reports.append({"worker": worker[:256], "error": None if error is None else error[:16384]})
+        return True
+
+    def failures(self):
+        with self._lock:
+            return [r for r in self.reports if r["error"] is not None]
+
+    def close(self):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def send_report(address, nonce, worker, error, timeout=10.0):
+    """Tells the listener at `address` (host:port) how this worker's update went (error None:
+    applied). Best effort: a trainer that is gone is not the worker's failure."""
+    if not address:
+        return False
+    host, _, port = address.rpartition(":")
+    line = json.dumps({"nonce": nonce, "worker": worker, "error": error}).encode() + b"\n"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as s:
+            s.sendall(line)
+            return s.makefile("rb").readline(16) == b"ok\n"
+    except (OSError, ValueError):
+        return False
