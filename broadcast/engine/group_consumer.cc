@@ -187,8 +187,10 @@ GroupConsumerState GroupConsumer::state() const {
   }
   s.ranks = rank_ids_;
   for (const auto& c : consumers_) {
-    s.rank_versions.push_back(c->version());
-    if (s.last_error.ok()) s.last_error = c->state().last_error;
+    const ConsumerState part = c->state();
+    s.rank_versions.push_back(part.version);
+    s.received_bytes += part.received_bytes;
+    if (s.last_error.ok()) s.last_error = part.last_error;
   }
   return s;
 }

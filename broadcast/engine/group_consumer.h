@@ -35,6 +35,7 @@ struct GroupConsumerState {
   uint64_t version = 0;       // committed by the group: every needed rank holds it
   std::vector<uint32_t> ranks;  // the ranks this process takes pieces from
   std::vector<uint64_t> rank_versions;  // committed per such rank (all equal to `version` between commits)
+  uint64_t received_bytes = 0;          // since start, over every rank's consumer
   Status last_error;
 };
 

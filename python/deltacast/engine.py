@@ -448,7 +448,9 @@ class Consumer(_Engine):
     def state(self):
         """id, epoch (of the producer joined), version, held_epoch (of the producer that sent it),
         connected, refused, transport, last_error; since start: staged,
-        commits, failures, received_bytes; last_receive_seconds, last_apply_seconds."""
+        commits, failures, received_bytes; last_receive_seconds, last_apply_seconds. A consumer
+        with a layout: version, ranks (the trainer ranks it takes pieces from), rank_versions,
+        transport, last_error, received_bytes (over all those ranks)."""
         return json.loads(self._live().state())
 
     def model_hash(self):

@@ -186,6 +186,7 @@ std::string PyGroupConsumer::state() const {
   return Json{{"version", s.version},
               {"ranks", s.ranks},
               {"rank_versions", s.rank_versions},
+              {"received_bytes", s.received_bytes},
               {"transport", std::string(engine().transport())},
               {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
       .dump();

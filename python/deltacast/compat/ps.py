@@ -185,23 +185,25 @@ class ParameterServer:
         """Waits until every rank got here (through the store: no process group needed)."""
         self._rendezvous.barrier("store_based_barrier", seconds_of(timeout))
 
-    def _maybe_init_process_group(self, timeout=timedelta(minutes=10)):
+    def _maybe_init_process_group(self):
+        # Called once the ranks met through the store (which names a missing rank), and bounded
+        # by the rendezvous timeout: a rank that died does not hold the others for 10 minutes.
         if not self._auto_pg or self._world_size == 1:
             return
         torch = torch_module()
         if not torch.distributed.is_initialized():
-            self.init_process_group(timeout=timeout)
+            self.init_process_group(timeout=timedelta(seconds=self._timeout))
 
     def gather_metas(self, checkpoint_name):
         """Collective: every rank tells the others which tensors it holds of ``checkpoint_name``
         (none where it did not register it); together they settle which rank sends which tensor.
         When those are the tensors of the last gather, the engine stays (the next update is a
         delta); otherwise it is rebuilt (the next update sends everything)."""
-        self._maybe_init_process_group()
         tensors = self._tensors(checkpoint_name) or {}
         mine = {"checkpoint": checkpoint_name, "tensors": _host_tensors.metas_of(tensors),
                 "device_uuid": self._device_uuid, "host": self._options.advertise_host}
         everyone = self._rendezvous.gather("gather_metas", mine)
+        self._maybe_init_process_group()
         plan = plan_of([m["tensors"] for m in everyone], checkpoint_name)
         if self._publisher is None or self._publisher.plan.signature != plan.signature:
             if self._publisher is not None:
@@ -249,25 +251,26 @@ class ParameterServer:
         if ranks is not None and any(not isinstance(r, int) or not 0 <= r < self._world_size for r in ranks):
             raise InvalidArgumentError(f"ranks: {ranks!r} are not ranks of a world of {self._world_size}")
         try:
-            self._maybe_init_process_group(timeout)
             coordinator, version = self._publish(checkpoint_name)
             listener = ReplyListener(self._options.listen_host, secrets.token_hex(8))
             try:
                 handle = Handle(coordinator, checkpoint_name, version,
                                 f"{self._options.advertise_host}:{listener.port}", listener.nonce)
                 handles = self._rendezvous.gather("update handles", str(handle))
+                self._maybe_init_process_group()
                 uuids = [self._metas[r]["device_uuid"] for r in range(self._world_size)] if self._metas else \
                     [self._device_uuid] * self._world_size
                 socket_paths = list(zip(uuids, handles))
                 error = None
                 if not ranks or self._rank in ranks:
                     error = self._call(req_func, socket_paths, seconds)
-                failures = listener.failures()
+                # Workers report to the rank whose handle they took, which need not be the one that
+                # called req_func: every listener stays open until every req_func returned.
+                errors = self._rendezvous.gather("update req_func", error, self._timeout + (seconds or 0))
+                reports = self._rendezvous.gather("update reports", listener.failures())
             finally:
                 listener.close()
-            outcome = {"error": error, "workers": failures}
-            outcomes = self._rendezvous.gather("update outcome", outcome, self._timeout + (seconds or 0))
-            self._raise_for(outcomes, checkpoint_name, version)
+            self._raise_for(errors, reports, checkpoint_name, version)
             producer = self._publisher.producer if self._publisher else None
             return producer.report(version) if producer is not None else None
         finally:
@@ -313,13 +316,9 @@ class ParameterServer:
             return f"req_func did not return within {seconds:.0f} s"
         return failure[0] if failure else None
 
-    def _raise_for(self, outcomes, checkpoint_name, version):
-        problems = []
-        for rank, outcome in enumerate(outcomes):
-            if outcome["error"]:
-                problems.append(f"rank {rank}: {outcome['error']}")
-            for worker in outcome["workers"]:
-                problems.append(f"worker {worker['worker']}: {worker['error']}")
+    def _raise_for(self, errors, reports, checkpoint_name, version):
+        problems = [f"rank {rank}: {error}" for rank, error in enumerate(errors) if error]
+        problems += [f"worker {w['worker']}: {w['error']}" for failures in reports for w in failures]
         if problems:
             raise UpdateError(f"update of checkpoint '{checkpoint_name}' (version {version}) failed: " +
                               "; ".join(problems))

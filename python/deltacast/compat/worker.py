@@ -69,18 +69,21 @@ class _Receiver:
             layout[f"load_weights:{n}"] = whole({"name": n, "shape": list(shape)})
         self.consumer = Consumer(items, layout=layout, connect=coordinator, token=token, rails=rails, name=name,
                                  join_timeout=timeout)
+        self._received = 0
 
     def update(self, version, timeout):
         start = time.monotonic()
-        before = self.consumer.state().get("received_bytes", 0)
         self.consumer.wait(max(version, 1), timeout)
         for target, mirror in self._mirrors:
             target.copy_(mirror, non_blocking=True)
         if self.staging:
             self.model.load_weights(list(self.staging.items()))
+        # Versions land in the background, often before this call: count since the last one.
+        total = self.consumer.state()["received_bytes"]
+        received, self._received = total - self._received, total
         return {"version": self.consumer.version, "in_place": len(self.plan.in_place),
                 "load_weights": len(self.staging), "seconds": time.monotonic() - start,
-                "received_bytes": self.consumer.state().get("received_bytes", 0) - before}
+                "received_bytes": received}
 
     def close(self):
         self.consumer.close()

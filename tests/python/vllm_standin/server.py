@@ -72,8 +72,9 @@ def worker_class(extension_qualname):
         def standin_processed_after_loading(self):
             return self.model_runner.model.processed_after_loading
 
-        def standin_fail_next_load(self, message):
-            self.model_runner.model.fail_next_load = message
+        def standin_fail_next_load(self, message, rank):
+            if self.rank == rank:  # collective_rpc reaches every worker; one of them is to fail
+                self.model_runner.model.fail_next_load = message
 
     if extension_qualname:
         extension = resolve(extension_qualname)
