@@ -12,12 +12,23 @@ packages=(
   qemu-system-x86 busybox-static cpio kmod
 )
 
+# checkpoint-engine's wheel, whose source tests/python/test_compat_api.py reads (never imports) to
+# hold deltacast.compat to its API. A download, not an install: nothing of it runs here.
+fetch_reference_wheels() {
+  local dir="${DELTACAST_PYPI_CACHE:-$HOME/.cache/deltacast/pypi}"
+  if ! compgen -G "$dir/checkpoint_engine-0.4.2-*.whl" >/dev/null; then
+    echo "install-deps: downloading checkpoint-engine 0.4.2's wheel into $dir"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --dest "$dir" checkpoint-engine==0.4.2
+  fi
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  fetch_reference_wheels
   exit 0
 fi
 sudo=""
@@ -26,3 +37,4 @@ echo "install-deps: installing ${missing[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"
+fetch_reference_wheels

@@ -5,10 +5,12 @@ written for checkpoint-engine 0.4 and it runs on deltacast.
     vllm serve ... --worker-extension-cls deltacast.compat.worker.VllmColocateWorkerExtension
 
 docs/python.md has every checkpoint-engine name beside deltacast's and what differs."""
+from .. import __version__
+from ._devices import host_ip as get_ip
 from .api import request_inference_to_update
 from .direct import Worker, receive_into
 from .ps import ParameterServer, UpdateError
 from .worker import VllmColocateWorkerExtension, update_weights_from_ipc
 
 __all__ = ["ParameterServer", "UpdateError", "VllmColocateWorkerExtension", "request_inference_to_update",
-           "update_weights_from_ipc", "receive_into", "Worker"]
+           "update_weights_from_ipc", "get_ip", "__version__", "receive_into", "Worker"]

@@ -176,10 +176,10 @@ class ParameterServer:
         """Creates torch.distributed's default process group among the ranks (gloo without CUDA,
         nccl with), on the ranks' store, as checkpoint-engine does."""
         torch = torch_module()
+        from . import distributed
         self._store_counter += 1
         store = torch.distributed.PrefixStore(f"prefix-{self._store_counter}", self._rendezvous.store)
-        torch.distributed.init_process_group(backend="nccl" if device_count() else "gloo", world_size=self._world_size,
-                                             rank=self._rank, timeout=timeout, store=store)
+        distributed.init_process_group(self._rank, self._world_size, store, timeout=timeout)
 
     def store_based_barrier(self, timeout=timedelta(minutes=5)):
         """Waits until every rank got here (through the store: no process group needed)."""
