@@ -261,3 +261,22 @@ def test_request_inference_to_update_posts_vllms_body_over_http_and_unix_sockets
     finally:
         tcp.shutdown()
         unix.shutdown()
+
+
+def test_load_metas_hands_another_worlds_group_to_this_worlds_workers():
+    """checkpoint-engine's join case: a new ParameterServer world loads the trainers' metas and
+    updates its own workers from the trainers' group; it sends nothing itself."""
+    tensors = {"w": torch.randn(32, 8), "b": torch.randn(8)}
+    req_func, received = whole_worker()
+    with compat.ParameterServer() as trainer, compat.ParameterServer() as joiner:
+        trainer.register_checkpoint("ckpt", named_tensors=tensors)
+        trainer.gather_metas("ckpt")
+        trainer.update("ckpt", lambda paths: None)  # nobody asked yet: version 1 is published
+        joiner.gather_metas("ckpt")  # holds nothing of it
+        joiner.load_metas(trainer.get_metas())
+        assert joiner.update("ckpt", req_func) is None  # this world sent nothing
+        assert all(raw_bytes(received[n]) == raw_bytes(t) for n, t in tensors.items())
+        with pytest.raises(deltacast.InvalidArgumentError, match="loaded metas are of checkpoint 'ckpt'"):
+            joiner.update("other", req_func)
+        with pytest.raises(deltacast.InvalidArgumentError, match="another ParameterServer's get_metas"):
+            joiner.load_metas({})
