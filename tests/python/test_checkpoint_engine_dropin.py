@@ -116,7 +116,7 @@ def torchrun(args, timeout, env=None):
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def expected_digests(tensors, steps):
+def expected_digests(tensors, steps, config=None):
     """Per step, per tensor-parallel rank: the parameters vLLM's own loaders make of the step's
     checkpoint (the reference the in-place writes are held to)."""
     trained = example_module().trained
@@ -126,7 +126,7 @@ def expected_digests(tensors, steps):
             tensors = trained(tensors, step)
         ranks = []
         for rank in range(TP):
-            model = TinyLlama(rank, TP)
+            model = TinyLlama(rank, TP, config) if config else TinyLlama(rank, TP)
             model.load_weights(tensors.items())
             ranks.append(model.digests())
         out.append(ranks)

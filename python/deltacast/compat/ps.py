@@ -65,8 +65,9 @@ class ParameterServer:
     ``gpu_count`` places the rank on its device (rank % gpu_count); ``mem_fraction`` is accepted
     and unused (no device buffers are sized here).
 
-    deltacast's own keyword arguments: ``token`` (shared with the workers), ``rails`` (this rank's
-    NIC addresses), ``listen_host`` (where to listen; default: loopback when MASTER_ADDR is,
+    deltacast's own keyword arguments: ``token`` (shared with the workers; default:
+    DELTACAST_TOKEN), ``rails`` (this rank's NIC addresses; default: DELTACAST_RAILS,
+    comma-separated; the first is where other hosts reach this rank), ``listen_host`` (where to listen; default: loopback when MASTER_ADDR is,
     every interface otherwise), ``advertise_host`` (how other hosts reach this one), ``value_codec``,
     ``transport``, and ``timeout``: how long a rank waits for the others in gather_metas and
     update before raising (default: DELTACAST_RENDEZVOUS_TIMEOUT seconds, or 10 minutes)."""
@@ -99,6 +100,11 @@ class ParameterServer:
         env_timeout = os.environ.get("DELTACAST_RENDEZVOUS_TIMEOUT")
         self._timeout = seconds_of(timeout if timeout is not None else
                                    float(env_timeout) if env_timeout else timedelta(minutes=10))
+        # Unchanged checkpoint-engine scripts pass none of deltacast's options: the environment may.
+        if rails is None and os.environ.get("DELTACAST_RAILS"):
+            rails = [r for r in os.environ["DELTACAST_RAILS"].split(",") if r]
+        if token is None:
+            token = os.environ.get("DELTACAST_TOKEN")
         listen_host = listen_host or ("127.0.0.1" if _is_loopback(master_addr) else "0.0.0.0")
         if advertise_host is None:
             advertise_host = rails[0] if isinstance(rails, (list, tuple)) and rails else \

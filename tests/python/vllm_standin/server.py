@@ -58,13 +58,13 @@ def resolve(qualname):
 
 def worker_class(extension_qualname):
     class Worker(WorkerBase):
-        def init_device(self, tp_size):
+        def init_device(self, tp_size, config):
             import torch
             from vllm.distributed import set_tensor_model_parallel
-            from tiny_llama import TinyLlama
+            from tiny_llama import CONFIG, TinyLlama
             set_tensor_model_parallel(self.rank, tp_size)
             self.device = torch.device("cpu")
-            self.model_runner = ModelRunner(TinyLlama(self.rank, tp_size))
+            self.model_runner = ModelRunner(TinyLlama(self.rank, tp_size, dict(CONFIG, **config)))
 
         def standin_digests(self):
             return self.model_runner.model.digests()
@@ -88,10 +88,10 @@ def worker_class(extension_qualname):
     return Worker
 
 
-def worker_main(rank, tp_size, extension, connection):
+def worker_main(rank, tp_size, extension, config, connection):
     sys.path.insert(0, HERE)
     worker = worker_class(extension)(local_rank=rank, rank=rank)
-    worker.init_device(tp_size)
+    worker.init_device(tp_size, config)
     connection.send(("ready", None))
     while True:
         message = connection.recv()
@@ -106,12 +106,12 @@ def worker_main(rank, tp_size, extension, connection):
 
 
 class Server:
-    def __init__(self, tp_size, extension):
+    def __init__(self, tp_size, extension, config):
         context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
         for rank in range(tp_size):
             mine, theirs = context.Pipe()
-            process = context.Process(target=worker_main, args=(rank, tp_size, extension, theirs), daemon=True)
+            process = context.Process(target=worker_main, args=(rank, tp_size, extension, config, theirs), daemon=True)
             process.start()
             self.connections.append(mine)
             self.processes.append(process)
@@ -134,7 +134,7 @@ class Server:
             return outcomes
 
 
-def serve(server, port_file):
+def serve(server, port_file, host):
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, status, body, content_type="application/json"):
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -181,7 +181,7 @@ def serve(server, port_file):
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = ThreadingHTTPServer((host, 0), Handler)
     with open(port_file + ".tmp", "w") as f:
         f.write(str(httpd.server_address[1]))
     os.replace(port_file + ".tmp", port_file)
@@ -193,9 +193,11 @@ def main():
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--extension", default="deltacast.compat.worker.VllmColocateWorkerExtension")
     parser.add_argument("--port-file", required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on")
+    parser.add_argument("--config", default="{}", help="JSON: the model's sizes over tiny_llama.CONFIG")
     args = parser.parse_args()
     sys.path.insert(0, HERE)
-    serve(Server(args.tp, args.extension), args.port_file)
+    serve(Server(args.tp, args.extension, json.loads(args.config)), args.port_file, args.host)
 
 
 if __name__ == "__main__":
