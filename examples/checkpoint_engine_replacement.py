@@ -97,8 +97,9 @@ def trained(tensors: dict[str, torch.Tensor], step: int, fraction: float = 0.01)
         g = torch.Generator().manual_seed(step * 1_000_003 + zlib.crc32(name.encode()))
         flat = tensor.detach().clone().reshape(-1)
         count = max(1, int(flat.numel() * fraction))
-        index = torch.randperm(flat.numel(), generator=g)[:count]
-        flat[index] = (flat[index].float() + 0.05 * torch.randn(count, generator=g)).to(flat.dtype)
+        index = torch.randperm(flat.numel(), generator=g)[:count].to(flat.device)
+        noise = (0.05 * torch.randn(count, generator=g)).to(flat.device)
+        flat[index] = (flat[index].float() + noise).to(flat.dtype)
         out[name] = flat.reshape(tensor.shape)
     return out
 
@@ -118,7 +119,7 @@ def req_inference(endpoint: str, inference_parallel_size: int,
 
 def update_weights(ps: ParameterServer, checkpoint_name: str, files: list[str], steps: int,
                    req_func: Callable[[list[tuple[str, str]]], None], inference_parallel_size: int,
-                   endpoint: str, timeout: float):
+                   endpoint: str, timeout: float, device: str = "cpu"):
     ps.init_process_group()
     dist.barrier()
     check_vllm_ready(endpoint, inference_parallel_size)
@@ -129,7 +130,9 @@ def update_weights(ps: ParameterServer, checkpoint_name: str, files: list[str], 
         if step == 0:
             ps.register_checkpoint(name, files=files)
         else:
-            weights = trained(weights if weights is not None else load_files(files), step)
+            if weights is None:  # the trainer's weights: on its GPU with --device cuda
+                weights = {n: t.to(device) for n, t in load_files(files).items()}
+            weights = trained(weights, step)
             ps.register_checkpoint(name, named_tensors=weights)
         with timer(f"Gather metas of {name}"):
             ps.gather_metas(name)
@@ -150,6 +153,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=2, help="updates: the checkpoint, then trained steps")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one update may take")
     parser.add_argument("--uds", type=str, default=None)
+    parser.add_argument("--device", type=str, default="cpu", help="where the trained weights live (cuda: on the GPU)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s rank" + os.getenv("RANK", "?") + " %(message)s")
     rank = int(os.getenv("RANK"))
@@ -157,4 +161,4 @@ if __name__ == "__main__":
     req_func = req_inference(args.endpoint, args.inference_parallel_size, args.uds)
     ps = ParameterServer(auto_pg=True)
     update_weights(ps, args.checkpoint_name, split_checkpoint_files(args.checkpoint_path, rank, world_size),
-                   args.steps, req_func, args.inference_parallel_size, args.endpoint, args.timeout)
+                   args.steps, req_func, args.inference_parallel_size, args.endpoint, args.timeout, args.device)

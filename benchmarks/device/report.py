@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints the table of a device run from deltacast-bench kernels --json and
 the PyTorch baseline's JSON, with the ratios the targets are stated in; with
---sync, the table of gpu_sync_bench.py's JSON (versions end to end)."""
+--sync, the table of gpu_sync_bench.py's JSON (versions end to end); with
+--compat, compat_bench.py's (the checkpoint-engine script on both engines)."""
 import json
 import statistics
 import sys
@@ -32,9 +33,24 @@ def sync_report(path):
     ])
 
 
+def compat_report(path):
+    c = json.load(open(path))
+    rows = [("device", c["gpu"]), ("model", f"{c['parameters']:,} bf16 parameters (TinyLlama {c['model']})")]
+    for run in c["runs"]:
+        seconds = run["seconds_per_update"]
+        later = f"; later updates median {statistics.median(seconds[1:]):.3f} s" if len(seconds) > 1 else ""
+        rows.append((run["engine"], f"first update {seconds[0]:.3f} s{later}; exact "
+                                    f"{sum(run['exact'])}/{len(run['exact'])}" if seconds else
+                     f"no update finished (exit {run['returncode']})"))
+    print_rows(rows)
+
+
 def main():
     if sys.argv[1] == "--sync":
         sync_report(sys.argv[2])
+        return
+    if sys.argv[1] == "--compat":
+        compat_report(sys.argv[2])
         return
     k = json.load(open(sys.argv[1]))
     t = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {"torch": None}

@@ -7,7 +7,9 @@
 # Without the Debian -dev packages installed, carry .deps/ (made by
 # benchmarks/device/fetch-deps.sh): they are unpacked into a private prefix.
 # `run.sh tests` stops after the tests (GPU Python tests included: the Python
-# extension is built for the python3 on the PATH, which holds torch there).
+# extension is built for the python3 on the PATH, which holds torch there);
+# `run.sh compat` builds and runs only the checkpoint-engine comparison
+# (compat_bench.py; checkpoint-engine's wheels come from .deps/pypi).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-gpu/out}"
@@ -38,6 +40,22 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDELTACAST_CUDA=ON -DCMAKE_C
   "${python_args[@]}" 2>&1 | tee "$out/configure.log" | grep -E "deltacast|Error" || true
 cmake --build build-gpu -j"$(nproc)" 2>&1 | tail -n 5 | tee "$out/build.log"
 
+# The checkpoint-engine script with CUDA weights on deltacast and on checkpoint-engine 0.4.2.
+run_compat() {
+  echo "== checkpoint-engine drop-in: one script on deltacast and on checkpoint-engine 0.4.2 (CUDA weights)"
+  local site_args=()
+  if ls .deps/pypi/*.whl >/dev/null 2>&1; then
+    rm -rf /tmp/ce-site
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/ce-site .deps/pypi/*.whl &&
+      site_args=(--site /tmp/ce-site)
+  fi
+  PYTHONPATH=build-gpu/python python3 benchmarks/device/compat_bench.py "${site_args[@]}" | tee "$out/compat.json"
+}
+if [ "${1:-all}" = compat ]; then
+  run_compat
+  exit $?
+fi
+
 echo "== tests (GPU parity included)"
 # The unit and GPU tests; the namespace and VM suites need the host tooling CI has.
 # A failing test does not stop the benchmarks; the script's exit status reports it at the end.
@@ -65,6 +83,7 @@ PYTHONPATH=build-gpu/python python3 benchmarks/device/gpu_sync_bench.py --layout
 echo "== deltacast-bench sync --device cuda (2 Gi elements, 2 consumer processes)"
 build-gpu/bin/deltacast-bench sync --device cuda --consumers 2 --elements 2147483648 --versions 3 \
   | tee "$out/sync-bench-cuda.txt"
+run_compat || tests_rc=1
 echo "== result"
 for layout in transformer moe; do
   python3 benchmarks/device/report.py "$out/kernels-$layout.json" "$out/torch-$layout.json"
@@ -73,4 +92,5 @@ done | tee "$out/report.txt"
 python3 benchmarks/device/report.py --sync "$out/sync-transformer.json" | tee -a "$out/report.txt"
 python3 benchmarks/device/report.py --sync "$out/sync-transformer-host-shadow.json" | tee -a "$out/report.txt"
 tail -n 12 "$out/sync-bench-cuda.txt" | tee -a "$out/report.txt"
+python3 benchmarks/device/report.py --compat "$out/compat.json" | tee -a "$out/report.txt"
 exit "$tests_rc"

@@ -24,7 +24,7 @@ def seconds_of(timeout, what="timeout"):
 
 
 class _LocalStore:
-    """A world of one rank needs no server (nor torch)."""
+    """A world of one rank without torch."""
 
     def __init__(self):
         self._values = {}
@@ -63,7 +63,12 @@ class Rendezvous:
         self.rank, self.world_size, self.timeout = rank, world_size, timeout
         self._round = 0
         if world_size == 1:
-            self.store = _LocalStore()
+            # One rank needs no server; with torch, an in-process store can also carry a process group.
+            try:
+                import torch.distributed
+                self.store = torch.distributed.HashStore()
+            except (ImportError, AttributeError):
+                self.store = _LocalStore()
             return
         torch = torch_module()
         try:

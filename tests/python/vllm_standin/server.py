@@ -58,13 +58,17 @@ def resolve(qualname):
 
 def worker_class(extension_qualname):
     class Worker(WorkerBase):
-        def init_device(self, tp_size, config):
+        def init_device(self, tp_size, config, device):
             import torch
             from vllm.distributed import set_tensor_model_parallel
             from tiny_llama import CONFIG, TinyLlama
             set_tensor_model_parallel(self.rank, tp_size)
-            self.device = torch.device("cpu")
-            self.model_runner = ModelRunner(TinyLlama(self.rank, tp_size, dict(CONFIG, **config)))
+            # vLLM: cuda:<local rank>; here every worker shares the GPUs there are.
+            self.device = torch.device(f"cuda:{self.local_rank % torch.cuda.device_count()}") \
+                if device == "cuda" else torch.device("cpu")
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+            self.model_runner = ModelRunner(TinyLlama(self.rank, tp_size, dict(CONFIG, **config), self.device))
 
         def standin_digests(self):
             return self.model_runner.model.digests()
@@ -88,10 +92,10 @@ def worker_class(extension_qualname):
     return Worker
 
 
-def worker_main(rank, tp_size, extension, config, connection):
+def worker_main(rank, tp_size, extension, config, device, connection):
     sys.path.insert(0, HERE)
     worker = worker_class(extension)(local_rank=rank, rank=rank)
-    worker.init_device(tp_size, config)
+    worker.init_device(tp_size, config, device)
     connection.send(("ready", None))
     while True:
         message = connection.recv()
@@ -106,12 +110,12 @@ def worker_main(rank, tp_size, extension, config, connection):
 
 
 class Server:
-    def __init__(self, tp_size, extension, config):
+    def __init__(self, tp_size, extension, config, device):
         context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
         for rank in range(tp_size):
             mine, theirs = context.Pipe()
-            process = context.Process(target=worker_main, args=(rank, tp_size, extension, config, theirs), daemon=True)
+            process = context.Process(target=worker_main, args=(rank, tp_size, extension, config, device, theirs), daemon=True)
             process.start()
             self.connections.append(mine)
             self.processes.append(process)
@@ -195,9 +199,10 @@ def main():
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on")
     parser.add_argument("--config", default="{}", help="JSON: the model's sizes over tiny_llama.CONFIG")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the workers hold the model")
     args = parser.parse_args()
     sys.path.insert(0, HERE)
-    serve(Server(args.tp, args.extension, json.loads(args.config)), args.port_file, args.host)
+    serve(Server(args.tp, args.extension, json.loads(args.config), args.device), args.port_file, args.host)
 
 
 if __name__ == "__main__":

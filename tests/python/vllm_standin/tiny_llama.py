@@ -33,8 +33,8 @@ def checkpoint_tensors(config=CONFIG, seed=0):
     return {n: torch.randn(s, generator=g).to(torch.bfloat16) for n, s in shapes.items()}
 
 
-def _parameter(shape, loader):
-    p = torch.nn.Parameter(torch.zeros(shape, dtype=torch.bfloat16), requires_grad=False)
+def _parameter(shape, loader, device):
+    p = torch.nn.Parameter(torch.zeros(shape, dtype=torch.bfloat16, device=device), requires_grad=False)
     p.weight_loader = loader
     return p
 
@@ -42,7 +42,7 @@ def _parameter(shape, loader):
 class TinyLlama(torch.nn.Module):
     packed_modules_mapping = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
 
-    def __init__(self, tp_rank, tp_size, config=CONFIG):
+    def __init__(self, tp_rank, tp_size, config=CONFIG, device="cpu"):
         super().__init__()
         c = self.config = config
         self.tp_rank, self.tp_size = tp_rank, tp_size
@@ -55,18 +55,18 @@ class TinyLlama(torch.nn.Module):
         padded = (c["vocab"] + 63) // 64 * 64
         self.vocab_part = padded // tp_size
         self.params = torch.nn.ParameterDict()
-        named = {"model.embed_tokens.weight": _parameter((self.vocab_part, h), self._vocab),
-                 "model.norm.weight": _parameter((h,), self._whole),
-                 "lm_head.weight": _parameter((self.vocab_part, h), self._vocab)}
+        named = {"model.embed_tokens.weight": _parameter((self.vocab_part, h), self._vocab, device),
+                 "model.norm.weight": _parameter((h,), self._whole, device),
+                 "lm_head.weight": _parameter((self.vocab_part, h), self._vocab, device)}
         for i in range(c["layers"]):
             p = f"model.layers.{i}."
             named.update({
-                p + "self_attn.qkv_proj.weight": _parameter(((self.heads + 2 * self.kv_heads) * d, h), self._qkv),
-                p + "self_attn.o_proj.weight": _parameter((h, self.heads * d), self._columns),
-                p + "mlp.gate_up_proj.weight": _parameter((2 * c["intermediate"] // tp_size, h), self._gate_up),
-                p + "mlp.down_proj.weight": _parameter((h, c["intermediate"] // tp_size), self._columns),
-                p + "input_layernorm.weight": _parameter((h,), self._whole),
-                p + "post_attention_layernorm.weight": _parameter((h,), self._whole)})
+                p + "self_attn.qkv_proj.weight": _parameter(((self.heads + 2 * self.kv_heads) * d, h), self._qkv, device),
+                p + "self_attn.o_proj.weight": _parameter((h, self.heads * d), self._columns, device),
+                p + "mlp.gate_up_proj.weight": _parameter((2 * c["intermediate"] // tp_size, h), self._gate_up, device),
+                p + "mlp.down_proj.weight": _parameter((h, c["intermediate"] // tp_size), self._columns, device),
+                p + "input_layernorm.weight": _parameter((h,), self._whole, device),
+                p + "post_attention_layernorm.weight": _parameter((h,), self._whole, device)})
         self._names = list(named)
         for name, param in named.items():
             self.params[name.replace(".", "__")] = param
@@ -123,5 +123,5 @@ class TinyLlama(torch.nn.Module):
         return loaded
 
     def digests(self):
-        return {n: hashlib.sha256(p.detach().view(torch.int16).numpy().tobytes()).hexdigest()
+        return {n: hashlib.sha256(p.detach().view(torch.int16).cpu().numpy().tobytes()).hexdigest()
                 for n, p in self.named_parameters()}
