@@ -27,7 +27,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "checkpoint_engine_replacement.py")
 STANDIN = os.path.join(ROOT, "tests", "python", "vllm_standin")
 sys.path.insert(0, STANDIN)
-from tiny_llama import CONFIG, TinyLlama, checkpoint_tensors  # noqa: E402
+from tiny_llama import CONFIG, TinyLlama, checkpoint_tensors, save_checkpoint  # noqa: E402
 
 # About 1 Gi parameters (2 GiB of bf16): four Llama-7B-sized layers and the vocabulary.
 MODEL = dict(CONFIG, vocab=32000, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=11008, layers=4)
@@ -37,15 +37,6 @@ IMPORTS = {"import deltacast.compat.distributed as dist": "import checkpoint_eng
            "from deltacast.compat.ps import ParameterServer": "from checkpoint_engine.ps import ParameterServer"}
 EXTENSIONS = {"deltacast": "deltacast.compat.worker.VllmColocateWorkerExtension",
               "checkpoint-engine": "checkpoint_engine.worker.VllmColocateWorkerExtension"}
-
-
-def write_checkpoint(directory, tensors):
-    from deltacast import safetensors_io
-    names = list(tensors)
-    for i in range(4):
-        part = names[i::4]
-        safetensors_io.save(os.path.join(directory, f"model-{i:05d}.safetensors"),
-                            {n: (tensors[n].view(torch.int16).numpy().view("uint16"), "bf16") for n in part})
 
 
 def checkpoint_engine_script(directory):
@@ -117,7 +108,7 @@ def main():
     os.makedirs(os.path.join(directory, "checkpoint"))
     model_config = MODEL if args.model == "llama" else CONFIG
     tensors = checkpoint_tensors(model_config, seed=3)
-    write_checkpoint(os.path.join(directory, "checkpoint"), tensors)
+    save_checkpoint(os.path.join(directory, "checkpoint"), tensors, files=4)
     expected = expected_digests({n: t.to(args.device) for n, t in tensors.items()}, args.steps, trained,
                                 model_config, args.device)
     results = {"model": model_config, "parameters": sum(t.numel() for t in tensors.values()),

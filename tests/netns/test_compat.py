@@ -55,22 +55,16 @@ def rails(tb, host):
 
 
 def test_the_checkpoint_engine_script_updates_workers_on_another_host_over_both_planes(make_testbed, tmp_path):
-    import torch
     from test_checkpoint_engine_dropin import EXAMPLE, STANDIN, TP, expected_digests
-    from tiny_llama import CONFIG, checkpoint_tensors
-
-    from deltacast import safetensors_io
+    from tiny_llama import CONFIG, checkpoint_tensors, save_checkpoint
 
     tb = make_testbed(["t0", "t1", "v"], planes=["1gbit", "1gbit"])
     # Large enough (about 10 MiB of bf16) for every version to be spread over both planes.
     config = dict(CONFIG, vocab=1000, hidden=512, head_dim=128, intermediate=1024)
     tensors = checkpoint_tensors(config, seed=21)
-    names = list(tensors)
     directory = tmp_path / "checkpoint"
     directory.mkdir()
-    for i, part in enumerate((names[: len(names) // 2], names[len(names) // 2:])):
-        safetensors_io.save(directory / f"model-{i}.safetensors",
-                            {n: (tensors[n].view(torch.int16).numpy().view("uint16"), "bf16") for n in part})
+    save_checkpoint(directory, tensors)
     base = dict(os.environ, DELTACAST_TOKEN="across-hosts", PYTHONDONTWRITEBYTECODE="1")
     port_file = tmp_path / "standin.port"
     server = tb.spawn("v", [sys.executable, os.path.join(STANDIN, "server.py"), "--tp", str(TP), "--host", "0.0.0.0",

@@ -15,16 +15,13 @@ import time
 import urllib.request
 
 import pytest
-import torch
-
-from deltacast import safetensors_io
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("DELTACAST_SOURCE_DIR", os.path.join(HERE, "..", ".."))
 EXAMPLE = os.path.join(SOURCE, "examples", "checkpoint_engine_replacement.py")
 STANDIN = os.path.join(HERE, "vllm_standin")
 sys.path.insert(0, STANDIN)
-from tiny_llama import TinyLlama, checkpoint_tensors  # noqa: E402
+from tiny_llama import TinyLlama, checkpoint_tensors, save_checkpoint  # noqa: E402
 
 TP = 2
 
@@ -55,12 +52,9 @@ def free_port_pair():
 def checkpoint(tmp_path):
     """The model's Hugging Face tensors in two safetensors files (one per trainer rank)."""
     tensors = checkpoint_tensors(seed=11)
-    names = list(tensors)
     directory = tmp_path / "checkpoint"
     directory.mkdir()
-    for i, part in enumerate((names[: len(names) // 2], names[len(names) // 2:])):
-        safetensors_io.save(directory / f"model-0000{i}.safetensors",
-                            {n: (tensors[n].view(torch.int16).numpy().view("uint16"), "bf16") for n in part})
+    save_checkpoint(directory, tensors)
     return directory, tensors
 
 

@@ -33,6 +33,18 @@ def checkpoint_tensors(config=CONFIG, seed=0):
     return {n: torch.randn(s, generator=g).to(torch.bfloat16) for n, s in shapes.items()}
 
 
+def save_checkpoint(directory, tensors, files=2):
+    """Writes `tensors` as `files` safetensors files in `directory` (tensors dealt round-robin, as
+    a sharded Hugging Face checkpoint spreads them)."""
+    import os
+
+    from deltacast import safetensors_io
+    names = list(tensors)
+    for i in range(files):
+        safetensors_io.save(os.path.join(str(directory), f"model-{i:05d}-of-{files:05d}.safetensors"),
+                            {n: (tensors[n].view(torch.int16).numpy().view("uint16"), "bf16") for n in names[i::files]})
+
+
 def _parameter(shape, loader, device):
     p = torch.nn.Parameter(torch.zeros(shape, dtype=torch.bfloat16, device=device), requires_grad=False)
     p.weight_loader = loader
