@@ -101,7 +101,7 @@ uint64_t GroupConsumer::committable() const {
   uint64_t best = 0;
   // Candidates: what the first rank's consumer holds verified; each must be held by all.
   for (uint64_t v : consumers_[0]->staged_versions()) {
-    if (v <= version_) continue;
+    if (v <= version_ || v > commit_limit_) continue;
     const bool everywhere = std::all_of(consumers_.begin(), consumers_.end(), [&](const auto& c) {
       const auto staged = c->staged_versions();
       return c->version() == v || std::find(staged.begin(), staged.end(), v) != staged.end();
@@ -158,6 +158,12 @@ void GroupConsumer::commit_loop() {
     }
     cv_.notify_all();
   }
+}
+
+void GroupConsumer::set_commit_limit(uint64_t through) {
+  std::lock_guard<std::mutex> lock(mu_);
+  commit_limit_ = through;
+  cv_.notify_all();
 }
 
 Status GroupConsumer::wait_version(uint64_t version, Millis timeout) {

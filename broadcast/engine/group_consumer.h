@@ -63,6 +63,11 @@ class GroupConsumer {
   // Joins every needed rank's producer; waits up to `timeout` for all of them (a refusal is an error).
   Status start(Millis timeout);
   Status wait_version(uint64_t version, Millis timeout);
+  // Commits no version above `through` until it is raised again. By default every version is
+  // committed as soon as every rank's part of it is verified (through = UINT64_MAX); an
+  // inference engine that must see new weights only when it asks sets 0 first, then the version
+  // it wants, and that version lands (a newer one already staged waits).
+  void set_commit_limit(uint64_t through);
   uint64_t version() const;
   GroupConsumerState state() const;
   // The data transport in use (every rank's consumer uses the same).
@@ -92,6 +97,7 @@ class GroupConsumer {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t version_ = 0;
+  uint64_t commit_limit_ = UINT64_MAX;
   Status last_error_;
   bool closing_ = false;
   std::thread committer_;

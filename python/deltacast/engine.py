@@ -341,22 +341,29 @@ class Consumer(_Engine):
     ``Producer.group_entry``) instead. It takes from each rank only what it
     holds, and commits version v in the background once every rank's part
     of v is here (``wait`` for it); a rank that dies mid-version leaves the
-    tensors at the previous version.
+    tensors at the previous version. ``commit``: ``"background"`` (versions land as they
+    arrive) or ``"on_request"`` (none lands until ``commit(version)`` asks for it: an inference
+    engine that must see new weights only between its own steps).
     """
 
     _role = "consumer"
 
     def __init__(self, named_tensors, connect=None, token=None, rails=None, name=None, threads=0,
                  join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None,
-                 metrics_port=None, metrics_host="0.0.0.0", stream=None):
+                 metrics_port=None, metrics_host="0.0.0.0", stream=None, commit="background"):
         items = named_items(named_tensors)
         self._grouped = layout is not None
+        if commit not in ("background", "on_request"):
+            raise InvalidArgumentError(f"commit: {commit!r} is not 'background' or 'on_request'")
+        if commit != "background" and not self._grouped:
+            raise InvalidArgumentError("commit='on_request': for a consumer with a layout; a plain consumer "
+                                       "commits in pull() unless start() is called")
         if self._grouped and metrics_port is not None:
             raise InvalidArgumentError("metrics_port: a resharded consumer (layout=) runs one consumer per trainer "
                                        "rank; metrics are served by plain consumers and producers")
         if self._grouped:
             self._join_group(items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
-                             transport, node)
+                             transport, node, 0 if commit == "on_request" else 2 ** 64 - 1)
             return
         addresses = _addresses(connect, "connect")
         if not addresses:
@@ -371,7 +378,7 @@ class Consumer(_Engine):
         self._background = False
 
     def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
-                    transport, node):
+                    transport, node, commit_limit):
         if group is not None and not isinstance(group, Group):
             raise InvalidArgumentError("group: give a deltacast.Group of the logical tensors")
         if ranks is None:
@@ -397,7 +404,7 @@ class Consumer(_Engine):
                                            rails=_addresses(rails, "rails"),
                                            name=name or _default_name(), threads=int(threads),
                                            join_timeout=float(join_timeout), transport=_transport(transport),
-                                           node=_node(node))
+                                           node=_node(node), commit_limit=commit_limit)
         self._background = True
 
     @property
@@ -440,6 +447,20 @@ class Consumer(_Engine):
         self._live().start(on_commit)
         self._background = True
         return self
+
+    def commit(self, version, timeout=None):
+        """A consumer with a layout and ``commit="on_request"``: lets ``version`` land (no newer
+        one) once every rank's part of it is here, and waits for it. Raises
+        deltacast.TimeoutError when it did not within ``timeout`` seconds."""
+        if not self._grouped:
+            raise InvalidArgumentError("commit(version): for a consumer with a layout; a plain consumer pulls")
+        if not isinstance(version, int) or version < 1:
+            raise InvalidArgumentError(f"version: {version!r} is not a positive int")
+        engine = self._live()
+        if engine.version < version:
+            engine.set_commit_limit(version)
+        engine.wait_version(version, _timeout(timeout))
+        return engine.version
 
     def wait(self, version, timeout=None):
         """Until ``version`` (or newer) is committed (background mode, or another thread pulling)."""

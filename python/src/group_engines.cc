@@ -117,7 +117,7 @@ std::string find_group(const std::vector<std::string>& connect, uint64_t token, 
 PyGroupConsumer::PyGroupConsumer(const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                                  const std::vector<std::string>& dtypes, const std::string& logical_json,
                                  const std::string& layout_json, const std::string& ranks_json,
-                                 const ConsumerArgs& args)
+                                 const ConsumerArgs& args, uint64_t commit_limit)
     : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
   auto layout = local_specs(parse_json(layout_json, "layout"), "layout");
   const Millis join_timeout = to_millis(args.join_timeout);
@@ -148,6 +148,7 @@ PyGroupConsumer::PyGroupConsumer(const std::vector<std::string>& names, const st
     consumer_ = value_or_raise(
         GroupConsumer::create(logical, std::move(layout), tensors_->views(), std::move(ranks), consumer_options(args)));
   }
+  consumer_->set_commit_limit(commit_limit);
   Status joined;
   {
     py::gil_scoped_release release;
@@ -180,6 +181,8 @@ void PyGroupConsumer::wait_version(uint64_t version, double timeout_seconds) {
 uint64_t PyGroupConsumer::version() const { return engine().version(); }
 
 std::string PyGroupConsumer::transport() const { return std::string(engine().transport()); }
+
+void PyGroupConsumer::set_commit_limit(uint64_t through) { engine().set_commit_limit(through); }
 
 std::string PyGroupConsumer::state() const {
   const GroupConsumerState s = engine().state();

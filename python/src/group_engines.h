@@ -39,13 +39,17 @@ class PyGroupConsumer {
  public:
   // `ranks_json`: [{"pieces": <locals>, "connect": ["host:port", ...]}] for every rank of the group;
   // empty: ask the group coordinator at `args.connect` for the group. `logical_json` may then be
-  // empty (take the group's tensors as they are) or the tensors to expect.
+  // empty (take the group's tensors as they are) or the tensors to expect. `commit_limit`: set
+  // before joining (0: nothing lands until set_commit_limit asks for a version).
   PyGroupConsumer(const std::vector<std::string>& names, const std::vector<pybind11::capsule>& capsules,
                   const std::vector<std::string>& dtypes, const std::string& logical_json,
-                  const std::string& layout_json, const std::string& ranks_json, const ConsumerArgs& args);
+                  const std::string& layout_json, const std::string& ranks_json, const ConsumerArgs& args,
+                  uint64_t commit_limit = UINT64_MAX);
   ~PyGroupConsumer();
 
   void wait_version(uint64_t version, double timeout_seconds);
+  // Commits no version above `through` until raised (group_consumer.h).
+  void set_commit_limit(uint64_t through);
   uint64_t version() const;
   std::string transport() const;
   std::string state() const;

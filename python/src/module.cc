@@ -80,18 +80,21 @@ PYBIND11_MODULE(_core, m) {
                        const std::vector<std::string>& dtypes, const std::string& logical, const std::string& layout,
                        const std::string& ranks, std::vector<std::string> connect, uint64_t token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport, std::string node) {
+                       std::string transport, std::string node, uint64_t commit_limit) {
              // No metrics: a group consumer runs one consumer per trainer rank (one port each).
              ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
                                std::string(),      0};
-             return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args);
+             return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args,
+                                                      commit_limit);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),
            py::arg("ranks"), py::arg("connect"), py::arg("token"), py::arg("rails"), py::arg("name"), py::arg("threads"),
-           py::arg("join_timeout"), py::arg("transport"), py::arg("node"))
+           py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
+           py::arg("commit_limit") = UINT64_MAX)
       .def_property_readonly("transport", &PyGroupConsumer::transport)
       .def("wait_version", &PyGroupConsumer::wait_version, py::arg("version"), py::arg("timeout"))
+      .def("set_commit_limit", &PyGroupConsumer::set_commit_limit, py::arg("through"))
       .def_property_readonly("version", &PyGroupConsumer::version)
       .def("state", &PyGroupConsumer::state)
       .def("close", &PyGroupConsumer::close);

@@ -365,6 +365,48 @@ TEST(Group, RolloutProcessesFindTheGroupAtItsCoordinatorAndARankThatMoved) {
   EXPECT_NE(refused.status().message().find("its piece of the group"), std::string::npos) << refused.status().to_string();
 }
 
+// An inference engine that takes new weights only when it asks: with a commit limit, versions
+// stay staged until the limit reaches them, and only the asked version lands (not a newer one).
+TEST(Group, ACommitLimitHoldsVersionsUntilAsked) {
+  const Manifest logical = Manifest::create(logical_tensors()).value();
+  std::mt19937_64 rng(53);
+  TensorSet model = random_model(rng);
+  std::vector<Rank> ranks;
+  for (uint64_t r = 0; r < 4; ++r) ranks.emplace_back(r);
+  for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
+  Process tp1(0, 1, ranks);
+  ASSERT_TRUE(tp1.consumer);
+  tp1.consumer->set_commit_limit(0);
+  ASSERT_TRUE(tp1.consumer->start(kWait).ok());
+  for (auto& rank : ranks) ASSERT_TRUE(rank.producer->wait_members(1, kWait).ok());
+
+  TensorSet first(logical);
+  first.copy_from(model);
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 1, true, {0, 1, 2, 3}));
+  EXPECT_FALSE(tp1.consumer->wait_version(1, milliseconds(500)).ok()) << "committed above the limit";
+  EXPECT_EQ(tp1.consumer->version(), 0u);
+  tp1.consumer->set_commit_limit(1);
+  ASSERT_TRUE(tp1.consumer->wait_version(1, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+  EXPECT_TRUE(tp1.holds(first));
+
+  // Versions 2 and 3 both staged; the limit at 2 lands 2 only.
+  step_model(model, 0.01, rng);
+  TensorSet second(logical);
+  second.copy_from(model);
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 2, false, {0, 1, 2, 3}));
+  step_model(model, 0.01, rng);
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 3, false, {0, 1, 2, 3}));
+  EXPECT_FALSE(tp1.consumer->wait_version(2, milliseconds(300)).ok());
+  tp1.consumer->set_commit_limit(2);
+  ASSERT_TRUE(tp1.consumer->wait_version(2, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(tp1.consumer->version(), 2u);
+  EXPECT_TRUE(tp1.holds(second));
+  tp1.consumer->set_commit_limit(UINT64_MAX);
+  ASSERT_TRUE(tp1.consumer->wait_version(3, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+  EXPECT_TRUE(tp1.holds(model));
+}
+
 TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
   const auto specs = logical_tensors();
   const Manifest local = Manifest::create(resolved(rollout_rank(0, 2)).local_specs()).value();

@@ -6,6 +6,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import UnixStreamServer
 
@@ -78,14 +79,16 @@ def test_registration_misuse_names_the_checkpoint_or_tensor(tmp_path, caplog):
             ps.register_checkpoint("b", files=[str(tmp_path / "x.safetensors")], named_tensors={"x": np.zeros(1)})
         with pytest.raises(deltacast.DTypeError, match="tensor 'c'"):
             ps.register_checkpoint("b", named_tensors={"c": np.zeros(2, np.complex64)})
-        with pytest.raises(deltacast.InvalidArgumentError, match="call register_checkpoint and gather_metas"):
+        with pytest.raises(compat.UpdateError, match="rank 0: .*call register_checkpoint and gather_metas"):
             ps.update("a", lambda paths: None)
         ps.gather_metas("a")
         ps.register_checkpoint("other", named_tensors={"y": np.zeros(4, np.float32)})
-        with pytest.raises(deltacast.InvalidArgumentError, match=r"call gather_metas\('other'\) first"):
+        with pytest.raises(compat.UpdateError, match=r"'other' are not the ones gathered last; call gather_metas"):
             ps.update("other", lambda paths: None)
         with pytest.raises(deltacast.InvalidArgumentError, match="req_func is required"):
             ps.update("a", None)
+        with pytest.raises(deltacast.InvalidArgumentError, match="timeout: give a timedelta"):
+            ps.update("a", lambda paths: None, timeout=None)
         with caplog.at_level("WARNING", logger="deltacast.compat"):
             ps.unregister_checkpoint("never-registered")
         assert "never-registered not found" in caplog.text
@@ -135,9 +138,10 @@ def test_a_failing_req_func_and_a_failing_worker_are_named():
 
 
 def test_handles_round_trip_and_refuse_what_is_not_one():
-    h = _handle.Handle("10.0.0.1:29601", "step 1/a", 7, "10.0.0.1:4100", "ab12")
+    h = _handle.Handle("10.0.0.1:29601", "step 1/a", 7, "10.0.0.1:4100", "ab12", "5e1f")
     assert _handle.parse(str(h)) == h
-    for bad in ("ipc://@checkpoint-engine-GPU-1.sock", "deltacast://", "deltacast://h:1/c?version=x", 5):
+    for bad in ("ipc://@checkpoint-engine-GPU-1.sock", "deltacast://", "deltacast://h:1/c?version=x", 5,
+                "deltacast://h:1/c?version=3&version=9", "deltacast://h:1/c?version=3&colour=red"):
         with pytest.raises(deltacast.InvalidArgumentError, match="handle"):
             _handle.parse(bad)
 
@@ -195,30 +199,60 @@ class _Extended(compat.VllmColocateWorkerExtension):
         self.model_runner.model = TinyLlama(rank, tp_size)
 
 
-def test_worker_extension_updates_a_tensor_parallel_model_in_place():
+def test_worker_extension_updates_a_tensor_parallel_model_in_place_and_only_when_asked():
     import vllm.distributed
     tensors = checkpoint_tensors(seed=5)
     workers = [_Extended(r, 2) for r in range(2)]
+
+    def expected(rank, weights):
+        model = TinyLlama(rank, 2)
+        model.load_weights(weights.items())
+        return model.digests()
+
+    def update_workers(socket_paths):
+        # vLLM's workers are processes of their own; here the tensor-parallel state is set per call.
+        # A world of one trainer rank has one device UUID: worker 1's is not among the handles and
+        # it takes the one there is.
+        out = []
+        for w in workers:
+            vllm.distributed.set_tensor_model_parallel(w.rank, 2)
+            out.append(w.update_weights_from_ipc(dict(socket_paths)))
+        return out
+
     with compat.ParameterServer() as ps:
         ps.register_checkpoint("v1", named_tensors=tensors)
         ps.gather_metas("v1")
         results = []
-
-        def req_func(socket_paths):
-            for w in workers:  # vLLM's workers are processes of their own; here the TP state is set per call
-                vllm.distributed.set_tensor_model_parallel(w.rank, 2)
-                results.append(w.update_weights_from_ipc(dict(socket_paths) | {w._device_uuid: socket_paths[0][1]}))
-
-        ps.update("v1", req_func)
+        ps.update("v1", lambda paths: results.extend(update_workers(paths)))
         for w in workers:
-            expected = TinyLlama(w.rank, 2)
-            expected.load_weights(tensors.items())
-            assert w.model_runner.model.digests() == expected.digests()
+            assert w.model_runner.model.digests() == expected(w.rank, tensors)
             assert w.model_runner.model.processed_after_loading == 1
-        assert [r["in_place"] for r in results] == [len(list(expected.named_parameters())) - 2] * 2
+        assert [r["in_place"] for r in results] == [len(list(TinyLlama(0, 2).named_parameters())) - 2] * 2
         assert [r["load_weights"] for r in results] == [2, 2]
-        with pytest.raises(deltacast.InvalidArgumentError, match="its device CPU-.* is not among the handles"):
-            workers[0].update_weights_from_ipc({"GPU-elsewhere": "deltacast://h:1/x"})
+
+        # Version 2 is published and received, but lands only when the workers are asked.
+        changed = {n: t.clone() for n, t in tensors.items()}
+        changed["model.layers.1.mlp.down_proj.weight"][3, :7] += 1
+        changed["lm_head.weight"][5, 2] += 1
+        ps.register_checkpoint("v2", named_tensors=changed)
+        ps.gather_metas("v2")
+        handed = []
+        ps.update("v2", handed.extend)
+        time.sleep(0.5)
+        for w in workers:
+            assert w.model_runner.model.digests() == expected(w.rank, tensors), "changed outside an update"
+        second = update_workers(handed)
+        assert [r["version"] for r in second] == [2, 2]
+        for w in workers:
+            assert w.model_runner.model.digests() == expected(w.rank, changed)
+            assert w.model_runner.model.processed_after_loading == 2
+        assert all(r["received_bytes"] < results[0]["received_bytes"] / 10 for r in second), second
+
+        other = _handle.parse(handed[0][1])
+        elsewhere = str(_handle.Handle("127.0.0.1:1", "x", 1, "", "", "another-group"))
+        with pytest.raises(deltacast.InvalidArgumentError, match="its device CPU-.* is not among the handles .* "
+                                                                 "name different groups"):
+            workers[1].update_weights_from_ipc({"GPU-a": str(other), "GPU-b": elsewhere})
 
 
 def test_request_inference_to_update_posts_vllms_body_over_http_and_unix_sockets(tmp_path):
@@ -276,7 +310,64 @@ def test_load_metas_hands_another_worlds_group_to_this_worlds_workers():
         joiner.load_metas(trainer.get_metas())
         assert joiner.update("ckpt", req_func) is None  # this world sent nothing
         assert all(raw_bytes(received[n]) == raw_bytes(t) for n, t in tensors.items())
-        with pytest.raises(deltacast.InvalidArgumentError, match="loaded metas are of checkpoint 'ckpt'"):
+        with pytest.raises(compat.UpdateError, match="loaded metas are of checkpoint 'ckpt'"):
             joiner.update("other", req_func)
         with pytest.raises(deltacast.InvalidArgumentError, match="another ParameterServer's get_metas"):
             joiner.load_metas({})
+
+
+def test_a_rank_failing_alone_fails_the_update_on_every_rank_and_the_next_one_goes_through():
+    """Two ranks (threads of this process, a real TCPStore between them). Rank 1's checkpoint
+    is not what was gathered: both ranks raise naming rank 1, stay in step, and the next update
+    (after gathering again) works on both; ranks=[0]: only rank 0 calls req_func."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    outcomes = [None, None]
+    received = {}
+
+    def rank_main(r):
+        ps = compat.ParameterServer(rank=r, world_size=2, master_addr="127.0.0.1", master_port=port, auto_pg=False,
+                                    timeout=30)
+        try:
+            mine = {f"t{r}": np.full(8, r, np.float32)}
+            ps.register_checkpoint("a", named_tensors=mine)
+            ps.gather_metas("a")
+            called = []
+            first = ps.update("a", called.append)
+            ps.register_checkpoint("b", named_tensors={"t1": np.zeros(9, np.float32)} if r == 1 else mine)
+            try:
+                ps.update("b", called.append)
+                failure = None
+            except compat.UpdateError as e:
+                failure = str(e)
+            ps.unregister_checkpoint("b")
+            ps.register_checkpoint("b", named_tensors={f"t{r}": np.full(8, 10 + r, np.float32)})
+            ps.gather_metas("b")
+
+            def take(paths):
+                compat.update_weights_from_ipc(None, paths[0][1], 0,
+                                               run=lambda weights: received.update((n, t.clone()) for n, t in weights))
+                called.append(paths)
+
+            last = ps.update("b", take, ranks=[0], timeout=30)
+            outcomes[r] = (first["version"], failure, last["version"], len(called))
+        except BaseException as e:
+            outcomes[r] = e
+        finally:
+            ps.close()
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    for r in range(2):
+        assert not isinstance(outcomes[r], BaseException), outcomes[r]
+        first, failure, last, calls = outcomes[r]
+        assert (first, last) == (1, 2), outcomes[r]  # the failed update used no version number
+        assert failure is not None and "rank 1: its tensors of 'b' are not the ones gathered last" in failure
+        assert "rank 0" not in failure
+        assert calls == (2 if r == 0 else 1)  # rank 1 called req_func for 'a' only
+    assert received["t0"].tolist() == [10.0] * 8 and received["t1"].tolist() == [11.0] * 8

@@ -9,7 +9,8 @@ from .. import __version__
 from ._devices import host_ip as get_ip
 from .api import request_inference_to_update
 from .direct import Worker, receive_into
-from .ps import ParameterServer, UpdateError
+from ._rendezvous import UpdateError
+from .ps import ParameterServer
 from .worker import VllmColocateWorkerExtension, update_weights_from_ipc
 
 __all__ = ["ParameterServer", "UpdateError", "VllmColocateWorkerExtension", "request_inference_to_update",

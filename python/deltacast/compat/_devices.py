@@ -33,9 +33,15 @@ def cpu_device_uuid(local_rank):
 
 
 def host_ip():
-    """This host's address as other hosts reach it (the host name's address; loopback when it
-    resolves to nothing better)."""
+    """This host's address as other hosts reach it: the source address of its default route
+    (a UDP socket connected to a public address picks it; nothing is sent), else the host name's
+    address, as checkpoint-engine's get_ip does."""
     try:
-        return socket.gethostbyname(socket.gethostname())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("8.8.8.8", 80))
+            return s.getsockname()[0]
     except OSError:
-        return "127.0.0.1"
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"

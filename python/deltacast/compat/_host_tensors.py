@@ -3,8 +3,8 @@
 into memory deltacast owns, so that a checkpoint is what it was when it was
 registered, whatever the trainer does to its tensors afterwards. Copies are
 numpy arrays (bf16 and float8 held as same-width integers with their
-deltacast dtype name); with CUDA present they are in pinned memory, so
-copying a GPU tensor out runs at full PCIe speed."""
+deltacast dtype name); with CUDA present they are in pinned memory, and a GPU
+tensor is copied straight into it."""
 from collections.abc import Mapping
 
 import numpy as np
@@ -62,15 +62,15 @@ def array_of(value):
     return value[0] if isinstance(value, tuple) else value
 
 
-def _copy(name, value):
-    """(deltacast dtype, host copy) of one registered tensor."""
+def _source(name, value):
+    """(deltacast dtype, the value as a host numpy array or a torch tensor of the holder's width)."""
     if isinstance(value, tuple):
         array, dtype = value
         array = np.asarray(array)
         if dtype not in _HOLDER or np.dtype(_HOLDER[dtype]).itemsize != array.dtype.itemsize:
             raise DTypeError(f"tensor '{name}': dtype '{dtype}' does not fit a {array.dtype} array")
-        source = array
-    elif hasattr(value, "detach") and hasattr(value, "dtype") and not isinstance(value, np.ndarray):  # torch
+        return dtype, array
+    if hasattr(value, "detach") and hasattr(value, "dtype") and not isinstance(value, np.ndarray):  # torch
         dtype = deltacast_dtype_of_torch(value.dtype)
         if dtype is None:
             raise DTypeError(f"tensor '{name}': {value.dtype} is not a dtype deltacast carries")
@@ -78,26 +78,47 @@ def _copy(name, value):
         if dtype in ("bf16", "f8e4m3", "f8e5m2"):
             import torch
             plain = plain.view(torch.int16 if dtype == "bf16" else torch.uint8)
-        source = plain.cpu().contiguous().numpy().view(_HOLDER[dtype])
-    else:
-        source = np.asarray(value)
-        dtype = _NUMPY.get(source.dtype)
-        if dtype is None:
-            raise DTypeError(f"tensor '{name}': {source.dtype} is not a dtype deltacast carries")
-    copy = host_buffer(dtype, source.shape)
-    np.copyto(array_of(copy), source.view(_HOLDER[dtype]) if source.dtype != np.dtype(_HOLDER[dtype]) else source)
-    return dtype, copy
+        return dtype, plain
+    array = np.asarray(value)
+    dtype = _NUMPY.get(array.dtype)
+    if dtype is None:
+        raise DTypeError(f"tensor '{name}': {array.dtype} is not a dtype deltacast carries")
+    return dtype, array
 
 
-def snapshot(files, named_tensors):
+def _copy_into(destination, source):
+    """Copies a numpy array or torch tensor into `destination` (a host array): a GPU tensor goes
+    straight into it (pinned: one DMA), not through pageable memory."""
+    if isinstance(source, np.ndarray):
+        np.copyto(destination, source.view(destination.dtype) if source.dtype != destination.dtype else source)
+        return
+    import torch
+    # torch takes no uint16 arrays: bf16 is held as uint16, copied as int16 of the same bits.
+    target = destination.view(np.int16) if destination.dtype == np.uint16 else destination
+    torch.from_numpy(target).copy_(source.reshape(target.shape))
+
+
+def _check_fits(name, dtype, shape, into, what):
+    if name not in into:
+        raise InvalidArgumentError(f"{what}: the shared memory pool holds other tensors ('{name}' is not in it; "
+                                   "its shape is fixed by its first user: unregister that one with force=True)")
+    have = metas_of({name: into[name]})[0]
+    if (have["dtype"], have["shape"]) != (dtype, list(shape)):
+        raise InvalidArgumentError(f"{what}: the shared memory pool holds other tensors ('{name}' is {have['dtype']} "
+                                   f"{tuple(have['shape'])} there, {dtype} {tuple(shape)} here; unregister its "
+                                   "first user with force=True)")
+
+
+def snapshot(files, named_tensors, into=None, what="checkpoint"):
     """{name: host copy} of every tensor of `files` (safetensors) and `named_tensors`, in that
-    order; a name given twice is an error naming it and where."""
-    tensors, where = {}, {}
+    order; a name given twice is an error naming it and where. `into`: copies made before (the
+    shared pool), which must hold exactly these tensors, written in place."""
+    sources, where = {}, {}
     for path in files or []:
         for name, value in safetensors_io.load(path).items():
-            if name in tensors:
+            if name in sources:
                 raise InvalidArgumentError(f"tensor '{name}' is in {where[name]} and in {path}")
-            tensors[name] = _copy(name, value)[1]
+            sources[name] = value
             where[name] = str(path)
     if named_tensors is not None:
         if not isinstance(named_tensors, Mapping):
@@ -105,11 +126,24 @@ def snapshot(files, named_tensors):
         for name, value in named_tensors.items():
             if not isinstance(name, str) or not name:
                 raise InvalidArgumentError(f"named_tensors: tensor names must be non-empty strings, got {name!r}")
-            if name in tensors:
+            if name in sources:
                 raise InvalidArgumentError(f"tensor '{name}' is both in {where[name]} and in named_tensors")
-            tensors[name] = _copy(name, value)[1]
+            sources[name] = value
             where[name] = "named_tensors"
-    return tensors
+    typed = {name: _source(name, value) for name, value in sources.items()}
+    if into is not None:
+        for name, (dtype, source) in typed.items():
+            _check_fits(name, dtype, tuple(source.shape), into, what)
+        if set(into) != set(typed):
+            missing = sorted(set(into) - set(typed))[0]
+            raise InvalidArgumentError(f"{what}: the shared memory pool holds other tensors ('{missing}' is not "
+                                       "here; unregister its first user with force=True)")
+    out = {}
+    for name, (dtype, source) in typed.items():
+        copy = into[name] if into is not None else host_buffer(dtype, tuple(source.shape))
+        _copy_into(array_of(copy), source)
+        out[name] = copy
+    return out
 
 
 def metas_of(tensors):

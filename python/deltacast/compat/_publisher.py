@@ -4,6 +4,7 @@ which tensor); the plan holds as long as checkpoints keep the same tensors, so
 a later checkpoint is published as a delta against the one before, whatever
 its name."""
 import json
+import secrets
 from dataclasses import dataclass
 
 from .. import group as groups
@@ -11,6 +12,7 @@ from ..coordinator import Coordinator
 from ..engine import Producer
 from ..errors import InvalidArgumentError
 from ._host_tensors import array_of, host_buffer
+from ._rendezvous import UpdateError, agreed, error_text
 
 
 @dataclass(frozen=True)
@@ -55,10 +57,10 @@ def whole(t):
 
 @dataclass
 class EngineOptions:
-    listen_host: str
-    advertise_host: str
+    listen_host: str     # what sockets bind (0.0.0.0, or loopback for a one-host job)
+    advertise_host: str  # how other hosts reach this one
     token: object
-    rails: object
+    rails: list          # this rank's NIC addresses (at least the advertised host's)
     value_codec: str
     transport: str
     register_timeout: float
@@ -66,34 +68,52 @@ class EngineOptions:
 
 class Publisher:
     """Rank 0 runs the group's coordinator; every rank that sends tensors runs a producer over
-    buffers of its own, which each update fills from the checkpoint's host copies."""
+    buffers of its own, which each update fills from the checkpoint's host copies. Building it is
+    a collective: a rank whose part fails tells the others, and every rank raises UpdateError
+    naming it (no rank is left waiting in an exchange the others skipped)."""
 
     def __init__(self, plan, rank, rendezvous, options):
         self.plan = plan
         self._coordinator = self._producer = None
         self._buffers = {}
-        try:
-            address = None
-            if rank == 0:
+        mine = {"address": None, "group": None, "error": None}
+        if rank == 0:
+            try:
                 self._coordinator = Coordinator(len(plan.owners), listen=f"{options.listen_host}:0",
                                                 token=options.token)
-                address = f"{options.advertise_host}:{self._coordinator.address.rpartition(':')[2]}"
-            self.coordinator = rendezvous.gather("coordinator", address)[0]
-            mine = plan.owned_by(rank)
-            if mine:
-                self._buffers = {t["name"]: host_buffer(t["dtype"], t["shape"]) for t in mine}
-                flat_view = {n: self._engine_view(b) for n, b in self._buffers.items()}
-                group = groups.Group({t["name"]: (t["dtype"], t["shape"] or [1]) for t in plan.logical})
-                self._producer = Producer(flat_view, listen=f"{options.listen_host}:0", token=options.token,
-                                          rails=options.rails, value_codec=options.value_codec,
-                                          transport=options.transport, group=group, rank=plan.owners.index(rank),
-                                          world_size=len(plan.owners), shards={t["name"]: whole(t) for t in mine},
-                                          coordinator=self.coordinator, host_coordinator=False,
-                                          register_timeout=options.register_timeout)
-            rendezvous.barrier("engine ready")
-        except BaseException:
+                mine["address"] = f"{options.advertise_host}:{self._coordinator.address.rpartition(':')[2]}"
+                mine["group"] = secrets.token_hex(8)
+            except Exception as e:  # told to every rank below
+                mine["error"] = error_text(e)
+        first = rendezvous.gather("coordinator", mine)[0]
+        if first["error"]:
+            self.close()
+            agreed([first["error"]], "starting the group's coordinator")
+        self.coordinator, self.group = first["address"], first["group"]
+        error = None
+        owned = plan.owned_by(rank)
+        if owned:
+            try:
+                self._start_producer(plan, rank, owned, options)
+            except Exception as e:
+                error = error_text(e)
+        outcomes = rendezvous.gather("engine ready", error)
+        try:
+            agreed(outcomes, "building the engine")
+        except UpdateError:
             self.close()
             raise
+
+    def _start_producer(self, plan, rank, owned, options):
+        self._buffers = {t["name"]: host_buffer(t["dtype"], t["shape"]) for t in owned}
+        views = {n: self._engine_view(b) for n, b in self._buffers.items()}
+        group = groups.Group({t["name"]: (t["dtype"], t["shape"] or [1]) for t in plan.logical})
+        self._producer = Producer(views, listen=f"{options.listen_host}:0", token=options.token,
+                                  rails=options.rails, value_codec=options.value_codec,
+                                  transport=options.transport, group=group, rank=plan.owners.index(rank),
+                                  world_size=len(plan.owners), shards={t["name"]: whole(t) for t in owned},
+                                  coordinator=self.coordinator, host_coordinator=False,
+                                  register_timeout=options.register_timeout)
 
     @staticmethod
     def _engine_view(buffer):

@@ -7,9 +7,26 @@ import json
 import time
 from datetime import timedelta
 
-from ..errors import ConnectionError, InvalidArgumentError, TimeoutError
+from ..errors import ConnectionError, DeltacastError, InvalidArgumentError, TimeoutError
 
 _POLL_SECONDS = 0.01
+
+
+class UpdateError(DeltacastError, RuntimeError):
+    """Something failed on one or more ranks (or at their workers); every rank raises it, naming
+    each rank and worker that failed, and the ranks stay in step for the next call."""
+
+
+def agreed(outcomes, what):
+    """Raises UpdateError on every rank when any rank's outcome (one per rank, None: fine) is an
+    error: every rank took part in the exchange, so all of them go on to the next one together."""
+    problems = [f"rank {rank}: {error}" for rank, error in enumerate(outcomes) if error]
+    if problems:
+        raise UpdateError(f"{what} failed: " + "; ".join(problems))
+
+
+def error_text(e):
+    return f"{type(e).__name__}: {e}"
 
 
 def seconds_of(timeout, what="timeout"):
@@ -44,6 +61,9 @@ class _LocalStore:
         if missing:
             raise RuntimeError(f"Timeout waiting for {missing}")
 
+    def delete_key(self, key):
+        return self._values.pop(key, None) is not None
+
 
 def torch_module():
     try:
@@ -62,6 +82,7 @@ class Rendezvous:
     def __init__(self, rank, world_size, master_addr, master_port, timeout):
         self.rank, self.world_size, self.timeout = rank, world_size, timeout
         self._round = 0
+        self._previous = None  # the last exchange's key prefix, deleted once the next one completed
         if world_size == 1:
             # One rank needs no server; with torch, an in-process store can also carry a process group.
             try:
@@ -72,8 +93,10 @@ class Rendezvous:
             return
         torch = torch_module()
         try:
+            # The master does not wait for the others here: the first exchange does, and names who
+            # is missing.
             self.store = torch.distributed.TCPStore(master_addr, int(master_port), world_size, rank == 0,
-                                                    timedelta(seconds=timeout))
+                                                    timedelta(seconds=timeout), wait_for_workers=False)
         except RuntimeError as e:
             raise ConnectionError(f"rank {rank}: no rendezvous with the other ranks at {master_addr}:{master_port} "
                                   f"(the store rank 0 serves): {e}") from None
@@ -95,9 +118,20 @@ class Rendezvous:
                                        f"not take part within {self.timeout if timeout is None else timeout:.0f} s "
                                        f"(dead, or not calling it)")
                 time.sleep(_POLL_SECONDS)
-            return [json.loads(self.store.get(prefix + str(r))) for r in range(self.world_size)]
+            values = [json.loads(self.store.get(prefix + str(r))) for r in range(self.world_size)]
+            self._forget_previous(prefix)
+            return values
         except RuntimeError as e:  # the store's connection: rank 0 is gone
             raise ConnectionError(f"{what}: lost the rendezvous store that rank 0 serves ({e})") from None
+
+    def _forget_previous(self, prefix):
+        # Every rank set its key of this exchange, so every rank is done reading the last one:
+        # its keys can go (the store lives as long as the job, rank 0 holds it in memory).
+        if self._previous is not None:
+            self.store.delete_key(self._previous + str(self.rank))
+            if self.rank == 0:
+                self.store.delete_key(self._previous + "count")
+        self._previous = prefix
 
     def _has(self, key):
         try:

@@ -11,31 +11,35 @@ import socketserver
 import threading
 
 _MAX_LINE = 64 * 1024
+_MAX_CONNECTIONS = 64
 
 
 class ReplyListener:
-    """Collects the reports of one update (those carrying `nonce`)."""
+    """Collects the reports of one update (those carrying `nonce`), listening on `host` (the
+    address workers reach this rank at)."""
 
     def __init__(self, host, nonce):
         self.nonce = nonce
         self.reports = []
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
         listener = self
 
         class _Handler(socketserver.StreamRequestHandler):
             timeout = 10
 
             def handle(self):
+                if not listener._slots.acquire(blocking=False):
+                    return  # more connections at once than workers would open: dropped
                 try:
                     line = self.rfile.readline(_MAX_LINE + 1)
                     report = json.loads(line) if 0 < len(line) <= _MAX_LINE else None
-                except (OSError, ValueError):
-                    return
-                if listener._accept(report):
-                    try:
+                    if listener._accept(report):
                         self.wfile.write(b"ok\n")
-                    except OSError:
-                        pass
+                except (OSError, ValueError, RecursionError):  # RecursionError: absurdly nested JSON
+                    return
+                finally:
+                    listener._slots.release()
 
         self._server = socketserver.ThreadingTCPServer((host, 0), _Handler, bind_and_activate=True)
         self._server.daemon_threads = True

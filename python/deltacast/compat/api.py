@@ -28,11 +28,13 @@ def post_json(url, body, timeout, uds=None):
     """POSTs `body` as JSON; returns the decoded answer (None when empty). Raises
     InferenceRequestError on an error status, deltacast.ConnectionError when unreachable."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "") or (not parts.netloc and uds is None):
-        raise InvalidArgumentError(f"url: {url!r} is not an http://host:port/path URL")
+    if parts.scheme not in ("http", "https") or (not parts.netloc and uds is None):
+        raise InvalidArgumentError(f"url: {url!r} is not an http(s)://host:port/path URL")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if uds is not None:
         connection = _UnixHTTPConnection(uds, parts.hostname, timeout)
+    elif parts.scheme == "https":
+        connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, timeout=timeout)
     else:
         connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
     try:
