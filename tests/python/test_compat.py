@@ -310,6 +310,14 @@ def test_load_metas_hands_another_worlds_group_to_this_worlds_workers():
         joiner.load_metas(trainer.get_metas())
         assert joiner.update("ckpt", req_func) is None  # this world sent nothing
         assert all(raw_bytes(received[n]) == raw_bytes(t) for n, t in tensors.items())
+        # The trainers go on publishing on their own; the joiner's next update brings the newest.
+        for step in (2, 3):
+            tensors["b"][step] += 1
+            trainer.register_checkpoint(f"ckpt-{step}", named_tensors=tensors)
+            trainer.gather_metas(f"ckpt-{step}")
+            trainer.update(f"ckpt-{step}", lambda paths: None)
+        joiner.update("ckpt", req_func)
+        assert all(raw_bytes(received[n]) == raw_bytes(t) for n, t in tensors.items())
         with pytest.raises(compat.UpdateError, match="loaded metas are of checkpoint 'ckpt'"):
             joiner.update("other", req_func)
         with pytest.raises(deltacast.InvalidArgumentError, match="another ParameterServer's get_metas"):

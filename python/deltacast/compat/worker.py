@@ -103,10 +103,8 @@ class _Receiver:
 
     def update(self, version, deadline):
         start = time.monotonic()
-        if version == 0:  # whatever the group has: let the first version land, then hold again
-            self.consumer._live().set_commit_limit(2 ** 64 - 1)
-            self.consumer.wait(1, _left(deadline))
-            self.consumer._live().set_commit_limit(self.consumer.version)
+        if version == 0:
+            self._newest(deadline)
         else:
             self.consumer.commit(version, _left(deadline))
         if self._mirrors:
@@ -122,6 +120,21 @@ class _Receiver:
         return {"version": self.consumer.version, "in_place": len(self.plan.in_place),
                 "load_weights": len(self.staging), "seconds": time.monotonic() - start,
                 "received_bytes": received}
+
+    def _newest(self, deadline):
+        """Lets land what has been received of the group's versions (at least one), then holds
+        again: the newest version a group publishing on its own schedule has sent so far."""
+        engine = self.consumer._live()
+        engine.set_commit_limit(2 ** 64 - 1)
+        try:
+            self.consumer.wait(1, _left(deadline))
+            held, quiet = engine.version, time.monotonic()
+            while time.monotonic() - quiet < 0.2 and _left(deadline) > 0:  # until nothing more lands
+                time.sleep(0.02)
+                if engine.version != held:
+                    held, quiet = engine.version, time.monotonic()
+        finally:
+            engine.set_commit_limit(engine.version)
 
     def close(self):
         self.consumer.close()
