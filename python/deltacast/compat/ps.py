@@ -293,8 +293,7 @@ class ParameterServer:
             uuids = [s["uuid"] for s in start]
             error = handle = None
             try:
-                listener = ReplyListener(self._options.advertise_host if self._options.listen_host != "127.0.0.1"
-                                         else "127.0.0.1", secrets.token_hex(8))
+                listener = self._listener()
                 handle = str(self._handle(checkpoint_name, version, listener))
                 if self._remote is None:
                     self._publisher.publish(self._tensors(checkpoint_name), version)
@@ -334,6 +333,17 @@ class ParameterServer:
         if _host_tensors.metas_of(tensors) != self._gathered:
             return f"its tensors of '{checkpoint_name}' are not the ones gathered last; call gather_metas first"
         return None
+
+    def _listener(self):
+        """Where workers report: on the advertised address when it is one of this host's (workers
+        reach it, nobody else needs to), else where every socket listens."""
+        nonce = secrets.token_hex(8)
+        if self._options.listen_host != "127.0.0.1":
+            try:
+                return ReplyListener(self._options.advertise_host, nonce)
+            except OSError:  # advertised through a NAT or a name: not an address of this host
+                pass
+        return ReplyListener(self._options.listen_host, nonce)
 
     def _handle(self, checkpoint_name, version, listener):
         reply = f"{self._options.advertise_host}:{listener.port}"
