@@ -166,13 +166,18 @@ void publish(std::vector<Rank>& ranks, const TensorSet& model, uint64_t v, bool 
   }
 }
 
+// The four trainer ranks, each a producer of its pieces on loopback.
+void start_ranks(std::vector<Rank>& ranks) {
+  for (uint64_t r = 0; r < 4; ++r) ranks.emplace_back(r);
+  for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
+}
+
 TEST(Group, FourTrainerRanksToThreeRolloutLayoutsThroughARankRestart) {
   const Manifest logical = Manifest::create(logical_tensors()).value();
   std::mt19937_64 rng(51);
   TensorSet model = random_model(rng);
   std::vector<Rank> ranks;
-  for (uint64_t r = 0; r < 4; ++r) ranks.emplace_back(r);
-  for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
+  ASSERT_NO_FATAL_FAILURE(start_ranks(ranks));
   std::vector<std::unique_ptr<Process>> processes;
   for (auto [r, n] : {std::pair<uint64_t, uint64_t>{0, 2}, {1, 2}, {0, 1}}) {
     processes.push_back(std::make_unique<Process>(r, n, ranks));
@@ -372,8 +377,7 @@ TEST(Group, ACommitLimitHoldsVersionsUntilAsked) {
   std::mt19937_64 rng(53);
   TensorSet model = random_model(rng);
   std::vector<Rank> ranks;
-  for (uint64_t r = 0; r < 4; ++r) ranks.emplace_back(r);
-  for (auto& rank : ranks) ASSERT_NO_FATAL_FAILURE(rank.start());
+  ASSERT_NO_FATAL_FAILURE(start_ranks(ranks));
   Process tp1(0, 1, ranks);
   ASSERT_TRUE(tp1.consumer);
   tp1.consumer->set_commit_limit(0);
