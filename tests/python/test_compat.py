@@ -125,8 +125,11 @@ def test_a_failing_req_func_and_a_failing_worker_are_named():
         def failing_worker(paths):
             compat.update_weights_from_ipc(None, paths[0][1], 0, run=lambda w: 1 / 0)
 
-        with pytest.raises(compat.UpdateError, match=r"worker .*ZeroDivisionError"):
+        # The worker's report, named as a worker (no rank's), beside rank 0's req_func that raised.
+        with pytest.raises(compat.UpdateError, match=r"failed: rank 0: ZeroDivisionError[^;]*; worker [^;]*: "
+                                                     r"ZeroDivisionError") as failed:
             ps.update("a", failing_worker)
+        assert "rank 1" not in str(failed.value)
 
         def slow(paths):
             threading.Event().wait(5)

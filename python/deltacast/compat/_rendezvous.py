@@ -17,10 +17,11 @@ class UpdateError(DeltacastError, RuntimeError):
     each rank and worker that failed, and the ranks stay in step for the next call."""
 
 
-def agreed(outcomes, what):
+def agreed(outcomes, what, also=()):
     """Raises UpdateError on every rank when any rank's outcome (one per rank, None: fine) is an
-    error: every rank took part in the exchange, so all of them go on to the next one together."""
-    problems = [f"rank {rank}: {error}" for rank, error in enumerate(outcomes) if error]
+    error, or `also` (problems that are no rank's, such as workers') is not empty: every rank took
+    part in the exchange, so all of them go on to the next one together."""
+    problems = [f"rank {rank}: {error}" for rank, error in enumerate(outcomes) if error] + list(also)
     if problems:
         raise UpdateError(f"{what} failed: " + "; ".join(problems))
 

@@ -310,7 +310,7 @@ class ParameterServer:
             errors = self._rendezvous.gather("update req_func", error, seconds + _SETTLE_SECONDS)
             reports = self._rendezvous.gather("update reports", listener.failures())
             workers = [f"worker {w['worker']}: {w['error']}" for failures in reports for w in failures]
-            agreed(errors + workers, what + f" (version {version})")
+            agreed(errors, what + f" (version {version})", workers)
         finally:
             if listener is not None:
                 listener.close()
