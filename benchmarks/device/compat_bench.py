@@ -27,7 +27,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "checkpoint_engine_replacement.py")
 STANDIN = os.path.join(ROOT, "tests", "python", "vllm_standin")
 sys.path.insert(0, STANDIN)
-from tiny_llama import CONFIG, TinyLlama, checkpoint_tensors, save_checkpoint  # noqa: E402
+from tiny_llama import CONFIG, checkpoint_tensors, save_checkpoint, step_digests  # noqa: E402
 
 # About 1 Gi parameters (2 GiB of bf16): four Llama-7B-sized layers and the vocabulary.
 MODEL = dict(CONFIG, vocab=32000, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=11008, layers=4)
@@ -49,18 +49,6 @@ def checkpoint_engine_script(directory):
     with open(path, "w") as f:
         f.write(text)
     return path
-
-
-def expected_digests(tensors, steps, trained, model_config, device):
-    out = []
-    for step in range(steps):
-        if step:
-            tensors = trained(tensors, step)
-        model = TinyLlama(0, 1, model_config, device)
-        model.load_weights(tensors.items())
-        out.append(model.digests())
-        del model
-    return out
 
 
 def run(engine, directory, steps, env, port, model_config, device):
@@ -109,8 +97,8 @@ def main():
     model_config = MODEL if args.model == "llama" else CONFIG
     tensors = checkpoint_tensors(model_config, seed=3)
     save_checkpoint(os.path.join(directory, "checkpoint"), tensors, files=4)
-    expected = expected_digests({n: t.to(args.device) for n, t in tensors.items()}, args.steps, trained,
-                                model_config, args.device)
+    expected = [ranks[0] for ranks in step_digests({n: t.to(args.device) for n, t in tensors.items()}, args.steps,
+                                                   trained, 1, model_config, args.device)]
     results = {"model": model_config, "parameters": sum(t.numel() for t in tensors.values()),
                "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else "none (cpu)", "runs": []}
     for k, engine in enumerate(args.engines.split(",")):

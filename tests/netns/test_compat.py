@@ -42,14 +42,6 @@ def get_in(tb, host, url):
                           check=True, timeout=60).stdout
 
 
-def interface_bytes(tb, host):
-    """{interface: bytes received} in `host`'s namespace, loopback left out."""
-    out = subprocess.run(tb.netns_argv(host, ["cat", "/proc/net/dev"]), capture_output=True, text=True,
-                         check=True).stdout
-    return {name.strip(): int(counters.split()[0]) for name, counters in
-            (line.split(":", 1) for line in out.splitlines()[2:]) if name.strip() != "lo"}
-
-
 def rails(tb, host):
     return ",".join(tb.plane_address(plane, host) for plane in range(len(tb.planes)))
 
@@ -107,7 +99,7 @@ def test_the_checkpoint_engine_script_updates_workers_on_another_host_over_both_
         received = [[result["received_bytes"] for _, result in entry["outcomes"]] for entry in log]
         assert all(later < first / 4 for first, later in zip(received[0], received[-1])), received
         print("bytes received per update and worker:", received)
-        per_plane = interface_bytes(tb, "v")
+        per_plane = tb.received_bytes("v")
         print("bytes in per interface of the workers' host:", per_plane)
         assert len(per_plane) == 2 and min(per_plane.values()) > sum(per_plane.values()) / 5, per_plane
     finally:

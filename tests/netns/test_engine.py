@@ -113,14 +113,7 @@ class Cluster:
 
     def received_bytes(self, host):
         """Bytes that arrived on the host's rails (every interface of its namespace but loopback)."""
-        out = subprocess.run(self.tb.netns_argv(host, ["cat", "/proc/net/dev"]), capture_output=True, text=True,
-                             check=True).stdout
-        total = 0
-        for line in out.splitlines()[2:]:
-            name, counters = line.split(":", 1)
-            if name.strip() != "lo":
-                total += int(counters.split()[0])
-        return total
+        return sum(self.tb.received_bytes(host).values())
 
     def set_rates(self, rate, hosts=None):
         """Shapes both planes' ports of `hosts` (default: every host) to `rate`."""

@@ -85,6 +85,13 @@ class Testbed:
     def plane_address(self, plane, host):
         return self.planes[plane]["addresses"][host]
 
+    def received_bytes(self, host):
+        """{interface: bytes that arrived on it} in a host's namespace, loopback left out."""
+        out = subprocess.run(self.netns_argv(host, ["cat", "/proc/net/dev"]), capture_output=True, text=True,
+                             check=True).stdout
+        return {name.strip(): int(counters.split()[0]) for name, counters in
+                (line.split(":", 1) for line in out.splitlines()[2:]) if name.strip() != "lo"}
+
     def netns_argv(self, host, argv):
         return ["ip", "netns", "exec", self.hosts[host]] + list(argv)
 

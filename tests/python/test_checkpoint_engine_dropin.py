@@ -21,7 +21,7 @@ SOURCE = os.environ.get("DELTACAST_SOURCE_DIR", os.path.join(HERE, "..", ".."))
 EXAMPLE = os.path.join(SOURCE, "examples", "checkpoint_engine_replacement.py")
 STANDIN = os.path.join(HERE, "vllm_standin")
 sys.path.insert(0, STANDIN)
-from tiny_llama import TinyLlama, checkpoint_tensors, save_checkpoint  # noqa: E402
+from tiny_llama import CONFIG, checkpoint_tensors, save_checkpoint, step_digests  # noqa: E402
 
 TP = 2
 
@@ -110,21 +110,9 @@ def torchrun(args, timeout, env=None):
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def expected_digests(tensors, steps, config=None):
-    """Per step, per tensor-parallel rank: the parameters vLLM's own loaders make of the step's
-    checkpoint (the reference the in-place writes are held to)."""
-    trained = example_module().trained
-    out = []
-    for step in range(steps):
-        if step:
-            tensors = trained(tensors, step)
-        ranks = []
-        for rank in range(TP):
-            model = TinyLlama(rank, TP, config) if config else TinyLlama(rank, TP)
-            model.load_weights(tensors.items())
-            ranks.append(model.digests())
-        out.append(ranks)
-    return out
+def expected_digests(tensors, steps, config=CONFIG):
+    """Per step, per tensor-parallel rank: the reference the workers are held to."""
+    return step_digests(tensors, steps, example_module().trained, TP, config)
 
 
 def test_checkpoint_engine_script_runs_unchanged_and_sends_deltas(checkpoint, standin):

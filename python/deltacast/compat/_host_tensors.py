@@ -17,10 +17,10 @@ _TORCH = {"bfloat16": ("bf16", np.uint16), "float8_e4m3fn": ("f8e4m3", np.uint8)
           "float16": ("f16", np.float16), "float32": ("f32", np.float32), "float64": ("f64", np.float64),
           "int8": ("i8", np.int8), "int16": ("i16", np.int16), "int32": ("i32", np.int32), "int64": ("i64", np.int64),
           "uint8": ("u8", np.uint8), "bool": ("bool", np.bool_)}
-_NUMPY = {np.dtype(n): d for d, n in (("f16", np.float16), ("f32", np.float32), ("f64", np.float64), ("i8", np.int8),
-                                      ("i16", np.int16), ("i32", np.int32), ("i64", np.int64), ("u8", np.uint8),
-                                      ("bool", np.bool_))}
+# Dtypes numpy has no type of: held in integers of their width, named beside the array.
+_NARROW = ("bf16", "f8e4m3", "f8e5m2")
 _HOLDER = {d: h for d, h in _TORCH.values()}
+_NUMPY = {np.dtype(h): d for d, h in _HOLDER.items() if d not in _NARROW}
 
 
 def torch_dtype_of(name):
@@ -54,7 +54,7 @@ def host_buffer(dtype, shape):
     holder = np.dtype(_HOLDER[dtype])
     count = int(np.prod(shape, dtype=np.int64))
     array = _pinned(count * holder.itemsize).view(holder).reshape(shape)
-    return (array, dtype) if dtype in ("bf16", "f8e4m3", "f8e5m2") else array
+    return (array, dtype) if dtype in _NARROW else array
 
 
 def array_of(value):
@@ -75,7 +75,7 @@ def _source(name, value):
         if dtype is None:
             raise DTypeError(f"tensor '{name}': {value.dtype} is not a dtype deltacast carries")
         plain = value.detach()
-        if dtype in ("bf16", "f8e4m3", "f8e5m2"):
+        if dtype in _NARROW:
             import torch
             plain = plain.view(torch.int16 if dtype == "bf16" else torch.uint8)
         return dtype, plain

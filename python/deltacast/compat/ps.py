@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from ..errors import InvalidArgumentError
 from . import _host_tensors
-from ._devices import device_count, device_uuid, host_ip
+from ._devices import device_count, device_uuid, host_ip, rails_or_env, token_or_env
 from ._handle import Handle
 from ._publisher import EngineOptions, Publisher, plan_of
 from ._rendezvous import Rendezvous, UpdateError, agreed, error_text, seconds_of, torch_module
@@ -60,14 +60,6 @@ def _default_master_port(master_port):
     if master_port is not None:
         return int(master_port)
     return _env_int("MASTER_PORT") + 1
-
-
-def _addresses(rails):
-    if rails is None and os.environ.get("DELTACAST_RAILS"):
-        rails = os.environ["DELTACAST_RAILS"].split(",")
-    if rails is None:
-        return []
-    return [r.strip() for r in ([rails] if isinstance(rails, str) else rails) if r.strip()]
 
 
 class ParameterServer:
@@ -118,9 +110,7 @@ class ParameterServer:
         env_timeout = os.environ.get("DELTACAST_RENDEZVOUS_TIMEOUT")
         self._timeout = seconds_of(timeout if timeout is not None else
                                    float(env_timeout) if env_timeout else timedelta(minutes=10))
-        rails = _addresses(rails)
-        if token is None:
-            token = os.environ.get("DELTACAST_TOKEN")
+        rails, token = rails_or_env(rails), token_or_env(token)
         if advertise_host is None:
             advertise_host = rails[0] if rails else "127.0.0.1" if _is_loopback(master_addr) else host_ip()
         listen_host = listen_host or ("127.0.0.1" if _is_loopback(advertise_host) else "0.0.0.0")

@@ -30,7 +30,7 @@ from .._tensors import parse_token
 from ..engine import Consumer
 from ..errors import InvalidArgumentError
 from . import vllm_layout
-from ._devices import cpu_device_uuid
+from ._devices import cpu_device_uuid, rails_or_env, token_or_env
 from ._handle import parse
 from ._host_tensors import torch_dtype_of
 from ._publisher import whole
@@ -38,13 +38,9 @@ from ._replies import send_report
 
 
 def _settings(rails, token, timeout):
-    if rails is None and os.environ.get("DELTACAST_RAILS"):
-        rails = [r for r in os.environ["DELTACAST_RAILS"].split(",") if r]
-    if token is None:
-        token = os.environ.get("DELTACAST_TOKEN")
     if timeout is None:
         timeout = float(os.environ.get("DELTACAST_TIMEOUT", "300"))
-    return rails, token, float(timeout)
+    return rails_or_env(rails) or None, token_or_env(token), float(timeout)
 
 
 def _in_place_allowed(model):
@@ -270,9 +266,8 @@ def update_weights_from_ipc(zmq_ctx, zmq_handle, device_id, *, run, post_hook=No
 
     def work():
         with _whole_lock:
-            weights = []
             receiver = _whole_receivers.get("whole")
-            model = receiver.model if receiver is not None else _WholeModel(weights)
+            model = receiver.model if receiver is not None else _WholeModel([])
             receiver = _receiver_for(_whole_receivers, "whole", model, parsed, token, rails, 0, 1, name, deadline)
             receiver.update(parsed.version, deadline)
             run(list(receiver.model.weights))

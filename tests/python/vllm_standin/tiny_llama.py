@@ -45,6 +45,23 @@ def save_checkpoint(directory, tensors, files=2):
                             {n: (tensors[n].view(torch.int16).numpy().view("uint16"), "bf16") for n in names[i::files]})
 
 
+def step_digests(tensors, steps, trained, tp_size, config=CONFIG, device="cpu"):
+    """Per step (the checkpoint, then `trained(tensors, step)` of the step before), per
+    tensor-parallel rank: the digests of what vLLM's own loaders make of that step's checkpoint,
+    the reference a worker's parameters are held to."""
+    out = []
+    for step in range(steps):
+        if step:
+            tensors = trained(tensors, step)
+        ranks = []
+        for rank in range(tp_size):
+            model = TinyLlama(rank, tp_size, config, device)
+            model.load_weights(tensors.items())
+            ranks.append(model.digests())
+        out.append(ranks)
+    return out
+
+
 def _parameter(shape, loader, device):
     p = torch.nn.Parameter(torch.zeros(shape, dtype=torch.bfloat16, device=device), requires_grad=False)
     p.weight_loader = loader
