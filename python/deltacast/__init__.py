@@ -12,12 +12,12 @@ from .engine import Consumer, Producer
 from .group import Group, columns, flat, fused, piece, rows
 from .errors import (ClosedError, ConnectionError, CorruptDataError, DeltacastError, DeviceError, DTypeError,
                      InvalidArgumentError, ManifestMismatchError, NotContiguousError, TimeoutError, TokenError,
-                     TransportMismatchError)
+                     TransportMismatchError, UpdateError)
 
 __version__ = _core.__version__
 
 __all__ = [
     "Producer", "Consumer", "Coordinator", "Group", "rows", "columns", "piece", "flat", "fused", "__version__",
     "DeltacastError", "InvalidArgumentError", "ManifestMismatchError", "TransportMismatchError", "DTypeError", "NotContiguousError",
-    "DeviceError", "TokenError", "TimeoutError", "ConnectionError", "CorruptDataError", "ClosedError",
+    "DeviceError", "TokenError", "TimeoutError", "ConnectionError", "CorruptDataError", "ClosedError", "UpdateError",
 ]

@@ -49,5 +49,10 @@ class CorruptDataError(DeltacastError):
     """Bytes from the network failed validation; nothing was written."""
 
 
+class UpdateError(DeltacastError, RuntimeError):
+    """An update failed on one or more trainer ranks or at their inference workers; every rank
+    raises it, naming each rank and worker that failed (the workers keep the previous version)."""
+
+
 class ClosedError(DeltacastError, RuntimeError):
     """The producer or consumer was closed."""

@@ -7,14 +7,9 @@ import json
 import time
 from datetime import timedelta
 
-from ..errors import ConnectionError, DeltacastError, InvalidArgumentError, TimeoutError
+from ..errors import ConnectionError, DeltacastError, InvalidArgumentError, TimeoutError, UpdateError  # noqa: F401
 
 _POLL_SECONDS = 0.01
-
-
-class UpdateError(DeltacastError, RuntimeError):
-    """Something failed on one or more ranks (or at their workers); every rank raises it, naming
-    each rank and worker that failed, and the ranks stay in step for the next call."""
 
 
 def agreed(outcomes, what, also=()):

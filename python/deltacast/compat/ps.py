@@ -28,7 +28,7 @@ from ._devices import device_count, device_uuid, host_ip, rails_or_env, token_or
 from ._handle import Handle
 from ._publisher import EngineOptions, Publisher, plan_of
 from ._rendezvous import Rendezvous, UpdateError, agreed, error_text, seconds_of, torch_module
-from ._replies import ReplyListener
+from ..inference.reports import ReplyListener
 
 log = logging.getLogger("deltacast.compat")
 

@@ -4,10 +4,12 @@
 deltacast.compat.worker.VllmColocateWorkerExtension``; the ParameterServer's
 ``update`` then reaches ``update_weights_from_ipc`` through /collective_rpc.
 Each worker stays joined to the trainer ranks' group between updates, so an
-update moves only what changed: parameters it can write in place (see
-vllm_layout) are written there; the rest is received whole and handed to the
-model's ``load_weights``; then vLLM's post-load processing runs, where
-checkpoint-engine runs it. ``deltacast_update(handle, rails=..., token=...)``
+update moves only what changed. It goes through the same core as the vLLM
+weight-transfer backend (deltacast.inference): parameters that hold the
+checkpoint's bytes are written in place; the rest is received whole and
+taken in through vLLM's layerwise reload (on a vLLM without it: the model's
+``load_weights``, then its post-load processing); a failed update leaves
+the model as it was. ``deltacast_update(handle, rails=..., token=...)``
 is the same with deltacast's options; without them the environment gives
 DELTACAST_TOKEN, DELTACAST_RAILS (comma-separated addresses) and
 DELTACAST_TIMEOUT (seconds, default 300).
@@ -18,23 +20,19 @@ names is there: the engine's weights change only while it updates them.
 Models whose weight loaders transform weights on the way in (a transpose, a
 permutation) must not be written in place: set ``deltacast_in_place = False``
 on the model class or DELTACAST_IN_PLACE=0, and everything goes through
-``load_weights``."""
-import json
+the engine's loader."""
 import os
 import socket
 import threading
 import time
 
-from .. import _core
-from .._tensors import parse_token
-from ..engine import Consumer
 from ..errors import InvalidArgumentError
-from . import vllm_layout
+from ..inference import ModelReceiver, receiver_for
+from ..inference.receiver import left
+from ..inference.reports import send_report
+from ..integrations.vllm.loading import loader_for, tensor_parallel, worker_place
 from ._devices import cpu_device_uuid, rails_or_env, token_or_env
 from ._handle import parse
-from ._host_tensors import torch_dtype_of
-from ._publisher import whole
-from ._replies import send_report
 
 
 def _settings(rails, token, timeout):
@@ -52,133 +50,24 @@ def _in_place_allowed(model):
     return getattr(model, "deltacast_in_place", True)
 
 
-class _Receiver:
-    """One model kept joined to one group: its parameters (or host mirrors of them, for
-    parameters not in host memory) and the staging of what goes through load_weights. Versions
-    land only when update() asks (the consumer commits on request), so the engine's weights
-    change only inside an update call."""
+def _receiver(holder, key, model, handle, token, rails, tp_rank, tp_size, name, deadline, rollback=True):
+    """The receiver of `model` for the group `handle` names, kept in `holder[key]` between updates."""
+    def make():
+        return ModelReceiver(model, handle.coordinator, token=token, rails=rails, name=name,
+                             join_timeout=left(deadline), tp_rank=tp_rank, tp_size=tp_size,
+                             in_place=_in_place_allowed(model), group_id=handle.group, rollback=rollback)
 
-    def __init__(self, model, handle, token, rails, tp_rank, tp_size, name, deadline):
-        import torch
-        found = json.loads(_core.find_group([handle.coordinator], parse_token(token), _left(deadline)))
-        logical = {t["name"]: (t["dtype"], tuple(t["shape"])) for t in found["tensors"]}
-        self.model, self.group = model, (handle.coordinator, handle.group)
-        params = dict(model.named_parameters())
-        if not _in_place_allowed(model):
-            params = {}
-        self.plan = vllm_layout.plan(params, logical, getattr(model, "packed_modules_mapping", None), tp_rank, tp_size)
-        items, layout, self._mirrors = [], {}, []
-        # Where each written parameter's memory is: post-load processing that replaces a parameter
-        # (repacking, a transpose into a new tensor) makes the plan stale, and update() rebuilds.
-        self._storage = {}
-        for pname, spec in self.plan.in_place.items():
-            target = params[pname].data
-            self._storage[pname] = target.data_ptr()
-            if target.device.type != "cpu":
-                mirror = torch.empty(target.shape, dtype=target.dtype, pin_memory=torch.cuda.is_available())
-                self._mirrors.append((target, mirror))
-                target = mirror
-            items.append((pname, target))
-            layout[pname] = spec
-        self.staging = {}
-        for n in self.plan.fallback:
-            dtype, shape = logical[n]
-            self.staging[n] = torch.empty(shape or (1,), dtype=torch_dtype_of(dtype))
-            items.append((f"load_weights:{n}", self.staging[n]))
-            layout[f"load_weights:{n}"] = whole({"name": n, "shape": list(shape)})
-        self.consumer = Consumer(items, layout=layout, connect=handle.coordinator, token=token, rails=rails,
-                                 name=name, join_timeout=_left(deadline), commit="on_request")
-        self._received = 0
-
-    def stale(self, model):
-        """Whether `model` is not the one planned for, or a written parameter moved."""
-        if model is not self.model:
-            return True
-        params = dict(model.named_parameters())
-        return any(n not in params or params[n].data.data_ptr() != p for n, p in self._storage.items())
-
-    def update(self, version, deadline):
-        start = time.monotonic()
-        if version == 0:
-            self._newest(deadline)
-        else:
-            self.consumer.commit(version, _left(deadline))
-        if self._mirrors:
-            import torch
-            for target, mirror in self._mirrors:
-                target.copy_(mirror, non_blocking=True)
-            torch.cuda.synchronize()
-        if self.staging:
-            self.model.load_weights(list(self.staging.items()))
-        # Bytes that arrived since the last update (versions are received as soon as published).
-        total = self.consumer.state()["received_bytes"]
-        received, self._received = total - self._received, total
-        return {"version": self.consumer.version, "in_place": len(self.plan.in_place),
-                "load_weights": len(self.staging), "seconds": time.monotonic() - start,
-                "received_bytes": received}
-
-    def _newest(self, deadline):
-        """Lets land what has been received of the group's versions (at least one), then holds
-        again: the newest version a group publishing on its own schedule has sent so far."""
-        engine = self.consumer._live()
-        engine.set_commit_limit(2 ** 64 - 1)
-        try:
-            self.consumer.wait(1, _left(deadline))
-            held, quiet = engine.version, time.monotonic()
-            while time.monotonic() - quiet < 0.2 and _left(deadline) > 0:  # until nothing more lands
-                time.sleep(0.02)
-                if engine.version != held:
-                    held, quiet = engine.version, time.monotonic()
-        finally:
-            engine.set_commit_limit(engine.version)
-
-    def close(self):
-        self.consumer.close()
+    return receiver_for(holder, key, model, handle.coordinator, handle.group, make)
 
 
-def _left(deadline):
-    """Seconds to `deadline` (a time.monotonic() value); one deadline for a whole call."""
-    return max(0.0, deadline - time.monotonic())
-
-
-def _receiver_for(holder, key, model, handle, token, rails, tp_rank, tp_size, name, deadline):
-    """The receiver kept in `holder[key]`, made anew for another group (or a model it no longer
-    fits); the one it replaces is closed."""
-    receiver = holder.get(key)
-    if receiver is not None and (receiver.group != (handle.coordinator, handle.group) or receiver.stale(model)):
-        receiver.close()
-        receiver = holder[key] = None
-    if receiver is None:
-        receiver = _Receiver(model, handle, token, rails, tp_rank, tp_size, name, deadline)
-        holder[key] = receiver
-    return receiver
-
-
-def _tensor_parallel():
-    """(rank, size) of this worker's tensor-parallel group in vLLM; (0, 1) outside it."""
-    try:
-        from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
-    except ImportError:
-        return 0, 1
-    return get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()
-
-
-def _post_load(model, model_config, device):
-    try:
-        from vllm.model_executor.model_loader.utils import process_weights_after_loading
-    except ImportError:
-        return
-    process_weights_after_loading(model, model_config, device)
-
-
-def _reported(handle, worker, work):
+def _reported(handle, worker, work, place=(None, None)):
     """Runs `work()` and tells the trainer rank behind `handle` how it went."""
     try:
         result = work()
     except BaseException as e:
-        send_report(handle.reply, handle.nonce, worker, f"{type(e).__name__}: {e}")
+        send_report(handle.reply, handle.nonce, worker, f"{type(e).__name__}: {e}", index=place[0], of=place[1])
         raise
-    send_report(handle.reply, handle.nonce, worker, None)
+    send_report(handle.reply, handle.nonce, worker, None, index=place[0], of=place[1])
     return result
 
 
@@ -213,10 +102,11 @@ class VllmColocateWorkerExtension:
         return self.deltacast_update(handle)
 
     def deltacast_update(self, handle, rails=None, token=None, timeout=None):
-        """Applies the version ``handle`` names to this worker's model (parameters written in
-        place, the rest through load_weights, then vLLM's post-load processing) and returns what
-        it took: version, parameters written in place, tensors through load_weights, seconds,
-        bytes received since the last update. ``timeout`` bounds the whole call."""
+        """Applies the version ``handle`` names to this worker's model, atomically (parameters
+        that hold the checkpoint's bytes written in place, the rest through vLLM's layerwise
+        reload, which processes them again; on failure the model is left as it was) and returns
+        what it took: version, parameters written in place, tensors loaded, seconds, bytes
+        received since the last update. ``timeout`` bounds the whole call."""
         parsed = parse(handle)
         rails, token, timeout = _settings(rails, token, timeout)
         deadline = time.monotonic() + timeout
@@ -225,27 +115,22 @@ class VllmColocateWorkerExtension:
         def work():
             runner = self.model_runner
             model = runner.get_model() if callable(getattr(runner, "get_model", None)) else runner.model
-            tp_rank, tp_size = _tensor_parallel()
-            receiver = _receiver_for(self.__dict__.setdefault("_deltacast_receivers", {}), "model", model, parsed,
-                                     token, rails, tp_rank, tp_size, name, deadline)
-            result = receiver.update(parsed.version, deadline)
-            _post_load(model, getattr(self, "model_config", None), getattr(self, "device", None))
-            return result
+            tp_rank, tp_size = tensor_parallel()
+            receiver = _receiver(self.__dict__.setdefault("_deltacast_receivers", {}), "model", model, parsed,
+                                 token, rails, tp_rank, tp_size, name, deadline)
+            load = loader_for(model, getattr(self, "model_config", None), getattr(self, "device", None))
+            return receiver.apply(parsed.version, deadline, load=load)
 
-        return _reported(parsed, name, work)
+        return _reported(parsed, name, work, worker_place())
 
 
-class _WholeModel:
-    """The tensors of a group, whole, for engines that load weights themselves."""
+def _whole_model():
+    import torch
 
-    def __init__(self, weights):
-        self.weights = weights
+    class _WholeModel(torch.nn.Module):
+        """No parameters of its own: every tensor of the group is staged whole and handed over."""
 
-    def named_parameters(self):
-        return iter(())
-
-    def load_weights(self, weights):
-        self.weights[:] = list(weights)
+    return _WholeModel()
 
 
 _whole_receivers = {}
@@ -257,7 +142,8 @@ def update_weights_from_ipc(zmq_ctx, zmq_handle, device_id, *, run, post_hook=No
     (every tensor whole, into host memory kept for the next update, so later updates move only
     the change), calls ``run([(name, tensor)])`` with all of them, then ``post_hook()``.
     ``zmq_ctx`` and ``device_id`` are accepted and unused. Tensors with no elements are not sent
-    and not handed to ``run``; 0-d tensors come as 1-element ones."""
+    and not handed to ``run``; 0-d tensors come as 1-element ones. An engine deltacast does not
+    know is not rolled back: ``run`` failing leaves whatever it did."""
     del zmq_ctx, device_id
     parsed = parse(zmq_handle)
     rails, token, timeout = _settings(None, None, None)
@@ -266,11 +152,11 @@ def update_weights_from_ipc(zmq_ctx, zmq_handle, device_id, *, run, post_hook=No
 
     def work():
         with _whole_lock:
-            receiver = _whole_receivers.get("whole")
-            model = receiver.model if receiver is not None else _WholeModel([])
-            receiver = _receiver_for(_whole_receivers, "whole", model, parsed, token, rails, 0, 1, name, deadline)
-            receiver.update(parsed.version, deadline)
-            run(list(receiver.model.weights))
+            current = _whole_receivers.get("whole")
+            model = current.model if current is not None else _whole_model()
+            receiver = _receiver(_whole_receivers, "whole", model, parsed, token, rails, 0, 1, name, deadline,
+                                 rollback=False)
+            receiver.apply(parsed.version, deadline, load=run)
         if post_hook is not None:
             post_hook()
 

@@ -13,7 +13,7 @@ engine's own ``load_weights``."""
 from dataclasses import dataclass
 
 from ..group import fused, piece
-from ._host_tensors import deltacast_dtype_of_torch
+from .._dtypes import deltacast_dtype_of_torch
 
 
 @dataclass

@@ -9,6 +9,7 @@ import json
 import socket
 import socketserver
 import threading
+import time
 
 _MAX_LINE = 64 * 1024
 _MAX_CONNECTIONS = 64
@@ -57,9 +58,32 @@ class ReplyListener:
         worker, error = report.get("worker"), report.get("error")
         if not isinstance(worker, str) or not (error is None or isinstance(error, str)):
             return False
+        index, of = report.get("index"), report.get("of")
+        if (index, of) != (None, None) and not _place(index, of):
+            return False
+        result = report.get("result")
+        if result is not None and not isinstance(result, dict):
+            return False
         with self._lock:
-            self.reports.append({"worker": worker[:256], "error": None if error is None else error[:16384]})
+            self.reports.append({"worker": worker[:256], "error": None if error is None else error[:16384],
+                                 "index": index, "of": of, "result": result})
         return True
+
+    def wait_all(self, deadline):
+        """Until every worker reported (as many as the reports' `of` say) or time.monotonic()
+        passes `deadline`; returns the workers (indices) that did not report, None when no report
+        said how many there are."""
+        while True:
+            with self._lock:
+                counts = {r["of"] for r in self.reports if r["of"] is not None}
+                seen = {r["index"] for r in self.reports if r["index"] is not None}
+            if counts:
+                missing = sorted(set(range(max(counts))) - seen)
+                if not missing or time.monotonic() >= deadline:
+                    return missing
+            elif time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
 
     def failures(self):
         with self._lock:
@@ -70,13 +94,26 @@ class ReplyListener:
         self._server.server_close()
 
 
-def send_report(address, nonce, worker, error, timeout=10.0):
+def _place(index, of):
+    """Whether (index, of) is a worker's place among `of` workers."""
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (index, of))
+    return ints and 0 <= index < of <= 1 << 20
+
+
+def send_report(address, nonce, worker, error, timeout=10.0, index=None, of=None, result=None):
     """Tells the listener at `address` (host:port) how this worker's update went (error None:
-    applied). Best effort: a trainer that is gone is not the worker's failure."""
+    applied; `result`: what it took, a small dict); `index` of `of`: this worker's place among the
+    engine's workers, so the listener can tell which never reported. Best effort: a trainer that
+    is gone is not the worker's failure."""
     if not address:
         return False
     host, _, port = address.rpartition(":")
-    line = json.dumps({"nonce": nonce, "worker": worker, "error": error}).encode() + b"\n"
+    report = {"nonce": nonce, "worker": worker, "error": error}
+    if index is not None:
+        report.update(index=index, of=of)
+    if result is not None:
+        report["result"] = result
+    line = json.dumps(report).encode() + b"\n"
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as s:
             s.sendall(line)

@@ -1,0 +1,200 @@
+"""The one receive / verify / apply core for inference engines (vLLM's weight-transfer backend,
+the checkpoint-engine worker extension, any engine that loads weights itself).
+
+A ModelReceiver keeps one model joined to one group of trainer ranks. Versions are received and
+verified in the background as soon as the trainer publishes them, into memory that is not live;
+``apply(version)`` is the only moment the model changes:
+
+* parameters that hold the checkpoint's bytes (a whole tensor, a tensor-parallel share, the fused
+  rows of packed tensors; see holds and layout) are the engine's own tensors and are written in
+  place by the commit, changed elements only;
+* every other checkpoint tensor is kept whole in host staging and handed to the engine's loading
+  path (``load``: vLLM's layerwise reload, a model's load_weights...), which processes it again.
+
+An update is atomic. What can be checked comes first (the version whole and verified, nothing
+written while waiting; a version that never comes times out having written nothing). What cannot
+be checked before writing (the engine's loader refusing a tensor) is covered by a ModelState taken
+just before: on failure every module's tensors, attributes and bytes are put back, and the model
+computes what it did before. A receiver that had to roll back its in-place parameters no longer
+holds the base its next delta applies to: it is marked broken, and the next update joins the group
+anew (a full version)."""
+import json
+import logging
+import time
+
+from .. import _core
+from .._dtypes import torch_dtype_of
+from .._tensors import parse_token
+from ..engine import Consumer
+from ..errors import TimeoutError
+from ..group import rows
+from . import layout
+from .holds import parameters_holding_checkpoint_bytes
+from .rollback import ModelState
+
+log = logging.getLogger("deltacast.inference")
+
+
+def left(deadline):
+    """Seconds to `deadline` (a time.monotonic() value); one deadline for a whole call."""
+    return max(0.0, deadline - time.monotonic())
+
+
+def _whole(name, shape):
+    """A whole logical tensor as one piece (a 0-d one travels as a 1-element tensor)."""
+    return rows(name, 0, shape[0] if shape else 1)
+
+
+def _owners(model):
+    """{parameter name: the module that registers it}."""
+    out = {}
+    for module_name, module in model.named_modules():
+        for name, _ in module.named_parameters(recurse=False):
+            out[f"{module_name}.{name}" if module_name else name] = module
+    return out
+
+
+class ModelReceiver:
+    """`model` (a torch module with named_parameters(); packed_modules_mapping where it fuses
+    checkpoint tensors) joined to the group whose coordinator is at `coordinator`, as tensor-
+    parallel rank `tp_rank` of `tp_size`. `in_place=False` sends every tensor through `load`.
+    `group_id`: the id the trainer gave the group, to tell a later group at the same address."""
+
+    def __init__(self, model, coordinator, token=None, rails=None, name=None, join_timeout=60.0, tp_rank=0,
+                 tp_size=1, in_place=True, group_id="", rollback=True):
+        import torch
+        deadline = time.monotonic() + float(join_timeout)
+        found = json.loads(_core.find_group([coordinator], parse_token(token), float(join_timeout)))
+        logical = {t["name"]: (t["dtype"], tuple(t["shape"])) for t in found["tensors"]}
+        self.model, self.group, self.rollback = model, (coordinator, group_id), rollback
+        self.broken = False
+        candidates = parameters_holding_checkpoint_bytes(model) if in_place else {}
+        self.plan = layout.plan(candidates, logical, getattr(model, "packed_modules_mapping", None), tp_rank, tp_size)
+        params = dict(model.named_parameters())
+        items, pieces, self._mirrors, self._storage = [], {}, [], {}
+        for pname, spec in self.plan.in_place.items():
+            target = params[pname].data
+            # Post-load processing that replaces a parameter later makes the plan stale (stale()).
+            self._storage[pname] = target.data_ptr()
+            if target.device.type != "cpu":  # the group consumer applies in host memory
+                mirror = torch.empty(target.shape, dtype=target.dtype, pin_memory=torch.cuda.is_available())
+                mirror.copy_(target)
+                self._mirrors.append((target, mirror))
+                target = mirror
+            items.append((pname, target))
+            pieces[pname] = spec
+        self.staging = {}
+        for n in self.plan.fallback:
+            dtype, shape = logical[n]
+            self.staging[n] = torch.empty(shape or (1,), dtype=torch_dtype_of(dtype))
+            items.append((f"staged:{n}", self.staging[n]))
+            pieces[f"staged:{n}"] = _whole(n, shape)
+        # The tensors an update writes besides the commit's: every tensor of the modules that own
+        # a parameter not written in place (the loader reprocesses those modules).
+        owners = _owners(model)
+        reloaded = {owners[n] for n in params if n not in self.plan.in_place and n in owners}
+        self._reloaded_tensors = [t for m in reloaded for t in list(m._parameters.values()) + list(m._buffers.values())]
+        self._in_place_tensors = [params[n] for n in self.plan.in_place]
+        self.consumer = Consumer(items, layout=pieces, connect=coordinator, token=token, rails=rails, name=name,
+                                 join_timeout=left(deadline), commit="on_request")
+        self._received = 0
+        log.info("deltacast: %d parameters written in place, %d checkpoint tensors through the engine's loader",
+                 len(self.plan.in_place), len(self.staging))
+
+    def stale(self, model):
+        """Whether `model` is not the one planned for, a written parameter moved (post-load
+        processing replaced it), or a rollback left the in-place parameters behind the group."""
+        if model is not self.model or self.broken:
+            return True
+        params = dict(model.named_parameters())
+        return any(n not in params or params[n].data.data_ptr() != p for n, p in self._storage.items())
+
+    def apply(self, version, deadline, load=None):
+        """Makes the model hold `version` (0: the newest the group has sent) or leaves it exactly
+        as it was and raises. `load(list of (name, tensor))` takes the staged tensors into the
+        model (required when any are staged). Returns what it did."""
+        start = time.monotonic()
+        if self.staging and load is None:
+            raise RuntimeError("this model's checkpoint tensors need the engine's loader: give load=")
+        state = None
+        if self.staging and self.rollback:
+            state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors)
+        committed = False
+        try:
+            committed = self._commit(version, deadline)
+            if committed:
+                self._copy_mirrors()
+                if self.staging:
+                    load(list(self.staging.items()))
+        except BaseException:
+            if committed:
+                if state is not None:
+                    state.restore()
+                # In-place parameters are back at the previous version, the consumer is not.
+                self.broken = bool(self.plan.in_place)
+            raise
+        total = self.consumer.state()["received_bytes"]
+        received, self._received = total - self._received, total
+        return {"version": self.consumer.version, "in_place": len(self.plan.in_place),
+                "loaded": len(self.staging), "seconds": time.monotonic() - start, "received_bytes": received,
+                "rollback_bytes": state.nbytes if state is not None else 0}
+
+    def _commit(self, version, deadline):
+        """Lets `version` land (the in-place parameters and the staging at once) and waits for it.
+        Returns whether anything was written; a timeout writes nothing."""
+        engine = self.consumer._live()
+        held = engine.version
+        if version == 0:
+            self._newest(deadline)
+            return engine.version != held
+        if held >= version:  # already there (or newer): nothing to write
+            return False
+        try:
+            self.consumer.commit(version, left(deadline))
+        except TimeoutError:
+            engine.set_commit_limit(held)  # nothing may land once we gave up...
+            if engine.version == held:
+                state = self.consumer.state()
+                raise TimeoutError(f"version {version} did not arrive whole and verified in time (holding "
+                                   f"{held}; trainer ranks at {state.get('rank_versions')}"
+                                   f"{'; ' + state['last_error'] if state.get('last_error') else ''})") from None
+            # ...but it landed as we gave up: go on with it.
+        return True
+
+    def _newest(self, deadline):
+        """Lets land what has been received of the group's versions (at least one), then holds
+        again: the newest version a group publishing on its own schedule has sent so far."""
+        engine = self.consumer._live()
+        engine.set_commit_limit(2 ** 64 - 1)
+        try:
+            self.consumer.wait(1, left(deadline))
+            held, quiet = engine.version, time.monotonic()
+            while time.monotonic() - quiet < 0.2 and left(deadline) > 0:  # until nothing more lands
+                time.sleep(0.02)
+                if engine.version != held:
+                    held, quiet = engine.version, time.monotonic()
+        finally:
+            engine.set_commit_limit(engine.version)
+
+    def _copy_mirrors(self):
+        if not self._mirrors:
+            return
+        import torch
+        for target, mirror in self._mirrors:
+            target.copy_(mirror, non_blocking=True)
+        torch.cuda.synchronize()
+
+    def close(self):
+        self.consumer.close()
+
+
+def receiver_for(holder, key, model, coordinator, group_id, make):
+    """The receiver kept in `holder[key]`, made anew by `make()` for another group or a model it
+    no longer fits (the one it replaces is closed)."""
+    receiver = holder.get(key)
+    if receiver is not None and (receiver.group != (coordinator, group_id) or receiver.stale(model)):
+        receiver.close()
+        receiver = holder[key] = None
+    if receiver is None:
+        receiver = holder[key] = make()
+    return receiver
