@@ -97,6 +97,15 @@ Status GroupConsumer::start(Millis timeout) {
   return Status();
 }
 
+bool GroupConsumer::staged(uint64_t v) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (version_ >= v) return true;
+  return std::all_of(consumers_.begin(), consumers_.end(), [&](const auto& c) {
+    const auto held = c->staged_versions();
+    return c->version() == v || std::find(held.begin(), held.end(), v) != held.end();
+  });
+}
+
 uint64_t GroupConsumer::committable() const {
   uint64_t best = 0;
   // Candidates: what the first rank's consumer holds verified; each must be held by all.

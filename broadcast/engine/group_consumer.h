@@ -68,6 +68,10 @@ class GroupConsumer {
   // inference engine that must see new weights only when it asks sets 0 first, then the version
   // it wants, and that version lands (a newer one already staged waits).
   void set_commit_limit(uint64_t through);
+  // Whether `version` is held or could be committed now: every rank's part of it staged and
+  // verified (whatever the commit limit). An engine that must apply a version on several workers
+  // at once asks each whether it is ready before letting any of them write.
+  bool staged(uint64_t version) const;
   uint64_t version() const;
   GroupConsumerState state() const;
   // The data transport in use (every rank's consumer uses the same).

@@ -184,6 +184,8 @@ std::string PyGroupConsumer::transport() const { return std::string(engine().tra
 
 void PyGroupConsumer::set_commit_limit(uint64_t through) { engine().set_commit_limit(through); }
 
+bool PyGroupConsumer::staged(uint64_t version) const { return engine().staged(version); }
+
 std::string PyGroupConsumer::state() const {
   const GroupConsumerState s = engine().state();
   return Json{{"version", s.version},

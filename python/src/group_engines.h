@@ -50,6 +50,8 @@ class PyGroupConsumer {
   void wait_version(uint64_t version, double timeout_seconds);
   // Commits no version above `through` until raised (group_consumer.h).
   void set_commit_limit(uint64_t through);
+  // Every rank's part of `version` staged and verified, or held (group_consumer.h).
+  bool staged(uint64_t version) const;
   uint64_t version() const;
   std::string transport() const;
   std::string state() const;

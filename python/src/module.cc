@@ -95,6 +95,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("transport", &PyGroupConsumer::transport)
       .def("wait_version", &PyGroupConsumer::wait_version, py::arg("version"), py::arg("timeout"))
       .def("set_commit_limit", &PyGroupConsumer::set_commit_limit, py::arg("through"))
+      .def("staged", &PyGroupConsumer::staged, py::arg("version"))
       .def_property_readonly("version", &PyGroupConsumer::version)
       .def("state", &PyGroupConsumer::state)
       .def("close", &PyGroupConsumer::close);

@@ -370,6 +370,17 @@ TEST(Group, RolloutProcessesFindTheGroupAtItsCoordinatorAndARankThatMoved) {
   EXPECT_NE(refused.status().message().find("its piece of the group"), std::string::npos) << refused.status().to_string();
 }
 
+// Polls `ready` for up to kWait.
+template <typename Ready>
+bool eventually(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
 // An inference engine that takes new weights only when it asks: with a commit limit, versions
 // stay staged until the limit reaches them, and only the asked version lands (not a newer one).
 TEST(Group, ACommitLimitHoldsVersionsUntilAsked) {
@@ -389,6 +400,10 @@ TEST(Group, ACommitLimitHoldsVersionsUntilAsked) {
   ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 1, true, {0, 1, 2, 3}));
   EXPECT_FALSE(tp1.consumer->wait_version(1, milliseconds(500)).ok()) << "committed above the limit";
   EXPECT_EQ(tp1.consumer->version(), 0u);
+  // Staged and verified, not written: what an engine asks every worker before any of them writes.
+  EXPECT_TRUE(eventually([&] { return tp1.consumer->staged(1); })) << "version 1 never staged";
+  EXPECT_FALSE(tp1.consumer->staged(2));
+  EXPECT_EQ(tp1.consumer->version(), 0u);
   tp1.consumer->set_commit_limit(1);
   ASSERT_TRUE(tp1.consumer->wait_version(1, kWait).ok()) << tp1.consumer->state().last_error.to_string();
   EXPECT_TRUE(tp1.holds(first));
@@ -401,6 +416,10 @@ TEST(Group, ACommitLimitHoldsVersionsUntilAsked) {
   step_model(model, 0.01, rng);
   ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 3, false, {0, 1, 2, 3}));
   EXPECT_FALSE(tp1.consumer->wait_version(2, milliseconds(300)).ok());
+  EXPECT_TRUE(eventually([&] { return tp1.consumer->staged(3); })) << "version 3 never staged";
+  EXPECT_TRUE(tp1.consumer->staged(1));  // held
+  EXPECT_FALSE(tp1.consumer->staged(4));
+  EXPECT_EQ(tp1.consumer->version(), 1u);
   tp1.consumer->set_commit_limit(2);
   ASSERT_TRUE(tp1.consumer->wait_version(2, kWait).ok()) << tp1.consumer->state().last_error.to_string();
   std::this_thread::sleep_for(milliseconds(300));

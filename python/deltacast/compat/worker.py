@@ -26,11 +26,12 @@ import socket
 import threading
 import time
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UpdateError
 from ..inference import ModelReceiver, receiver_for
-from ..inference.receiver import left
+from ..inference.receiver import apply_together, left
 from ..inference.reports import send_report
-from ..integrations.vllm.loading import loader_for, tensor_parallel, worker_place
+from ..integrations.vllm.loading import (loader_for, raise_where_vllm_reads_it, tensor_parallel, worker_place,
+                                         workers_agree)
 from ._devices import cpu_device_uuid, rails_or_env, token_or_env
 from ._handle import parse
 
@@ -112,16 +113,25 @@ class VllmColocateWorkerExtension:
         deadline = time.monotonic() + timeout
         name = f"{socket.gethostname()} rank {getattr(self, 'rank', 0)} ({self._device_uuid})"
 
-        def work():
-            runner = self.model_runner
-            model = runner.get_model() if callable(getattr(runner, "get_model", None)) else runner.model
-            tp_rank, tp_size = tensor_parallel()
-            receiver = _receiver(self.__dict__.setdefault("_deltacast_receivers", {}), "model", model, parsed,
-                                 token, rails, tp_rank, tp_size, name, deadline)
-            load = loader_for(model, getattr(self, "model_config", None), getattr(self, "device", None))
-            return receiver.apply(parsed.version, deadline, load=load)
+        runner = self.model_runner
+        model = runner.get_model() if callable(getattr(runner, "get_model", None)) else runner.model
+        tp_rank, tp_size = tensor_parallel()
+        holder = self.__dict__.setdefault("_deltacast_receivers", {})
+        load = loader_for(model, getattr(self, "model_config", None), getattr(self, "device", None))
+        place = worker_place()
 
-        return _reported(parsed, name, work, worker_place())
+        def work():
+            def receiver_of():
+                return _receiver(holder, "model", model, parsed, token, rails, tp_rank, tp_size, name, deadline)
+            if parsed.version == 0:  # whatever the group has: each worker on its own
+                return receiver_of().apply(0, deadline, load=load)
+            return apply_together(receiver_of, parsed.version, deadline, load, workers_agree(), name)
+
+        try:
+            return _reported(parsed, name, work, place)
+        except UpdateError as e:
+            raise_where_vllm_reads_it(e, place)
+            return None
 
 
 def _whole_model():

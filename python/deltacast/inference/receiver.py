@@ -26,7 +26,7 @@ from .. import _core
 from .._dtypes import torch_dtype_of
 from .._tensors import parse_token
 from ..engine import Consumer
-from ..errors import TimeoutError
+from ..errors import TimeoutError, UpdateError
 from ..group import rows
 from . import layout
 from .holds import parameters_holding_checkpoint_bytes
@@ -95,6 +95,7 @@ class ModelReceiver:
         reloaded = {owners[n] for n in params if n not in self.plan.in_place and n in owners}
         self._reloaded_tensors = [t for m in reloaded for t in list(m._parameters.values()) + list(m._buffers.values())]
         self._in_place_tensors = [params[n] for n in self.plan.in_place]
+        self._state, self._committed = None, False
         self.consumer = Consumer(items, layout=pieces, connect=coordinator, token=token, rails=rails, name=name,
                                  join_timeout=left(deadline), commit="on_request")
         self._received = 0
@@ -112,52 +113,111 @@ class ModelReceiver:
     def apply(self, version, deadline, load=None):
         """Makes the model hold `version` (0: the newest the group has sent) or leaves it exactly
         as it was and raises. `load(list of (name, tensor))` takes the staged tensors into the
-        model (required when any are staged). Returns what it did."""
+        model (required when any are staged). Returns what it did. One worker's model; workers that
+        must change together go through apply_together()."""
+        if version == 0:
+            return self._apply_newest(deadline, load)
+        target = self.prepare(version, deadline)
+        if target is None:
+            return self._result(time.monotonic(), changed=False)
+        try:
+            return self.land(target, deadline, load)
+        except BaseException:
+            self.undo()
+            raise
+        finally:
+            self.forget()
+
+    def prepare(self, version, deadline):
+        """Phase one, nothing written: waits until every trainer rank's part of `version` is here and
+        verified. Returns the version to land, or None when the model holds it (or a newer one)
+        already. Raises deltacast.TimeoutError when it did not arrive whole in time."""
+        engine = self.consumer._live()
+        if engine.version >= version:
+            return None
+        while not engine.staged(version):
+            if left(deadline) <= 0:
+                state = self.consumer.state()
+                raise TimeoutError(f"version {version} did not arrive whole and verified in time (holding "
+                                   f"{engine.version}; trainer ranks at {state.get('rank_versions')}"
+                                   f"{'; ' + state['last_error'] if state.get('last_error') else ''}); nothing written")
+            time.sleep(0.005)
+        return version
+
+    def land(self, version, deadline, load=None):
+        """Phase two: lets the prepared `version` land (the in-place parameters and the staging at
+        once) and hands the staged tensors to `load`. What it overwrites is kept until forget() (or
+        put back by undo()). Returns what it did."""
         start = time.monotonic()
         if self.staging and load is None:
             raise RuntimeError("this model's checkpoint tensors need the engine's loader: give load=")
-        state = None
-        if self.staging and self.rollback:
-            state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors)
-        committed = False
+        self._state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors) \
+            if self.staging and self.rollback else None
+        self._committed = self._commit(version, deadline)
+        self._copy_mirrors()
+        if self.staging:
+            load(list(self.staging.items()))
+        return self._result(start)
+
+    def undo(self):
+        """Puts back what the last land() overwrote (after it failed here, or on another worker).
+        Returns whether the model is as it was before it."""
+        if not self._committed:
+            return True
+        self._committed = False
+        restored = self._state is not None
+        if restored:
+            self._state.restore()
+        # In-place parameters are back at the previous version, the consumer is not: the next
+        # update joins anew. Without a kept state (nothing was staged) they could not be put back.
+        self.broken = bool(self.plan.in_place)
+        return restored or not self.plan.in_place
+
+    def forget(self):
+        """Ends an update: drops what land() kept for undo()."""
+        self._state, self._committed = None, False
+
+    def _result(self, start, changed=True):
+        total = self.consumer.state()["received_bytes"]
+        received, self._received = total - self._received, total
+        return {"version": self.consumer.version, "changed": changed, "in_place": len(self.plan.in_place),
+                "loaded": len(self.staging) if changed else 0, "seconds": time.monotonic() - start,
+                "received_bytes": received,
+                "rollback_bytes": self._state.nbytes if getattr(self, "_state", None) is not None else 0}
+
+    def _apply_newest(self, deadline, load):
+        start = time.monotonic()
+        held = self.consumer.version
+        self._state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors) \
+            if self.staging and self.rollback else None
         try:
-            committed = self._commit(version, deadline)
-            if committed:
+            self._newest(deadline)
+            self._committed = self.consumer.version != held
+            if self._committed:
                 self._copy_mirrors()
                 if self.staging:
                     load(list(self.staging.items()))
+            return self._result(start, changed=self._committed)
         except BaseException:
-            if committed:
-                if state is not None:
-                    state.restore()
-                # In-place parameters are back at the previous version, the consumer is not.
-                self.broken = bool(self.plan.in_place)
+            self.undo()
             raise
-        total = self.consumer.state()["received_bytes"]
-        received, self._received = total - self._received, total
-        return {"version": self.consumer.version, "in_place": len(self.plan.in_place),
-                "loaded": len(self.staging), "seconds": time.monotonic() - start, "received_bytes": received,
-                "rollback_bytes": state.nbytes if state is not None else 0}
+        finally:
+            self.forget()
 
     def _commit(self, version, deadline):
-        """Lets `version` land (the in-place parameters and the staging at once) and waits for it.
-        Returns whether anything was written; a timeout writes nothing."""
+        """Lets `version` land and waits for it; returns whether anything was written (a timeout
+        writes nothing)."""
         engine = self.consumer._live()
         held = engine.version
-        if version == 0:
-            self._newest(deadline)
-            return engine.version != held
-        if held >= version:  # already there (or newer): nothing to write
+        if held >= version:
             return False
         try:
             self.consumer.commit(version, left(deadline))
         except TimeoutError:
             engine.set_commit_limit(held)  # nothing may land once we gave up...
             if engine.version == held:
-                state = self.consumer.state()
-                raise TimeoutError(f"version {version} did not arrive whole and verified in time (holding "
-                                   f"{held}; trainer ranks at {state.get('rank_versions')}"
-                                   f"{'; ' + state['last_error'] if state.get('last_error') else ''})") from None
+                raise TimeoutError(f"version {version} did not land in time (holding {held}); nothing written") \
+                    from None
             # ...but it landed as we gave up: go on with it.
         return True
 
@@ -186,6 +246,43 @@ class ModelReceiver:
 
     def close(self):
         self.consumer.close()
+
+
+def apply_together(receiver_of, version, deadline, load, agree, name):
+    """Applies `version` on every worker of an engine or on none: each worker calls this at once
+    with its own `receiver_of()` (which may join, and fail), and `agree(name, error)` exchanges the
+    workers' outcomes (a list of (name, error text or None), one per worker; every worker calls
+    it the same number of times). Phase one makes sure every worker holds the version whole and
+    verified before any writes; phase two writes, and if any worker failed every worker puts back
+    what it wrote. Raises deltacast.UpdateError naming each failing worker; returns what this
+    worker did."""
+    receiver, target, error = None, None, None
+    try:
+        receiver = receiver_of()
+        target = receiver.prepare(version, deadline)
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    failed = [f"{n}: {e}" for n, e in agree(name, error) if e]
+    if failed:
+        raise UpdateError(f"version {version} not applied, nothing written anywhere: " + "; ".join(failed))
+    targets = agree(name, None if target is None else str(target))  # all hold it already, or none
+    if all(t is None for _, t in targets):
+        return receiver._result(time.monotonic(), changed=False)
+    start, result = time.monotonic(), None
+    try:
+        if target is not None:
+            result = receiver.land(target, deadline, load)
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    try:
+        failed = [f"{n}: {e}" for n, e in agree(name, error) if e]
+        if failed:
+            restored = receiver.undo()
+            raise UpdateError(f"version {version} not applied, every worker put back what it wrote"
+                              f"{'' if restored else ' (except this one, which kept no copy)'}: " + "; ".join(failed))
+        return result or receiver._result(start, changed=False)
+    finally:
+        receiver.forget()
 
 
 def receiver_for(holder, key, model, coordinator, group_id, make):

@@ -30,18 +30,42 @@ def loader_for(model, model_config, device=None):
         quiet = _QuietUnloaded()
         logger = logging.getLogger(_LAYERWISE_LOGGER)
         logger.addFilter(quiet)
+        tracked = _Tracked(weights)
         try:
             layerwise.initialize_layerwise_reload(model)
             try:
-                model.load_weights(iter(weights))
+                model.load_weights(tracked)
                 layerwise.finalize_layerwise_reload(model, model_config)
-            except BaseException:
+            except BaseException as e:
                 _forget_layerwise_state(model)
-                raise
+                raise tracked.refused(e) from e
         finally:
             logger.removeFilter(quiet)
 
     return load
+
+
+class _Tracked:
+    """The weights handed to a model's load_weights, remembering the one being loaded, so that a
+    loader's bare assertion becomes an error naming the tensor."""
+
+    def __init__(self, weights):
+        self._weights = list(weights)
+        self.current = None
+
+    def __iter__(self):
+        for name, tensor in self._weights:
+            self.current = (name, tensor)
+            yield name, tensor
+        self.current = None
+
+    def refused(self, error):
+        detail = f"{type(error).__name__}: {error}".rstrip(": ")
+        if self.current is None:
+            return RuntimeError(f"vLLM's weight loading failed: {detail}")
+        name, tensor = self.current
+        return RuntimeError(f"vLLM's loader refused checkpoint tensor '{name}' ({str(tensor.dtype).replace('torch.', '')} "
+                            f"{list(tensor.shape)}): {detail}")
 
 
 def _forget_layerwise_state(model):
@@ -59,7 +83,11 @@ def _forget_layerwise_state(model):
 
 def _load_then_process(model, model_config, device):
     def load(weights):
-        model.load_weights(iter(weights))
+        tracked = _Tracked(weights)
+        try:
+            model.load_weights(tracked)
+        except BaseException as e:
+            raise tracked.refused(e) from e
         try:
             from vllm.model_executor.model_loader.utils import process_weights_after_loading
         except ImportError:
@@ -86,3 +114,34 @@ def worker_place():
         return group.rank_in_group, group.world_size
     except (ImportError, AssertionError, AttributeError):
         return 0, 1
+
+
+def workers_agree():
+    """``agree(name, value)`` over this engine's workers (vLLM's world group, through its CPU
+    process group): every worker's (name, value), in worker order. One worker: just its own."""
+    try:
+        from vllm.distributed import get_world_group
+        group = get_world_group()
+    except (ImportError, AssertionError, AttributeError):
+        group = None
+    if group is None or group.world_size == 1:
+        return lambda name, value: [(name, value)]
+    import torch.distributed as dist
+
+    def agree(name, value):
+        out = [None] * group.world_size
+        dist.all_gather_object(out, (name, value), group=group.cpu_group)
+        return out
+
+    return agree
+
+
+def raise_where_vllm_reads_it(error, place):
+    """After an update failed on this engine's workers (every worker knows, they agreed), only the
+    last worker raises: vLLM's executor reads its workers' answers in order and stops at the first
+    failure, so a failure raised by an earlier worker would leave the later workers' answers
+    queued, to be taken for the answers of the next call. The others return; every worker has
+    reported its own outcome to the trainer."""
+    index, count = place
+    if index == count - 1:
+        raise error

@@ -120,6 +120,8 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
                          for n, (dtype, shape) in shapes.items()}
         self.version = 0
         self.last_reports = []  # rank 0: each worker's report of the last update (error, result)
+        self.last_update_seconds = None  # rank 0: the last update phase on the server, start to finish
+        self.workers = {}  # rank 0: the server's workers by index, as they reported joining
         self.producer = None
         if self._buffers:
             self.producer = Producer(self._buffers, listen=f"{self._host()}:0", token=info.token,
@@ -145,18 +147,33 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
         engine = cls(init_info, client, source)
         error = None
         if engine.is_sender:
-            try:
-                client.init_weight_transfer_engine({
-                    "coordinator": engine.coordinator, "group": engine.group_id,
-                    "token": str(init_info.token) if init_info.send_token and init_info.token is not None else None,
-                    "timeout": float(init_info.timeout), "in_place": bool(init_info.in_place)})
-            except Exception as e:
-                error = f"the server did not join: {type(e).__name__}: {e}"
+            error = engine._join_server()
         error = engine._ranks.from_zero(error)
         if error:
             engine.shutdown()
             raise UpdateError(error)
         return engine
+
+    def _join_server(self):
+        """Rank 0: has the server's workers join the group; learns their names (each reports).
+        Returns an error text, or None."""
+        info = self.info
+        listener = ReplyListener(self._host(), secrets.token_hex(8))
+        try:
+            self.client.init_weight_transfer_engine({
+                "coordinator": self.coordinator, "group": self.group_id,
+                "token": str(info.token) if info.send_token and info.token is not None else None,
+                "timeout": float(info.timeout), "in_place": bool(info.in_place),
+                "reply": f"{self._host()}:{listener.port}", "nonce": listener.nonce})
+            listener.wait_all(time.monotonic() + 10.0)
+        except Exception as e:
+            failed = [f"worker {r['worker']}: {r['error']}" for r in listener.failures()]
+            return f"the server's workers did not join ({type(e).__name__}: {e}){': ' if failed else ''}" + \
+                "; ".join(failed)
+        finally:
+            listener.close()
+        self.workers = {r["index"]: r["worker"] for r in listener.reports if r["index"] is not None}
+        return None
 
     def send_weights(self):
         """Publishes the source's tensors as the next version and has the server apply it. Every
@@ -171,7 +188,12 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
         errors = [f"trainer rank {r}: {e}" for r, e in enumerate(self._ranks.gather(error)) if e]
         if not errors and self.is_sender:
             errors = self._update()
-        errors = self._ranks.from_zero(errors)
+        try:
+            errors = self._ranks.from_zero(errors)
+        except Exception as e:  # a trainer rank went away: rank 0 still says what it knows
+            if not self.is_sender:
+                raise
+            errors = errors + [f"telling the other trainer ranks failed ({type(e).__name__}: {e})"]
         if errors:
             raise UpdateError(f"update to version {self.version} failed: " + "; ".join(errors))
         return self.version
@@ -191,6 +213,7 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
         """Rank 0: the update phase on the server; returns the problems (empty: applied everywhere)."""
         listener = ReplyListener(self._host(), secrets.token_hex(8))
         problems, server_error = [], None
+        start = time.monotonic()
         try:
             self.client.start_weight_update()
             try:
@@ -198,15 +221,24 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
                                             "reply": f"{self._host()}:{listener.port}"})
             except Exception as e:
                 server_error = f"{type(e).__name__}: {e}"
+                try:  # ends the session on the workers that returned (only the last worker raises)
+                    self.client.finish_weight_update(None)
+                except Exception:
+                    pass
             else:
                 self.client.finish_weight_update(str(self.version))
         except Exception as e:
             server_error = f"{type(e).__name__}: {e}"
+        self.last_update_seconds = time.monotonic() - start
         # Every worker that got the call reports; one that died does not.
         missing = listener.wait_all(time.monotonic() + (10.0 if server_error else 30.0))
         self.last_reports = sorted(listener.reports, key=lambda r: (r["index"] is None, r["index"]))
         problems += [f"worker {r['worker']}: {r['error']}" for r in listener.failures()]
-        if missing:
+        unheard = sorted(set(self.workers) - {r["index"] for r in listener.reports})
+        if unheard:
+            problems.append("no report from " + ", ".join(f"worker {self.workers[i]}" for i in unheard) +
+                            " (the process gone, or the server down)")
+        elif missing:
             problems.append(f"worker(s) {', '.join(map(str, missing))} did not report (gone?)")
         if server_error and not problems:
             problems.append(f"the server: {server_error}")

@@ -17,10 +17,11 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
 from vllm.logger import init_logger
 
 from ...compat._devices import rails_or_env, token_or_env
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, UpdateError
 from ...inference import ModelReceiver, receiver_for
+from ...inference.receiver import apply_together
 from ...inference.reports import send_report
-from .loading import loader_for, tensor_parallel, worker_place
+from .loading import loader_for, raise_where_vllm_reads_it, tensor_parallel, worker_place, workers_agree
 
 logger = init_logger("vllm.deltacast")
 
@@ -35,6 +36,8 @@ class DeltacastWorkerInitInfo(WeightTransferInitInfo):
     rails: list[str] | None = None    # this worker's NIC addresses (None: DELTACAST_RAILS, else one)
     timeout: float = 300.0            # seconds one join or one update may take
     in_place: bool = True             # False: every tensor through vLLM's reload
+    reply: str = ""                   # host:port of the trainer's report listener: each worker says it joined
+    nonce: str = ""
 
 
 @dataclass
@@ -69,7 +72,12 @@ class DeltacastWeightTransferEngine(WeightTransferEngine[DeltacastWorkerInitInfo
         if not init_info.coordinator:
             raise InvalidArgumentError("init_info.coordinator: give the trainer group's coordinator (host:port)")
         self._init = init_info
-        self._receiver(time.monotonic() + float(init_info.timeout))  # joins now: versions flow from here on
+        try:
+            self._receiver(time.monotonic() + float(init_info.timeout))  # joins now: versions flow from here on
+        except BaseException as e:
+            self._report(init_info, f"{type(e).__name__}: {e}")
+            raise
+        self._report(init_info, None)
 
     def _receiver(self, deadline):
         info = self._init
@@ -91,13 +99,14 @@ class DeltacastWeightTransferEngine(WeightTransferEngine[DeltacastWorkerInitInfo
     def receive_weights(self, update_info):
         deadline = time.monotonic() + float(self._init.timeout if self._init else 0)
         try:
-            receiver = self._receiver(deadline)
-            result = receiver.apply(update_info.version, deadline,
-                                    load=loader_for(self.model, self.model_config, self.device))
-        except BaseException as e:
-            logger.error("deltacast: update to version %d failed, the model is as it was: %s", update_info.version, e)
+            result = apply_together(lambda: self._receiver(deadline), update_info.version, deadline,
+                                    loader_for(self.model, self.model_config, self.device), workers_agree(),
+                                    self.name)
+        except UpdateError as e:
+            logger.error("deltacast: %s", e)
             self._report(update_info, f"{type(e).__name__}: {e}")
-            raise
+            raise_where_vllm_reads_it(e, self._place)
+            return
         logger.info("deltacast: version %d applied in %.3f s (%d parameters in place, %d tensors reloaded, "
                     "%d bytes received)", result["version"], result["seconds"], result["in_place"],
                     result["loaded"], result["received_bytes"])

