@@ -16,12 +16,13 @@ import torch
 
 import deltacast
 from deltacast import compat, safetensors_io
-from deltacast.compat import _handle, _replies, vllm_layout
+from deltacast.compat import _handle
+from deltacast.inference import layout as vllm_layout, reports as _replies
 from deltacast.compat.api import InferenceRequestError, request_inference_to_update
 
 from conftest import raw_bytes
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_standin"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes"))
 from tiny_llama import CONFIG, TinyLlama, checkpoint_tensors  # noqa: E402
 
 
@@ -166,8 +167,16 @@ def test_reports_that_are_not_this_updates_are_dropped():
         assert raw(json.dumps({"nonce": "n0nce", "worker": 5, "error": None}).encode() + b"\n") == b""
         assert _replies.send_report(address, "n0nce", "good worker", None)
         assert _replies.send_report(address, "n0nce", "bad worker", "RuntimeError: x")
-        assert listener.failures() == [{"worker": "bad worker", "error": "RuntimeError: x"}]
-        assert len(listener.reports) == 2
+        assert [(r["worker"], r["error"]) for r in listener.failures()] == [("bad worker", "RuntimeError: x")]
+        # A worker's place among the engine's workers must be one; then the listener knows who is missing.
+        assert not _replies.send_report(address, "n0nce", "w", None, index=2, of=2)
+        assert not _replies.send_report(address, "n0nce", "w", None, index=True, of=2)
+        assert raw(json.dumps({"nonce": "n0nce", "worker": "w", "error": None, "result": [1]}).encode() + b"\n") == b""
+        assert _replies.send_report(address, "n0nce", "worker 0", None, index=0, of=2, result={"version": 3})
+        assert listener.wait_all(time.monotonic() + 0.2) == [1]
+        assert _replies.send_report(address, "n0nce", "worker 1", None, index=1, of=2)
+        assert listener.wait_all(time.monotonic() + 5) == []
+        assert [r["result"] for r in listener.reports if r["index"] == 0] == [{"version": 3}]
     finally:
         listener.close()
     assert not _replies.send_report(address, "n0nce", "late", None)  # nobody listens: no raise
@@ -191,71 +200,6 @@ def test_vllm_layout_writes_fused_and_sharded_parameters_in_place():
     logical["model.norm.weight"] = ("f32", logical["model.norm.weight"][1])
     assert "model.norm.weight" in vllm_layout.plan(dict(model.named_parameters()), logical,
                                                    model.packed_modules_mapping, 1, 2).fallback
-
-
-class _Extended(compat.VllmColocateWorkerExtension):
-    def __init__(self, rank, tp_size):
-        self.rank = self.local_rank = rank
-        self.device = torch.device("cpu")
-        self.model_config = None
-        self.model_runner = type("Runner", (), {})()
-        self.model_runner.model = TinyLlama(rank, tp_size)
-
-
-def test_worker_extension_updates_a_tensor_parallel_model_in_place_and_only_when_asked():
-    import vllm.distributed
-    tensors = checkpoint_tensors(seed=5)
-    workers = [_Extended(r, 2) for r in range(2)]
-
-    def expected(rank, weights):
-        model = TinyLlama(rank, 2)
-        model.load_weights(weights.items())
-        return model.digests()
-
-    def update_workers(socket_paths):
-        # vLLM's workers are processes of their own; here the tensor-parallel state is set per call.
-        # A world of one trainer rank has one device UUID: worker 1's is not among the handles and
-        # it takes the one there is.
-        out = []
-        for w in workers:
-            vllm.distributed.set_tensor_model_parallel(w.rank, 2)
-            out.append(w.update_weights_from_ipc(dict(socket_paths)))
-        return out
-
-    with compat.ParameterServer() as ps:
-        ps.register_checkpoint("v1", named_tensors=tensors)
-        ps.gather_metas("v1")
-        results = []
-        ps.update("v1", lambda paths: results.extend(update_workers(paths)))
-        for w in workers:
-            assert w.model_runner.model.digests() == expected(w.rank, tensors)
-            assert w.model_runner.model.processed_after_loading == 1
-        assert [r["in_place"] for r in results] == [len(list(TinyLlama(0, 2).named_parameters())) - 2] * 2
-        assert [r["load_weights"] for r in results] == [2, 2]
-
-        # Version 2 is published and received, but lands only when the workers are asked.
-        changed = {n: t.clone() for n, t in tensors.items()}
-        changed["model.layers.1.mlp.down_proj.weight"][3, :7] += 1
-        changed["lm_head.weight"][5, 2] += 1
-        ps.register_checkpoint("v2", named_tensors=changed)
-        ps.gather_metas("v2")
-        handed = []
-        ps.update("v2", handed.extend)
-        time.sleep(0.5)
-        for w in workers:
-            assert w.model_runner.model.digests() == expected(w.rank, tensors), "changed outside an update"
-        second = update_workers(handed)
-        assert [r["version"] for r in second] == [2, 2]
-        for w in workers:
-            assert w.model_runner.model.digests() == expected(w.rank, changed)
-            assert w.model_runner.model.processed_after_loading == 2
-        assert all(r["received_bytes"] < results[0]["received_bytes"] / 10 for r in second), second
-
-        other = _handle.parse(handed[0][1])
-        elsewhere = str(_handle.Handle("127.0.0.1:1", "x", 1, "", "", "another-group"))
-        with pytest.raises(deltacast.InvalidArgumentError, match="its device CPU-.* is not among the handles .* "
-                                                                 "name different groups"):
-            workers[1].update_weights_from_ipc({"GPU-a": str(other), "GPU-b": elsewhere})
 
 
 def test_request_inference_to_update_posts_vllms_body_over_http_and_unix_sockets(tmp_path):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import safetensors_io
-from .._dtypes import TORCH_DTYPES, deltacast_dtype_of_torch, torch_dtype_of  # noqa: F401 (re-exported)
+from .._dtypes import TORCH_DTYPES, deltacast_dtype_of_torch
 from ..errors import DTypeError, InvalidArgumentError
 
 # Dtypes numpy has no type of: held in integers of their width, named beside the array.

@@ -7,7 +7,7 @@ import json
 import time
 from datetime import timedelta
 
-from ..errors import ConnectionError, DeltacastError, InvalidArgumentError, TimeoutError, UpdateError  # noqa: F401
+from ..errors import ConnectionError, InvalidArgumentError, TimeoutError, UpdateError  # noqa: F401 (UpdateError: re-exported)
 
 _POLL_SECONDS = 0.01
 

@@ -70,14 +70,15 @@ class Ranks:
     torchrun sets them; unlike torchrun, one rank dying does not take the others down)."""
 
     def __init__(self, script, args, count, log, env=None):
-        master = free_port()
         self.log = log
         out = open(log, "w")
-        self.procs = [subprocess.Popen([sys.executable, script] + [str(a) for a in args],
-                                       env=dict(os.environ, **(env or {}), RANK=str(r), LOCAL_RANK=str(r),
-                                                WORLD_SIZE=str(count), MASTER_ADDR="127.0.0.1",
-                                                MASTER_PORT=str(master)),
-                                       stdout=out, stderr=subprocess.STDOUT) for r in range(count)]
+        self.procs = []
+        shared = dict(os.environ, WORLD_SIZE=str(count), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+        shared.update(env or {})
+        for r in range(count):
+            self.procs.append(subprocess.Popen([sys.executable, script] + [str(a) for a in args],
+                                               env=dict(shared, RANK=str(r), LOCAL_RANK=str(r)),
+                                               stdout=out, stderr=subprocess.STDOUT))
 
     def poll(self):
         """None while any rank runs; then rank 0's exit code."""

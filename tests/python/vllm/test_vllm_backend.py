@@ -126,6 +126,9 @@ def test_checkpoint_engine_example_unchanged(deployment, checkpoints, tmp_path):
                           env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, timeout=900)
     assert proc.returncode == 0, log.read_text()[-6000:]
     history = deployment.server.rpc("deltacast_test_history")
+    for entries in history:  # the first update whole, the later ones only the change
+        sizes = [e["received_bytes"] for e in entries[before:]]
+        assert len(sizes) == STEPS and max(sizes[1:]) < 0.35 * sizes[0], sizes
     final = deployment.state()
     for step in reversed(range(STEPS)):  # the last step first: its generations are the server's now
         directory = tiny_model.save(str(tmp_path / f"ce-step{step}-ref"), steps[step])
@@ -137,6 +140,61 @@ def test_checkpoint_engine_example_unchanged(deployment, checkpoints, tmp_path):
             assert got == want, f"update {step}, worker {worker}: parameters differ from vLLM's load"
         if step == STEPS - 1:
             assert final[1] == reference[1], "generations after the last update differ from vLLM's load"
+
+
+def example_ranks(deployment, checkpoint_dir, steps, log, timeout=120, env=None):
+    """The example script's ranks as torchrun starts them, but as plain processes (torchrun tears
+    the job down when one rank dies)."""
+    port = _free_port_pair()
+    args = ["--checkpoint-path", checkpoint_dir, "--endpoint", deployment.server.url, "--inference-parallel-size",
+            deployment.tp, "--steps", steps, "--timeout", timeout]
+    return Ranks(EXAMPLE, args, deployment.tp, log, env=dict(env or {}, MASTER_PORT=str(port),
+                                                              DELTACAST_TOKEN="example-secret",
+                                                              LOCAL_WORLD_SIZE=str(deployment.tp)))
+
+
+def test_checkpoint_engine_example_names_the_workers_that_refuse(deployment, checkpoints, tmp_path):
+    """The example pushing a checkpoint the server's model cannot take (an embedding with 64 more
+    rows): every trainer rank raises UpdateError naming every worker and the tensor, and the server
+    still serves what it served."""
+    only(deployment, "tp2")
+    import tiny_model
+    _, tensors = checkpoints
+    wrong = dict(tensors[1])
+    wrong["model.embed_tokens.weight"] = wrong["model.embed_tokens.weight"].repeat(2, 1)[:tiny_model.CONFIG["vocab_size"] + 64]
+    directory = tiny_model.save(str(tmp_path / "wrong"), wrong)
+    before = deployment.state()
+    ranks = example_ranks(deployment, directory, 1, tmp_path / "refused.log")
+    assert ranks.wait() != 0
+    output = ranks.output()
+    assert output.count("UpdateError") >= deployment.tp, output[-4000:]
+    for worker in range(deployment.tp):  # the extension names a worker by host, rank and device
+        assert f"rank {worker} (CPU-" in output, output[-4000:]
+    assert "model.embed_tokens.weight" in output, output[-4000:]
+    assert deployment.state() == before, "a refused update changed the model"
+
+
+def test_checkpoint_engine_example_rank_that_dies_is_named(deployment, checkpoints, tmp_path):
+    """The example's trainer rank 1 SIGKILLed mid-run: rank 0 names it within the timeouts, and
+    the workers hold the last version they applied, whole."""
+    only(deployment, "tp2")
+    dirs, _ = checkpoints
+    before = len(deployment.server.rpc("deltacast_test_history")[0])
+    ranks = example_ranks(deployment, dirs["step0"], 50, tmp_path / "dies.log", timeout=15,
+                          env={"DELTACAST_RENDEZVOUS_TIMEOUT": "10"})
+    deadline = time.monotonic() + 300
+    while len(deployment.server.rpc("deltacast_test_history")[0]) < before + 2:
+        assert ranks.poll() is None and time.monotonic() < deadline, ranks.output()[-4000:]
+        time.sleep(0.2)
+    ranks.procs[1].send_signal(signal.SIGKILL)
+    start = time.monotonic()
+    assert ranks.wait(180) != 0
+    assert time.monotonic() - start < 120
+    assert "rank(s) 1 of 2 did not take part" in ranks.output(), ranks.output()[-4000:]
+    last = deployment.server.rpc("deltacast_test_history")
+    now = deployment.server.checksums()
+    for entries in last:
+        assert all(now[k] == v for k, v in entries[-1]["checksums"].items()), "the workers hold no version whole"
 
 
 def test_refused_tensor_leaves_the_previous_version(deployment, checkpoints):

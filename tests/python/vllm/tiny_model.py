@@ -12,12 +12,12 @@ WORDS = ["the", "a", "model", "weights", "change", "every", "step", "rollout", "
          "exact", "tensor", "rail", "node", "version", "delta", "commit", "apply", "in", "place", "of", "to"]
 
 
-def checkpoint_tensors(seed=0):
+def checkpoint_tensors(seed=0, config=None):
     """The model's tensors, bf16, {Hugging Face name: tensor}."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(LlamaConfig(**CONFIG, torch_dtype="bfloat16"))
+    model = LlamaForCausalLM(LlamaConfig(**(config or CONFIG), torch_dtype="bfloat16"))
     with torch.no_grad():
         for p in model.parameters():  # init's scale (0.02) is too small to make distinct greedy tokens
             p.normal_(0.0, 0.5 if p.dim() > 1 else 0.1)
@@ -64,7 +64,7 @@ def _tokenizer(directory):
     fast.save_pretrained(directory)
 
 
-def save(directory, tensors):
+def save(directory, tensors, config=None):
     """Writes `tensors` as a checkpoint vLLM loads: two safetensors files, config, tokenizer."""
     from safetensors.torch import save_file
     os.makedirs(directory, exist_ok=True)
@@ -76,7 +76,7 @@ def save(directory, tensors):
         index.update({n: file for n in names[i::2]})
     with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": index}, f)
-    config = dict(CONFIG, architectures=["LlamaForCausalLM"], model_type="llama", torch_dtype="bfloat16",
+    config = dict(config or CONFIG, architectures=["LlamaForCausalLM"], model_type="llama", torch_dtype="bfloat16",
                   bos_token_id=1, eos_token_id=2, hidden_act="silu", rope_theta=10000.0)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f)
@@ -85,5 +85,11 @@ def save(directory, tensors):
 
 
 if __name__ == "__main__":
-    import sys
-    save(sys.argv[1], checkpoint_tensors(int(sys.argv[2]) if len(sys.argv) > 2 else 0))
+    import argparse
+    parser = argparse.ArgumentParser(description="writes the tiny model's checkpoint into DIR")
+    parser.add_argument("directory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config", default="{}", help="JSON: sizes over CONFIG")
+    args = parser.parse_args()
+    config = dict(CONFIG, **json.loads(args.config))
+    save(args.directory, checkpoint_tensors(args.seed, config), config)

@@ -21,10 +21,21 @@ Trainer (every rank)::
 
 Importing this module registers both engines with vLLM's factories (idempotent)."""
 from .plugin import register
-from .trainer_engine import DeltacastTrainerInitInfo, DeltacastTrainerWeightTransferEngine
-from .worker_engine import DeltacastUpdateInfo, DeltacastWeightTransferEngine, DeltacastWorkerInitInfo
+
+_ENGINES = {"DeltacastTrainerInitInfo": "trainer_engine", "DeltacastTrainerWeightTransferEngine": "trainer_engine",
+            "DeltacastUpdateInfo": "worker_engine", "DeltacastWeightTransferEngine": "worker_engine",
+            "DeltacastWorkerInitInfo": "worker_engine"}
+
+
+def __getattr__(name):
+    """The engines are imported when first named (they need vLLM; loading does not)."""
+    module = _ENGINES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
 
 register()
 
-__all__ = ["register", "DeltacastTrainerInitInfo", "DeltacastTrainerWeightTransferEngine", "DeltacastUpdateInfo",
-           "DeltacastWeightTransferEngine", "DeltacastWorkerInitInfo"]
+__all__ = ["register", *_ENGINES]

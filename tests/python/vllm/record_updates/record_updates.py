@@ -13,8 +13,11 @@ def register():
 
     def deltacast_update(self, handle, *args, **kwargs):
         result = update(self, handle, *args, **kwargs)
+        if result is None:  # failed on this worker (the last worker raises it)
+            return result
         self.__dict__.setdefault("_test_history", []).append(
-            {"version": result["version"], "checksums": self.compute_weight_checksums()})
+            {"version": result["version"], "received_bytes": result["received_bytes"],
+             "checksums": self.compute_weight_checksums()})
         return result
 
     def deltacast_test_history(self):
