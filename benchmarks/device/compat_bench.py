@@ -25,8 +25,8 @@ import torch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "checkpoint_engine_replacement.py")
-STANDIN = os.path.join(ROOT, "tests", "python", "vllm_standin")
-sys.path.insert(0, STANDIN)
+STANDIN = os.path.join(ROOT, "benchmarks", "device", "vllm_standin")  # vLLM does not install on the GPU machine
+sys.path[:0] = [STANDIN, os.path.join(ROOT, "tests", "python", "fakes")]
 from tiny_llama import CONFIG, checkpoint_tensors, save_checkpoint, step_digests  # noqa: E402
 
 # About 1 Gi parameters (2 GiB of bf16): four Llama-7B-sized layers and the vocabulary.

@@ -151,13 +151,19 @@ class ModelReceiver:
         start = time.monotonic()
         if self.staging and load is None:
             raise RuntimeError("this model's checkpoint tensors need the engine's loader: give load=")
-        self._state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors) \
-            if self.staging and self.rollback else None
+        self._keep()
         self._committed = self._commit(version, deadline)
         self._copy_mirrors()
         if self.staging:
             load(list(self.staging.items()))
         return self._result(start)
+
+    def _keep(self):
+        """Keeps what an update may overwrite, where anything goes through the engine's loader (which
+        can refuse a tensor after the commit wrote): the in-place parameters and every tensor and
+        attribute of the reloaded modules."""
+        self._state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors) \
+            if self.staging and self.rollback else None
 
     def undo(self):
         """Puts back what the last land() overwrote (after it failed here, or on another worker).
@@ -188,8 +194,7 @@ class ModelReceiver:
     def _apply_newest(self, deadline, load):
         start = time.monotonic()
         held = self.consumer.version
-        self._state = ModelState(self.model, self._in_place_tensors + self._reloaded_tensors) \
-            if self.staging and self.rollback else None
+        self._keep()
         try:
             self._newest(deadline)
             self._committed = self.consumer.version != held

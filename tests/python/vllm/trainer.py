@@ -23,23 +23,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_model  # noqa: E402
-from vllm.distributed.weight_transfer import (HTTPVLLMWeightSyncClient, ParamMeta,  # noqa: E402
-                                              WeightSource, WeightTransferTrainerFactory)
+from step_source import StepSource  # noqa: E402
+from vllm.distributed.weight_transfer import HTTPVLLMWeightSyncClient, WeightTransferTrainerFactory  # noqa: E402
 
 from deltacast.integrations.vllm import DeltacastTrainerInitInfo  # noqa: E402
-
-
-class StepSource(WeightSource):
-    """The trainer's weights: one step's tensors at a time."""
-
-    def __init__(self, tensors):
-        self.tensors = tensors
-
-    def metadata(self):
-        return [ParamMeta(n, t.dtype, tuple(t.shape)) for n, t in self.tensors.items()]
-
-    def __iter__(self):
-        return iter(list(self.tensors.items()))
 
 
 def wait_for(path, timeout=600):

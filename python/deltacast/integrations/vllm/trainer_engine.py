@@ -30,7 +30,9 @@ class DeltacastTrainerInitInfo(TrainerInitInfo):
     this rank's {tensor name: deltacast piece} of a sharded trainer (the source then yields this
     rank's local tensors), None to publish whole tensors (each name by one rank, dealt round-robin,
     or the source's held_names()); ``device``: where the producer keeps its buffers and diffs
-    ("cpu", or "cuda" to diff on the trainer's GPU)."""
+    ("cpu", or "cuda" to diff on the trainer's GPU); ``rollback=False``: the workers keep no copy of
+    what vLLM's reload overwrites (a shorter pause where weights go through the reload, but a
+    failure there can leave the model mixed; in-place parameters need no copy)."""
 
     backend: ClassVar[str] = "deltacast"
     coordinator: str = "127.0.0.1:0"
@@ -42,6 +44,7 @@ class DeltacastTrainerInitInfo(TrainerInitInfo):
     device: str = "cpu"
     timeout: float = 300.0
     in_place: bool = True
+    rollback: bool = True
     send_token: bool = True
     value_codec: str = "ulp"
     transport: str = "tcp"
@@ -163,7 +166,7 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
             self.client.init_weight_transfer_engine({
                 "coordinator": self.coordinator, "group": self.group_id,
                 "token": str(info.token) if info.send_token and info.token is not None else None,
-                "timeout": float(info.timeout), "in_place": bool(info.in_place),
+                "timeout": float(info.timeout), "in_place": bool(info.in_place), "rollback": bool(info.rollback),
                 "reply": f"{self._host()}:{listener.port}", "nonce": listener.nonce})
             listener.wait_all(time.monotonic() + 10.0)
         except Exception as e:

@@ -36,6 +36,7 @@ class DeltacastWorkerInitInfo(WeightTransferInitInfo):
     rails: list[str] | None = None    # this worker's NIC addresses (None: DELTACAST_RAILS, else one)
     timeout: float = 300.0            # seconds one join or one update may take
     in_place: bool = True             # False: every tensor through vLLM's reload
+    rollback: bool = True             # False: no copy of what a reload overwrites (a failed update may leave a mix)
     reply: str = ""                   # host:port of the trainer's report listener: each worker says it joined
     nonce: str = ""
 
@@ -88,7 +89,8 @@ class DeltacastWeightTransferEngine(WeightTransferEngine[DeltacastWorkerInitInfo
             return ModelReceiver(self.model, info.coordinator, token=token_or_env(info.token),
                                  rails=rails_or_env(info.rails) or None, name=self.name,
                                  join_timeout=max(0.0, deadline - time.monotonic()), tp_rank=self._tp_rank,
-                                 tp_size=self._tp_size, in_place=info.in_place, group_id=info.group)
+                                 tp_size=self._tp_size, in_place=info.in_place, group_id=info.group,
+                                 rollback=info.rollback)
 
         return receiver_for(self._receivers, "model", self.model, info.coordinator, info.group, make)
 

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""A stand-in for a vLLM server started with ``VLLM_SERVER_DEV_MODE=1 vllm serve
+"""For the GPU machine only, where vLLM cannot be installed (benchmarks/device/compat_bench.py runs
+checkpoint-engine's worker extension and deltacast's side by side in it); everywhere else the tests
+run the real vLLM (tests/python/vllm/).
+
+A stand-in for a vLLM server started with ``VLLM_SERVER_DEV_MODE=1 vllm serve
 ... --tensor-parallel-size N --worker-extension-cls <qualname>``, for machines
 without a GPU. As vLLM (0.10.2 - 0.11) does:
 
@@ -31,6 +35,8 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The model it holds: the layout fake the unit tests use (vLLM's names, sharding and loaders).
+FAKES = os.path.join(HERE, "..", "..", "..", "tests", "python", "fakes")
 
 
 class WorkerBase:
@@ -93,7 +99,7 @@ def worker_class(extension_qualname):
 
 
 def worker_main(rank, tp_size, extension, config, device, connection):
-    sys.path.insert(0, HERE)
+    sys.path[:0] = [HERE, FAKES]
     worker = worker_class(extension)(local_rank=rank, rank=rank)
     worker.init_device(tp_size, config, device)
     connection.send(("ready", None))
@@ -201,7 +207,7 @@ def main():
     parser.add_argument("--config", default="{}", help="JSON: the model's sizes over tiny_llama.CONFIG")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the workers hold the model")
     args = parser.parse_args()
-    sys.path.insert(0, HERE)
+    sys.path[:0] = [HERE, FAKES]
     serve(Server(args.tp, args.extension, json.loads(args.config), args.device), args.port_file, args.host)
 
 
