@@ -13,7 +13,7 @@ sys.path.insert(0, HERE)
 import tiny_model  # noqa: E402
 from server import VllmServer, free_port  # noqa: E402
 
-STEPS = 6
+STEPS = 5
 SOURCE = os.environ.get("DELTACAST_SOURCE_DIR", os.path.join(HERE, "..", "..", ".."))
 # name: (tensor parallel, plugins on the server's PYTHONPATH, the checkpoint it starts from)
 DEPLOYMENTS = {"tp1": (1, [], "step0"), "tp2": (2, [], "other"), "tp2-plain": (2, ["keep_plain_weights"], "other")}

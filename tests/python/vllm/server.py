@@ -12,8 +12,7 @@ import urllib.error
 import urllib.request
 
 EXTENSION = "deltacast.compat.worker.VllmColocateWorkerExtension"
-PROMPTS = ["the model weights change every step", "a rollout node applies the delta in place",
-           "trainer sync fast exact"]
+PROMPTS = ["the model weights change every step", "a rollout node applies the delta in place"]
 
 
 def free_port():
@@ -76,7 +75,7 @@ class VllmServer:
     def rpc(self, method, *args, timeout=300):
         return self.post("collective_rpc", {"method": method, "args": list(args)}, timeout=timeout)["results"]
 
-    def generate(self, prompts=PROMPTS, tokens=8, logprobs=3):
+    def generate(self, prompts=PROMPTS, tokens=6, logprobs=3):
         """Greedy completions: per prompt, the tokens and the top-k log-probs of each."""
         out = []
         for prompt in prompts:
