@@ -29,6 +29,25 @@ TRAINER = os.path.join(HERE, "trainer.py")
 EXAMPLE = os.path.join(SOURCE, "examples", "checkpoint_engine_replacement.py")
 
 
+def test_trainer_engine_misuse_is_named_before_anything_starts():
+    """No source, a rank outside the world, a coordinator port the other ranks cannot know."""
+    import torch
+    from step_source import StepSource
+    from vllm.distributed.weight_transfer import HTTPVLLMWeightSyncClient, WeightTransferTrainerFactory
+
+    import deltacast
+    from deltacast.integrations.vllm import DeltacastTrainerInitInfo
+    client = HTTPVLLMWeightSyncClient("http://127.0.0.1:9")  # nothing listens: nothing may be asked of it
+    source = StepSource({"w": torch.zeros(4, 4, dtype=torch.bfloat16)})
+    cases = [(DeltacastTrainerInitInfo(rank=0), None, "give trainer_init a source"),
+             (DeltacastTrainerInitInfo(rank=2, world_size=2), source, "not in \\[0, world_size=2\\)"),
+             (DeltacastTrainerInitInfo(rank=0, world_size=2, coordinator="127.0.0.1:0"), source, "a fixed port"),
+             (DeltacastTrainerInitInfo(rank=0, coordinator="127.0.0.1"), source, "is not host:port")]
+    for info, src, message in cases:
+        with pytest.raises(deltacast.InvalidArgumentError, match=message):
+            WeightTransferTrainerFactory.trainer_init(info, client=client, source=src)
+
+
 def only(deployment, *names):
     if deployment.name not in names:
         pytest.skip(f"run on {', '.join(names)} (each server start costs ~40 s on 2 cores)")

@@ -131,6 +131,8 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
                                      rails=info.rails, value_codec=info.value_codec, transport=info.transport,
                                      group=group, rank=info.rank, world_size=info.world_size, shards=self._pieces,
                                      coordinator=info.coordinator, register_timeout=info.timeout)
+        if info.rank == 0 and self.producer is None:
+            raise InvalidArgumentError("shards: rank 0 hosts the group and must publish at least one tensor")
         self.coordinator = self._ranks.from_zero(self.producer.coordinator if self.producer else None)
         self.group_id = self._ranks.from_zero(secrets.token_hex(8))
 
@@ -147,6 +149,10 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
                                        "tensors, e.g. ModuleSource(model))")
         if not isinstance(init_info.world_size, int) or not 0 <= init_info.rank < init_info.world_size:
             raise InvalidArgumentError(f"rank {init_info.rank!r} is not in [0, world_size={init_info.world_size!r})")
+        port = init_info.coordinator.rpartition(":")[2]
+        if not port.isdigit() or (init_info.world_size > 1 and int(port) == 0):
+            raise InvalidArgumentError(f"coordinator: {init_info.coordinator!r} is not host:port"
+                                       f"{' with a fixed port (every rank must know it)' if port == '0' else ''}")
         engine = cls(init_info, client, source)
         error = None
         if engine.is_sender:
