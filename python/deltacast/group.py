@@ -61,6 +61,11 @@ def columns(tensor, start, stop):
     return piece(tensor, 1, start, stop)
 
 
+def whole(tensor, shape):
+    """All of ``tensor`` (of ``shape``) as one piece; a 0-d tensor travels as a 1-element one."""
+    return rows(tensor, 0, shape[0] if shape else 1)
+
+
 def flat(tensor, start, stop):
     """Elements [start, stop) of ``tensor`` flattened row-major (an FSDP flat shard)."""
     return Piece(str(tensor), 0, int(start), int(stop), True)

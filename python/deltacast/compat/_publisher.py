@@ -51,8 +51,8 @@ def plan_of(metas_by_rank, checkpoint):
 
 
 def whole(t):
-    """A whole logical tensor as one piece (a 0-d one travels as a 1-element tensor)."""
-    return groups.rows(t["name"], 0, t["shape"][0] if t["shape"] else 1)
+    """A whole logical tensor (a metas entry) as one piece."""
+    return groups.whole(t["name"], t["shape"])
 
 
 @dataclass

@@ -73,11 +73,17 @@ def transformed_modules(model):
     return out
 
 
-def parameters_holding_checkpoint_bytes(model):
-    """{name: parameter} of `model`'s parameters whose module leaves them as loaded."""
-    transformed = transformed_modules(model)
+def parameter_owners(model):
+    """{parameter name: the module that registers it}."""
     owners = {}
     for module_name, module in model.named_modules():
         for name, _ in module.named_parameters(recurse=False):
             owners[f"{module_name}.{name}" if module_name else name] = module
+    return owners
+
+
+def parameters_holding_checkpoint_bytes(model):
+    """{name: parameter} of `model`'s parameters whose module leaves them as loaded."""
+    transformed = transformed_modules(model)
+    owners = parameter_owners(model)
     return {n: p for n, p in model.named_parameters() if owners.get(n) not in transformed}

@@ -18,6 +18,7 @@ just before: on failure every module's tensors, attributes and bytes are put bac
 computes what it did before. A receiver that had to roll back its in-place parameters no longer
 holds the base its next delta applies to: it is marked broken, and the next update joins the group
 anew (a full version)."""
+import contextlib
 import json
 import logging
 import time
@@ -27,9 +28,9 @@ from .._dtypes import torch_dtype_of
 from .._tensors import parse_token
 from ..engine import Consumer
 from ..errors import TimeoutError, UpdateError
-from ..group import rows
+from ..group import whole
 from . import layout
-from .holds import parameters_holding_checkpoint_bytes
+from .holds import parameter_owners, parameters_holding_checkpoint_bytes
 from .rollback import ModelState
 
 log = logging.getLogger("deltacast.inference")
@@ -38,20 +39,6 @@ log = logging.getLogger("deltacast.inference")
 def left(deadline):
     """Seconds to `deadline` (a time.monotonic() value); one deadline for a whole call."""
     return max(0.0, deadline - time.monotonic())
-
-
-def _whole(name, shape):
-    """A whole logical tensor as one piece (a 0-d one travels as a 1-element tensor)."""
-    return rows(name, 0, shape[0] if shape else 1)
-
-
-def _owners(model):
-    """{parameter name: the module that registers it}."""
-    out = {}
-    for module_name, module in model.named_modules():
-        for name, _ in module.named_parameters(recurse=False):
-            out[f"{module_name}.{name}" if module_name else name] = module
-    return out
 
 
 class ModelReceiver:
@@ -88,10 +75,10 @@ class ModelReceiver:
             dtype, shape = logical[n]
             self.staging[n] = torch.empty(shape or (1,), dtype=torch_dtype_of(dtype))
             items.append((f"staged:{n}", self.staging[n]))
-            pieces[f"staged:{n}"] = _whole(n, shape)
+            pieces[f"staged:{n}"] = whole(n, shape)
         # The tensors an update writes besides the commit's: every tensor of the modules that own
         # a parameter not written in place (the loader reprocesses those modules).
-        owners = _owners(model)
+        owners = parameter_owners(model)
         reloaded = {owners[n] for n in params if n not in self.plan.in_place and n in owners}
         self._reloaded_tensors = [t for m in reloaded for t in list(m._parameters.values()) + list(m._buffers.values())]
         self._in_place_tensors = [params[n] for n in self.plan.in_place]
@@ -120,13 +107,8 @@ class ModelReceiver:
         target = self.prepare(version, deadline)
         if target is None:
             return self._result(time.monotonic(), changed=False)
-        try:
+        with self._undone_on_failure():
             return self.land(target, deadline, load)
-        except BaseException:
-            self.undo()
-            raise
-        finally:
-            self.forget()
 
     def prepare(self, version, deadline):
         """Phase one, nothing written: waits until every trainer rank's part of `version` is here and
@@ -195,7 +177,7 @@ class ModelReceiver:
         start = time.monotonic()
         held = self.consumer.version
         self._keep()
-        try:
+        with self._undone_on_failure():
             self._newest(deadline)
             self._committed = self.consumer.version != held
             if self._committed:
@@ -203,6 +185,12 @@ class ModelReceiver:
                 if self.staging:
                     load(list(self.staging.items()))
             return self._result(start, changed=self._committed)
+
+    @contextlib.contextmanager
+    def _undone_on_failure(self):
+        """One worker's update: what it wrote is put back if it fails, and forgotten either way."""
+        try:
+            yield
         except BaseException:
             self.undo()
             raise

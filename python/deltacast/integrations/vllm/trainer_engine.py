@@ -18,7 +18,7 @@ from vllm.distributed.weight_transfer.base import TrainerInitInfo, TrainerWeight
 from ..._dtypes import deltacast_dtype_of_torch, torch_dtype_of
 from ...engine import Producer
 from ...errors import DTypeError, InvalidArgumentError, UpdateError
-from ...group import Group, Piece, rows
+from ...group import Group, Piece, whole
 from ...inference.reports import ReplyListener
 
 
@@ -73,7 +73,7 @@ def _mine(info, logical, held):
         names = [n for n in names if n in held]
     elif info.world_size > 1:
         names = names[info.rank::info.world_size]
-    return {n: rows(n, 0, logical[n][1][0]) for n in names}
+    return {n: whole(n, logical[n][1]) for n in names}
 
 
 def _host_of(address):
