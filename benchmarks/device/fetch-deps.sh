@@ -16,6 +16,6 @@ mkdir -p pypi
 python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d pypi checkpoint-engine==0.4.2 pyzmq==27.1.0 loguru==0.7.3 pydantic==2.12.4 \
-  pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2 fastapi==0.121.3 starlette==0.50.0
+  pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2 fastapi==0.121.3 starlette==0.50.0 uvicorn==0.38.0
 ls -1 pypi/*.whl | wc -l | xargs echo "fetch-deps: .deps/pypi/ holds these many wheels:"
 
