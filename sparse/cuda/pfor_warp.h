@@ -197,19 +197,25 @@ DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t 
   if (layout.exceptions > 0) {
     const uint8_t* positions = in + header + packed_bytes(n, layout.width);
     const uint8_t* highs = positions + layout.exceptions;
+    // Every position is checked before any lane writes: positions that are not strictly increasing
+    // (a forged block) could name one value from two lanes, and two read-modify-writes of one
+    // shared word race even when the block is then thrown away.
     x.lanes([&](unsigned lane) {
       for (unsigned j = lane; j < layout.exceptions; j += kWarpSize) {
         const unsigned at = positions[j];
-        if (at >= n || (j > 0 && at <= positions[j - 1])) {
-          s.failed = 1;  // every writer stores the same value
-          continue;
-        }
-        values[at] |= read_bits(highs, static_cast<uint64_t>(j) * layout.exception_width, layout.exception_width)
-                      << layout.width;
+        if (at >= n || (j > 0 && at <= positions[j - 1])) x.atomic_add(&s.failed, 1u);
       }
     });
     x.sync();
     if (s.failed) return 0;
+    x.lanes([&](unsigned lane) {
+      for (unsigned j = lane; j < layout.exceptions; j += kWarpSize) {
+        values[positions[j]] |=
+            read_bits(highs, static_cast<uint64_t>(j) * layout.exception_width, layout.exception_width)
+            << layout.width;
+      }
+    });
+    x.sync();
   }
   return layout.bytes;
 }

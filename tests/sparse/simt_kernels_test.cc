@@ -102,6 +102,28 @@ TEST(SimtPfor, WarpDecodeRejectsWhatTheCpuRejects) {
   EXPECT_GT(rejected, 5000);
 }
 
+// Exception positions that rise pairwise in places but repeat (5, 7, 5, 7): lanes 1 and 3 would both
+// add to value 7. Both decoders refuse the block; the warp decoder checks every position before any
+// lane writes (compute-sanitizer's racecheck flagged the two writes on an H200).
+TEST(SimtPfor, RepeatedExceptionPositionsAreRefusedBeforeAnyWrite) {
+  const unsigned n = 16;
+  std::vector<uint64_t> values(n, 1);
+  for (unsigned at : {2u, 5u, 7u, 9u}) values[at] = uint64_t{1} << 20;  // four exceptions above width 1
+  std::vector<uint8_t> bytes(pfor_max_block_bytes(n));
+  bytes.resize(pfor_encode_block(values.data(), n, bytes.data()));
+  ASSERT_EQ(bytes[1], 4) << "the block should carry four exceptions";
+  const size_t positions = 3 + packed_bytes(n, bytes[0]);
+  ASSERT_EQ(std::vector<uint8_t>(bytes.begin() + positions, bytes.begin() + positions + 4),
+            (std::vector<uint8_t>{2, 5, 7, 9}));
+  const uint8_t forged[] = {5, 7, 5, 7};
+  std::memcpy(bytes.data() + positions, forged, sizeof forged);
+  std::vector<uint64_t> cpu(n), warp(n);
+  size_t used = 0;
+  EXPECT_FALSE(pfor_decode_block(bytes, n, cpu.data(), &used).ok());
+  simt::PforDecodeScratch scratch;
+  EXPECT_EQ(simt::warp_pfor_decode(HostWarp{}, bytes.data(), bytes.size(), n, warp.data(), scratch), 0u);
+}
+
 // Encodes one chunk both ways: CPU (diff + encode_delta_chunk) and the block template.
 struct ChunkCase {
   DType dtype;
