@@ -7,3 +7,9 @@ target_compile_options(deltacast_warnings INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${DELTACAST_WERROR}>>:-Werror>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${DELTACAST_WERROR}>>:-Werror=all-warnings>)
+# A unity build #includes each source into a batch, where GCC takes a class that holds a type of
+# its own source's anonymous namespace for one declared in a header (-Wsubobject-linkage); in a
+# source file that is fine.
+if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(deltacast_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
+endif()

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang libclang-rt-dev
+  build-essential cmake ninja-build pkg-config clang libclang-rt-dev
   libgtest-dev libzstd-dev libxxhash-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
   python3 python3-pytest python3-matplotlib iproute2
   python3-dev python3-venv python3-pip python3-numpy python3-torch pybind11-dev

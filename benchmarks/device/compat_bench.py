@@ -110,6 +110,9 @@ def main():
         result["exact"] = [all(status == "ok" for status, _ in entry["outcomes"]) and entry["digests"][0] == want
                            for entry, want in zip(log, expected)]
         result["updates_logged"] = len(log)
+        # How long the workers' update_weights_from_ipc call took, per update: the rest of the
+        # trainer's "Update weights" time is its own side (staging, encoding, handing out buckets).
+        result["worker_seconds"] = [round(entry["rpc_seconds"], 3) for entry in log]
         results["runs"].append(result)
         print(json.dumps(result), file=sys.stderr, flush=True)
     print(json.dumps(results, indent=1))

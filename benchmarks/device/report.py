@@ -42,6 +42,9 @@ def compat_report(path):
         rows.append((run["engine"], f"first update {seconds[0]:.3f} s{later}; exact "
                                     f"{sum(run['exact'])}/{len(run['exact'])}" if seconds else
                      f"no update finished (exit {run['returncode']})"))
+        workers = run.get("worker_seconds")
+        if workers:
+            rows.append(("  of which workers", ", ".join(f"{w:.3f}" for w in workers) + " s (update_weights_from_ipc)"))
     print_rows(rows)
 
 

@@ -155,8 +155,17 @@ DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, c
   }
   if (avail - index_bytes < static_cast<uint64_t>(e.n) * job.elem_size) return kDecodeRawValuesTruncated;
   const uint8_t* raw = in + index_bytes;
-  x.lanes([&](unsigned lane) {
-    for (unsigned k = lane; k < e.n; k += kWarpSize) s.values[k] = load_bytes(raw + k * job.elem_size, job.elem_size);
+  x.lanes([&](unsigned lane) {  // every read before the first store (see warp_pfor_decode)
+    uint64_t v[kValuesPerLane];
+DC_UNROLL
+    for (unsigned r = 0; r < kValuesPerLane; ++r) {
+      const unsigned k = lane + r * kWarpSize;
+      v[r] = k < e.n ? load_bytes(raw + k * job.elem_size, job.elem_size) : 0;
+    }
+DC_UNROLL
+    for (unsigned r = 0; r < kValuesPerLane; ++r) {
+      if (lane + r * kWarpSize < e.n) s.values[lane + r * kWarpSize] = v[r];
+    }
   });
   x.sync();
   return kDecodeOk;
@@ -236,11 +245,26 @@ DC_HOST_DEVICE uint32_t warp_apply_group_as(const Warp& x, const DecodeJob& job,
   const bool ulp = is_ulp(job);
   U* out = reinterpret_cast<U*>(job.target);
   x.lanes([&](unsigned lane) {
+    // A lane's four elements are read before any is written: the positions rise, so they are
+    // distinct, but the compiler cannot know it, and a store before the next read would make each
+    // read wait for the previous one (four trips to memory per lane instead of one).
+    constexpr unsigned kPerLane = kPforBlockValues / kWarpSize;
+    static_assert(kPerLane == 4, "lane l applies changes [4l, 4l + 4): lane_sum is summed that way");
     uint64_t next = e.first + s.lane_sum[lane];
-    for (unsigned k = 4 * lane; k < 4 * lane + 4 && k < e.n; ++k) {
-      U* p = out + next + s.gaps[k];
-      *p = static_cast<U>(ulp ? ulp_decode(*p, s.values[k], kBits) : s.values[k]);
-      next += s.gaps[k] + 1;
+    U* at[kPerLane];
+    U old[kPerLane];
+DC_UNROLL
+    for (unsigned r = 0; r < kPerLane; ++r) {
+      const unsigned k = 4 * lane + r;
+      at[r] = k < e.n ? out + next + s.gaps[k] : nullptr;
+      if (k < e.n) next += s.gaps[k] + 1;
+    }
+DC_UNROLL
+    for (unsigned r = 0; r < kPerLane; ++r) old[r] = ulp && at[r] ? *at[r] : U{};
+DC_UNROLL
+    for (unsigned r = 0; r < kPerLane; ++r) {
+      const unsigned k = 4 * lane + r;
+      if (at[r]) *at[r] = static_cast<U>(ulp ? ulp_decode(old[r], s.values[k], kBits) : s.values[k]);
     }
   });
   x.sync();

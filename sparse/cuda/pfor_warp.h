@@ -164,11 +164,16 @@ DC_HOST_DEVICE inline PforLayout pfor_parse_header(const uint8_t* in, size_t ava
   return PforLayout{b, e, hb, bytes};
 }
 
-// Decodes one block of n values from untrusted `in` (avail bytes readable).
-// Returns the block's size, or 0 when it is malformed (a block is never 0 bytes).
+// Values of one block each lane decodes at most (n <= kPforBlockValues).
+inline constexpr unsigned kValuesPerLane = kPforBlockValues / kWarpSize;
+
+// Decodes one block of n values (1 <= n <= kPforBlockValues) from untrusted `in` (avail bytes
+// readable). Returns the block's size, or 0 when it is malformed (a block is never 0 bytes).
+
 template <typename Warp>
 DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t avail, unsigned n, uint64_t* values,
                                        PforDecodeScratch& s) {
+  if (n == 0 || n > kPforBlockValues) return 0;  // no block holds that many (or no) values
   x.sync();  // every lane has read s.failed and s.layout of the block before (a warp decodes blocks back to back)
   x.lanes([&](unsigned lane) {
     if (lane != 0) return;
@@ -188,9 +193,20 @@ DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t 
   if (s.failed) return 0;
   const PforLayout layout = s.layout;
   const size_t header = layout.exceptions > 0 ? 3 : 2;
+  // A lane reads all of its (at most four) values before it stores any: a store between two reads
+  // would order each read after the previous one's bytes arrived (the compiler cannot tell that
+  // `values` and `in` do not overlap), four trips to memory instead of one (Nsight Compute: 73
+  // cycles per instruction in the apply kernel).
   x.lanes([&](unsigned lane) {
-    for (unsigned i = lane; i < n; i += kWarpSize) {
-      values[i] = read_bits(in + header, static_cast<uint64_t>(i) * layout.width, layout.width);
+    uint64_t v[kValuesPerLane];
+DC_UNROLL
+    for (unsigned r = 0; r < kValuesPerLane; ++r) {
+      const unsigned i = lane + r * kWarpSize;
+      v[r] = i < n ? read_bits(in + header, static_cast<uint64_t>(i) * layout.width, layout.width) : 0;
+    }
+DC_UNROLL
+    for (unsigned r = 0; r < kValuesPerLane; ++r) {
+      if (lane + r * kWarpSize < n) values[lane + r * kWarpSize] = v[r];
     }
   });
   x.sync();
@@ -208,11 +224,19 @@ DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t 
     });
     x.sync();
     if (s.failed) return 0;
-    x.lanes([&](unsigned lane) {
-      for (unsigned j = lane; j < layout.exceptions; j += kWarpSize) {
-        values[positions[j]] |=
-            read_bits(highs, static_cast<uint64_t>(j) * layout.exception_width, layout.exception_width)
-            << layout.width;
+    x.lanes([&](unsigned lane) {  // reads first, then writes, as above
+      uint64_t high[kValuesPerLane];
+DC_UNROLL
+      for (unsigned r = 0; r < kValuesPerLane; ++r) {
+        const unsigned j = lane + r * kWarpSize;
+        high[r] = j < layout.exceptions ? read_bits(highs, static_cast<uint64_t>(j) * layout.exception_width,
+                                                    layout.exception_width)
+                                        : 0;
+      }
+DC_UNROLL
+      for (unsigned r = 0; r < kValuesPerLane; ++r) {
+        const unsigned j = lane + r * kWarpSize;
+        if (j < layout.exceptions) values[positions[j]] |= high[r] << layout.width;
       }
     });
     x.sync();

@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -104,7 +105,10 @@ def worker_main(rank, tp_size, extension, config, device, connection):
     worker.init_device(tp_size, config, device)
     connection.send(("ready", None))
     while True:
-        message = connection.recv()
+        try:
+            message = connection.recv()
+        except EOFError:  # the server went away (SIGTERM at the end of a run)
+            return
         if message is None:
             return
         method, args, kwargs = message
@@ -132,15 +136,17 @@ class Server:
 
     def collective_rpc(self, method, args, kwargs):
         with self.lock:
+            start = time.monotonic()
             for connection in self.connections:
                 connection.send((method, args, kwargs))
             outcomes = [connection.recv() for connection in self.connections]
+            rpc_seconds = time.monotonic() - start  # the workers' part of an update, for compat_bench.py
             if method == "update_weights_from_ipc":
                 digests = []
                 for connection in self.connections:
                     connection.send(("standin_digests", (), {}))
                     digests.append(connection.recv()[1])
-                self.log.append({"outcomes": outcomes, "digests": digests})
+                self.log.append({"outcomes": outcomes, "digests": digests, "rpc_seconds": rpc_seconds})
             return outcomes
 
 

@@ -2,6 +2,7 @@
 server per deployment (module-scoped, shared by the tests of that deployment, in file order)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -67,18 +68,25 @@ def deployment(request, checkpoints, tmp_path_factory):
 
 class Ranks:
     """Trainer ranks started as independent processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT, as
-    torchrun sets them; unlike torchrun, one rank dying does not take the others down)."""
+    torchrun sets them; unlike torchrun, one rank dying does not take the others down). Ranks
+    still running when their test ends are stopped (`leftover_ranks`), so that a failed test's
+    trainer cannot go on updating the server under the next test."""
+
+    live = []
 
     def __init__(self, script, args, count, log, env=None):
         self.log = log
         out = open(log, "w")
         self.procs = []
-        shared = dict(os.environ, WORLD_SIZE=str(count), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+        # Unbuffered, and Python's stacks dumped on SIGABRT: a rank that hangs says where (stalled()).
+        shared = dict(os.environ, WORLD_SIZE=str(count), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                      PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         shared.update(env or {})
         for r in range(count):
             self.procs.append(subprocess.Popen([sys.executable, script] + [str(a) for a in args],
                                                env=dict(shared, RANK=str(r), LOCAL_RANK=str(r)),
                                                stdout=out, stderr=subprocess.STDOUT))
+        Ranks.live.append(self)
 
     def poll(self):
         """None while any rank runs; then rank 0's exit code."""
@@ -86,19 +94,46 @@ class Ranks:
         return None if None in codes else codes[0]
 
     def wait(self, timeout=600):
-        """Waits for every rank; returns rank 0's exit code (raises on a timeout, killing them)."""
+        """Waits for every rank; returns rank 0's exit code (on a timeout, fails with their stacks)."""
         deadline = time.monotonic() + timeout
         try:
             for p in self.procs:
                 p.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            for p in self.procs:
-                p.kill()
-            raise
+            raise AssertionError(self.stalled(f"the ranks did not end within {timeout} s")) from None
         return self.procs[0].returncode
+
+    def stop(self, stacks=False):
+        """Ends the ranks still running: first SIGABRT, which makes each dump its Python stacks into
+        the log, when `stacks`; then SIGKILL."""
+        running = [p for p in self.procs if p.poll() is None]
+        if stacks:
+            for p in running:
+                p.send_signal(signal.SIGABRT)
+            for p in running:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+        for p in running:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def stalled(self, what):
+        """The message for ranks that made no progress: what was awaited, and every rank's stacks."""
+        self.stop(stacks=True)
+        return f"{what}; the ranks' output and stacks:\n{self.output()[-8000:]}"
 
     def output(self):
         return open(self.log).read()
+
+
+@pytest.fixture(autouse=True)
+def leftover_ranks():
+    yield
+    while Ranks.live:
+        Ranks.live.pop().stop()
 
 
 def records(out, ranks):

@@ -203,7 +203,9 @@ def test_checkpoint_engine_example_rank_that_dies_is_named(deployment, checkpoin
                           env={"DELTACAST_RENDEZVOUS_TIMEOUT": "6"})
     deadline = time.monotonic() + 300
     while len(deployment.server.rpc("deltacast_test_history")[0]) < before + 2:
-        assert ranks.poll() is None and time.monotonic() < deadline, ranks.output()[-4000:]
+        assert ranks.poll() is None, ranks.output()[-4000:]
+        assert time.monotonic() < deadline, (ranks.stalled("no two updates reached the server in 300 s")
+                                                + "\nvLLM:\n" + deployment.server.log_tail())
         time.sleep(0.2)
     ranks.procs[1].send_signal(signal.SIGKILL)
     start = time.monotonic()
