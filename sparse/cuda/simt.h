@@ -7,7 +7,7 @@
 // the same result for code that follows these rules. That is how the GPU
 // kernels' logic is unit-tested byte for byte against the CPU codec on
 // machines without a GPU. Values that live across phases are kept in
-// per-lane arrays, never in a lambda's locals.
+// shared per-lane arrays or in PerThread, never in a lambda's locals.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,20 @@ DC_HOST_DEVICE inline uint64_t add_saturating(uint64_t a, uint64_t b) {
   const uint64_t sum = a + b;
   return sum < a ? ~uint64_t{0} : sum;
 }
+
+// A value each thread carries from one phase to a later one, such as loads issued ahead of their
+// use. On the device each thread holds its own in registers; the host contexts run the threads one
+// after another, so there it is an array indexed by the thread.
+template <typename T, unsigned kThreads>
+struct PerThread {
+#if defined(__CUDA_ARCH__)
+  T value;
+  DC_DEVICE T& operator[](unsigned) { return value; }
+#else
+  T values[kThreads];
+  T& operator[](unsigned t) { return values[t]; }
+#endif
+};
 
 // One warp, lanes run in order.
 struct HostWarp {
