@@ -11,7 +11,8 @@
 # Phases: tests (build, GPU tests, sanitizer, the unit tests on every core),
 # bench (kernels and the PyTorch baseline on both layouts, publish -> committed
 # end to end with the shadow on the GPU and on the host, checkpoint-engine
-# comparison), profile (Nsight Compute of each kernel), all (tests then bench).
+# comparison), profile (Nsight Compute of each kernel), all (both, the quick
+# steps first: the checkpoint-engine comparison, about 5 minutes, comes last but one).
 # Single steps may be named instead: build, gpu, sanitizer, unit, kernels,
 # sync, sync-host, compat, sync-bench, profile.
 #
@@ -205,7 +206,7 @@ for phase in "${phases[@]}"; do
   case "$phase" in
     tests) steps=(build gpu sanitizer unit) ;;
     bench) steps=(build kernels sync sync-host compat sync-bench) ;;
-    all) steps=(build gpu kernels sync sync-host compat sanitizer unit sync-bench) ;;
+    all) steps=(build gpu sanitizer kernels sync sync-host unit compat sync-bench) ;;
     *) steps=("$phase") ;;
   esac
   for s in "${steps[@]}"; do
