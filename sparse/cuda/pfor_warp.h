@@ -169,7 +169,6 @@ inline constexpr unsigned kValuesPerLane = kPforBlockValues / kWarpSize;
 
 // Decodes one block of n values (1 <= n <= kPforBlockValues) from untrusted `in` (avail bytes
 // readable). Returns the block's size, or 0 when it is malformed (a block is never 0 bytes).
-
 template <typename Warp>
 DC_HOST_DEVICE size_t warp_pfor_decode(const Warp& x, const uint8_t* in, size_t avail, unsigned n, uint64_t* values,
                                        PforDecodeScratch& s) {
