@@ -106,7 +106,7 @@ build() {
   if pybind11_dir="$(python3 -m pybind11 --cmakedir 2>/dev/null)"; then
     python_args=(-DPython_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
   fi
-  command -v ninja >/dev/null && [ ! -f build-gpu/Makefile ] && generator=(-G Ninja)
+  command -v ninja >/dev/null && [ ! -f build-gpu/CMakeCache.txt ] && generator=(-G Ninja)
   cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DDELTACAST_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${DELTACAST_CUDA_ARCH:-90}" "${python_args[@]}" >"$res/configure.log" 2>&1 ||
     { tail -n 40 "$res/configure.log"; return 1; }

@@ -155,19 +155,8 @@ DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, c
   }
   if (avail - index_bytes < static_cast<uint64_t>(e.n) * job.elem_size) return kDecodeRawValuesTruncated;
   const uint8_t* raw = in + index_bytes;
-  x.lanes([&](unsigned lane) {  // every read before the first store (see warp_pfor_decode)
-    uint64_t v[kValuesPerLane];
-DC_UNROLL
-    for (unsigned r = 0; r < kValuesPerLane; ++r) {
-      const unsigned k = lane + r * kWarpSize;
-      v[r] = k < e.n ? load_bytes(raw + k * job.elem_size, job.elem_size) : 0;
-    }
-DC_UNROLL
-    for (unsigned r = 0; r < kValuesPerLane; ++r) {
-      if (lane + r * kWarpSize < e.n) s.values[lane + r * kWarpSize] = v[r];
-    }
-  });
-  x.sync();
+  warp_read_then_store(x, e.n, s.values,
+                       [&](unsigned k) { return load_bytes(raw + k * job.elem_size, job.elem_size); });
   return kDecodeOk;
 }
 
