@@ -121,12 +121,40 @@ class Ranks:
                 p.wait()
 
     def stalled(self, what):
-        """The message for ranks that made no progress: what was awaited, and every rank's stacks."""
+        """The message for ranks that made no progress: what was awaited, how much CPU each rank got
+        and what the machine was doing (a starved rank and a spinning one look alike from outside),
+        then every rank's stacks."""
+        machine = machine_state([p.pid for p in self.procs])
         self.stop(stacks=True)
-        return f"{what}; the ranks' output and stacks:\n{self.output()[-8000:]}"
+        return f"{what}\n{machine}\nthe ranks' output and stacks:\n{self.output()[-8000:]}"
 
     def output(self):
         return open(self.log).read()
+
+
+def machine_state(pids):
+    """Each of `pids`: state, CPU seconds, resident MiB and kernel wait channel; the load, free
+    memory, pressure stall figures and the processes with the most CPU time."""
+    tick = os.sysconf("SC_CLK_TCK")
+    lines = []
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            wchan = open(f"/proc/{pid}/wchan").read() or "-"
+            lines.append(f"pid {pid}: state {fields[0]}, cpu {(int(fields[11]) + int(fields[12])) / tick:.1f} s, "
+                         f"rss {int(fields[21]) * os.sysconf('SC_PAGE_SIZE') >> 20} MiB, wchan {wchan}")
+        except OSError as e:
+            lines.append(f"pid {pid}: {e}")
+    lines.append("loadavg " + open("/proc/loadavg").read().strip())
+    lines += [line.strip() for line in open("/proc/meminfo") if line.startswith(("MemAvailable", "SwapFree"))]
+    for kind in ("cpu", "memory", "io"):
+        try:
+            lines.append(f"pressure {kind}: " + open(f"/proc/pressure/{kind}").readline().strip())
+        except OSError:
+            pass
+    top = subprocess.run(["ps", "-eo", "pid,stat,time,rss,etimes,args", "--sort=-time"], capture_output=True,
+                         text=True).stdout.splitlines()[:16]
+    return "\n".join(lines + [t[:160] for t in top])
 
 
 @pytest.fixture(autouse=True)
