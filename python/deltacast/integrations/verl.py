@@ -15,9 +15,10 @@ joined to the group through its coordinator (on trainer rank 0).
 
 A sync lands everywhere or nowhere: each rollout worker stages the version whole and verified, then
 the rollout workers agree (a small Ray actor on trainer rank 0's node) that every one of them has
-it, and only then commit. A worker that dies or cannot get the version leaves every other one at
-the version it held, and each of them raises deltacast.UpdateError naming the missing workers; the
-next sync carries everything since the last committed version. receive_weights then yields the
+it, and only then commit. A worker that dies or cannot get the version before that leaves every
+other one at the version it held, and each of them raises deltacast.UpdateError naming the missing
+workers; the next sync carries everything since the last committed version. (One that dies after
+they all agreed leaves the others on the new version.) receive_weights then yields the
 tensors that changed (all of them the first time) to verl's server adapter."""
 import asyncio
 import inspect

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tests against the real RL frameworks (verl's checkpoint-engine manager and workers on a Ray
-# cluster on this CPU), in the environment scripts/install-frameworks.sh makes, with the build
+# cluster on this CPU; TRL's weight transfer against the real vLLM), in the environment
+# scripts/install-frameworks.sh makes, with the build
 # tree's deltacast on PYTHONPATH. DELTACAST_SKIP_FRAMEWORKS=1 skips them (77).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
