@@ -21,7 +21,6 @@ workers; the next sync carries everything since the last committed version. (One
 they all agreed leaves the others on the new version.) receive_weights then yields the
 tensors that changed (all of them the first time) to verl's server adapter."""
 import asyncio
-import inspect
 import json
 import os
 import socket
@@ -31,6 +30,7 @@ import zlib
 import ray
 import torch
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
+from verl.workers.rollout.utils import ensure_async_iterator
 
 from .. import _core
 from .._dtypes import deltacast_dtype_of_torch, torch_dtype_of
@@ -155,7 +155,7 @@ class DeltacastCheckpointEngine(CheckpointEngine):
             raise InvalidArgumentError("send_weights: on a trainer rank (init_process_group(role='trainer'))")
         index = 0
         shapes = {}
-        async for name, tensor in _each(weights):
+        async for name, tensor in ensure_async_iterator(weights):
             shapes[name] = (deltacast_dtype_of_torch(tensor.dtype), tuple(tensor.shape))
             if self._producer is None:
                 self._take_shard(name, tensor, index)
@@ -272,12 +272,3 @@ class DeltacastCheckpointEngine(CheckpointEngine):
                 engine.close()
         self._consumer = self._producer = self._coordinator = None
 
-
-async def _each(weights):
-    """verl's weights: a generator or an async generator of (name, tensor)."""
-    if inspect.isasyncgen(weights) or hasattr(weights, "__aiter__"):
-        async for item in weights:
-            yield item
-    else:
-        for item in weights:
-            yield item

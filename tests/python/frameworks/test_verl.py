@@ -58,9 +58,6 @@ class Cluster:
     def rollout_states(self):
         return [group.state()[0] for group in self.rollouts]
 
-    def received_bytes(self):
-        return [group.execute_checkpoint_engine(["stats"]) for group in self.rollouts]
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
