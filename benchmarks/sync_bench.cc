@@ -207,6 +207,11 @@ void add_sync_command(CLI::App& app) {
                 "Role consumer: each 'committed' event carries the producer epoch and the model's hash (soak checks)");
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds to wait for joins and each version")->capture_default_str();
+  cmd->add_option("--round-timeout", args->round_timeout_seconds,
+                  "Role producer: seconds one version's round may take before the members not done are failed "
+                  "and left to the catch-up (0: 30 s plus the version's bytes at 10 MB/s)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device,
                   "Where every process's tensors live: cpu, or cuda (GPU 0: diff+encode and verify+apply on the GPU)")
       ->capture_default_str()

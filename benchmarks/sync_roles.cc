@@ -117,6 +117,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
   options.codec.zstd_level = args.zstd;
   options.codec.threads = args.threads;
+  options.round.timeout = Millis(static_cast<int64_t>(args.round_timeout_seconds * 1000));
   if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
   auto published = sync->trace_->published();
   if (args.device == "cuda") {

@@ -7,6 +7,7 @@ import socket
 import sys
 import threading
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import UnixStreamServer
 
@@ -279,12 +280,24 @@ def test_a_rank_failing_alone_fails_the_update_on_every_rank_and_the_next_one_go
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     outcomes = [None, None]
+    where = {}  # rank: the traceback of what it raised
     received = {}
 
+    # Rank 1 connects once rank 0 serves the store: in torch 1.x a TCPStore client retries its
+    # connection holding the GIL, so a rank-1 thread that came first would keep rank 0's thread from
+    # ever starting the server (ranks that are processes, as in use, have a GIL each).
+    store_served = threading.Event()
+
     def rank_main(r):
-        ps = compat.ParameterServer(rank=r, world_size=2, master_addr="127.0.0.1", master_port=port, auto_pg=False,
-                                    timeout=30)
+        if r == 1:
+            store_served.wait(60)
+        ps = None
         try:
+            try:
+                ps = compat.ParameterServer(rank=r, world_size=2, master_addr="127.0.0.1", master_port=port,
+                                            auto_pg=False, timeout=30)
+            finally:
+                store_served.set()
             mine = {f"t{r}": np.full(8, r, np.float32)}
             ps.register_checkpoint("a", named_tensors=mine)
             ps.gather_metas("a")
@@ -309,8 +322,10 @@ def test_a_rank_failing_alone_fails_the_update_on_every_rank_and_the_next_one_go
             outcomes[r] = (first["version"], failure, last["version"], len(called))
         except BaseException as e:
             outcomes[r] = e
+            where[r] = traceback.format_exc()
         finally:
-            ps.close()
+            if ps is not None:
+                ps.close()
 
     threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
     for t in threads:
@@ -318,8 +333,10 @@ def test_a_rank_failing_alone_fails_the_update_on_every_rank_and_the_next_one_go
     for t in threads:
         t.join(120)
     assert not any(t.is_alive() for t in threads), "a rank hung"
+    # Both ranks' outcomes in the message: when one rank's error left the other waiting, the
+    # waiting rank's timeout alone does not say why.
+    assert not any(isinstance(o, BaseException) for o in outcomes), "\n".join(where.values())
     for r in range(2):
-        assert not isinstance(outcomes[r], BaseException), outcomes[r]
         first, failure, last, calls = outcomes[r]
         assert (first, last) == (1, 2), outcomes[r]  # the failed update used no version number
         assert failure is not None and "rank 1: its tensors of 'b' are not the ones gathered last" in failure
