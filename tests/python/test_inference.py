@@ -189,6 +189,35 @@ def test_every_worker_applies_when_all_can():
     assert not any(r.undone for r in receivers)
 
 
+def broken_after(calls):
+    """An agree() whose exchange breaks at its `calls`-th call, as a process group's does when a
+    peer worker died (the others' connections close)."""
+    count = [0]
+
+    def agree(name, value):
+        count[0] += 1
+        if count[0] >= calls:
+            raise RuntimeError("Connection closed by peer [127.0.0.1]:29500")
+        return [(name, value), ("worker 1 of 2", value)]  # the other worker: the same outcome
+
+    return agree
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_worker_dying_before_anyone_writes_fails_the_update_with_nothing_written(calls):
+    receiver = FakeReceiver()
+    with pytest.raises(UpdateError, match="nothing written anywhere.*exchange between workers broke.*closed by peer"):
+        apply_together(lambda: receiver, 7, 0, None, broken_after(calls), "worker 0 of 2")
+    assert not receiver.landed
+
+
+def test_a_worker_dying_after_this_one_wrote_makes_it_put_back_what_it_wrote():
+    receiver = FakeReceiver()
+    with pytest.raises(UpdateError, match="this worker put back what it wrote.*exchange between workers broke"):
+        apply_together(lambda: receiver, 7, 0, None, broken_after(3), "worker 0 of 2")
+    assert receiver.landed and receiver.undone
+
+
 @pytest.mark.parametrize("values", [[1.5, -0.0], [float("nan"), 2.0]])
 def test_the_probe_compares_bits_not_values(values):
     layer = linear(Plain(), rows=1, cols=2)

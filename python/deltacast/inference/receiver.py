@@ -45,10 +45,12 @@ class ModelReceiver:
     """`model` (a torch module with named_parameters(); packed_modules_mapping where it fuses
     checkpoint tensors) joined to the group whose coordinator is at `coordinator`, as tensor-
     parallel rank `tp_rank` of `tp_size`. `in_place=False` sends every tensor through `load`.
-    `group_id`: the id the trainer gave the group, to tell a later group at the same address."""
+    `group_id`: the id the trainer gave the group, to tell a later group at the same address.
+    `packed_modules`: {fused parameter's module name: [checkpoint module names, in order]} where
+    the model does not say it as vLLM models do (packed_modules_mapping)."""
 
     def __init__(self, model, coordinator, token=None, rails=None, name=None, join_timeout=60.0, tp_rank=0,
-                 tp_size=1, in_place=True, group_id="", rollback=True):
+                 tp_size=1, in_place=True, group_id="", rollback=True, packed_modules=None):
         import torch
         deadline = time.monotonic() + float(join_timeout)
         found = json.loads(_core.find_group([coordinator], parse_token(token), float(join_timeout)))
@@ -56,7 +58,9 @@ class ModelReceiver:
         self.model, self.group, self.rollback = model, (coordinator, group_id), rollback
         self.broken = False
         candidates = parameters_holding_checkpoint_bytes(model) if in_place else {}
-        self.plan = layout.plan(candidates, logical, getattr(model, "packed_modules_mapping", None), tp_rank, tp_size)
+        if packed_modules is None:
+            packed_modules = getattr(model, "packed_modules_mapping", None)
+        self.plan = layout.plan(candidates, logical, packed_modules, tp_rank, tp_size)
         params = dict(model.named_parameters())
         items, pieces, self._mirrors, self._storage = [], {}, [], {}
         for pname, spec in self.plan.in_place.items():
@@ -241,25 +245,37 @@ class ModelReceiver:
         self.consumer.close()
 
 
+def _exchange(agree, name, value):
+    """(every worker's (name, value), None), or (None, why) where the exchange itself broke: a
+    worker died mid-update and its process group's connections closed."""
+    try:
+        return agree(name, value), None
+    except Exception as e:
+        return None, f"the exchange between workers broke (a worker died?): {type(e).__name__}: {e}"
+
+
 def apply_together(receiver_of, version, deadline, load, agree, name):
     """Applies `version` on every worker of an engine or on none: each worker calls this at once
     with its own `receiver_of()` (which may join, and fail), and `agree(name, error)` exchanges the
     workers' outcomes (a list of (name, error text or None), one per worker; every worker calls
     it the same number of times). Phase one makes sure every worker holds the version whole and
-    verified before any writes; phase two writes, and if any worker failed every worker puts back
-    what it wrote. Raises deltacast.UpdateError naming each failing worker; returns what this
-    worker did."""
+    verified before any writes; phase two writes, and if any worker failed, or the exchange broke
+    (a worker died), every worker that can puts back what it wrote. Raises deltacast.UpdateError
+    naming each failing worker; returns what this worker did."""
     receiver, target, error = None, None, None
     try:
         receiver = receiver_of()
         target = receiver.prepare(version, deadline)
     except Exception as e:
         error = f"{type(e).__name__}: {e}"
-    failed = [f"{n}: {e}" for n, e in agree(name, error) if e]
+    outcomes, broke = _exchange(agree, name, error)
+    failed = [broke] if broke else [f"{n}: {e}" for n, e in outcomes if e]
+    if not failed:
+        targets, broke = _exchange(agree, name, None if target is None else str(target))
+        failed = [broke] if broke else []
     if failed:
         raise UpdateError(f"version {version} not applied, nothing written anywhere: " + "; ".join(failed))
-    targets = agree(name, None if target is None else str(target))  # all hold it already, or none
-    if all(t is None for _, t in targets):
+    if all(t is None for _, t in targets):  # all hold it already, or none
         return receiver._result(time.monotonic(), changed=False)
     start, result = time.monotonic(), None
     try:
@@ -268,10 +284,15 @@ def apply_together(receiver_of, version, deadline, load, agree, name):
     except Exception as e:
         error = f"{type(e).__name__}: {e}"
     try:
-        failed = [f"{n}: {e}" for n, e in agree(name, error) if e]
+        outcomes, broke = _exchange(agree, name, error)
+        if broke:
+            failed = ([f"{name}: {error}"] if error else []) + [broke]
+        else:
+            failed = [f"{n}: {e}" for n, e in outcomes if e]
         if failed:
             restored = receiver.undo()
-            raise UpdateError(f"version {version} not applied, every worker put back what it wrote"
+            who = "this worker" if broke else "every worker"
+            raise UpdateError(f"version {version} not applied, {who} put back what it wrote"
                               f"{'' if restored else ' (except this one, which kept no copy)'}: " + "; ".join(failed))
         return result or receiver._result(start, changed=False)
     finally:

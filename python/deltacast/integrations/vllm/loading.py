@@ -8,6 +8,8 @@ Every shard of a fused parameter must come in one call (the layer is processed o
 elements are loaded), which is why the receiver hands over every staged tensor each update."""
 import logging
 
+from ...inference.agreement import alone, over_process_group
+
 _LAYERWISE_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 
 
@@ -123,17 +125,8 @@ def workers_agree():
         from vllm.distributed import get_world_group
         group = get_world_group()
     except (ImportError, AssertionError, AttributeError):
-        group = None
-    if group is None or group.world_size == 1:
-        return lambda name, value: [(name, value)]
-    import torch.distributed as dist
-
-    def agree(name, value):
-        out = [None] * group.world_size
-        dist.all_gather_object(out, (name, value), group=group.cpu_group)
-        return out
-
-    return agree
+        return alone
+    return over_process_group(group.cpu_group, group.world_size)
 
 
 def raise_where_vllm_reads_it(error, place):
