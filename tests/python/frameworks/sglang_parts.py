@@ -28,16 +28,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_sglang():
-    """SGLang's process state for one tensor-parallel worker of one, serving the tiny Llama (its
-    checkpoint directory: SGLang reads the model's config from it)."""
-    from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
+def start_sglang(rank=0, size=1, port=None):
+    """SGLang's process state for tensor-parallel worker `rank` of `size` (their gloo world meets
+    at `port`), serving the tiny Llama (its checkpoint directory: SGLang reads the model's config
+    from it)."""
+    from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel, parallel_state
     from sglang.srt.runtime_context import SpawnRanks, publish
     from sglang.srt.server_args import ServerArgs
     checkpoint = tiny_model.save(tempfile.mkdtemp(prefix="sglang-tiny-"), tiny_model.checkpoint_tensors())
-    publish(ServerArgs(model_path=checkpoint, device="cpu", tp_size=1), role="test", ranks=SpawnRanks(world_rank=0))
-    init_distributed_environment(world_size=1, rank=0, local_rank=0,
-                                 distributed_init_method=f"tcp://127.0.0.1:{free_port()}", backend="gloo")
+    publish(ServerArgs(model_path=checkpoint, device="cpu", tp_size=size), role="test",
+            ranks=SpawnRanks(world_rank=rank))
+    init_distributed_environment(world_size=size, rank=rank, local_rank=rank,
+                                 distributed_init_method=f"tcp://127.0.0.1:{port or free_port()}", backend="gloo")
+    if size > 1:
+        # SGLang's default platform gives every group of several workers an NCCL communicator,
+        # which needs a GPU; its CPU platform needs sgl-kernel's CPU build, not on PyPI. The TP
+        # group's process group (gloo), which the loader's workers agree over, is SGLang's own.
+        make_group = parallel_state.init_model_parallel_group
+        parallel_state.init_model_parallel_group = lambda *a, **kw: make_group(*a, **dict(kw, use_pynccl=False))
     initialize_model_parallel(backend="gloo")
 
 
@@ -177,6 +185,30 @@ def failures():
         trainer.close()
 
 
+def tp_worker(rank, size, port, coordinator):
+    """Tensor-parallel worker `rank` of `size`: holds its share of SGLang's Llama and applies the
+    versions it is told to on stdin ("load V"), each answered with one JSON line: the error, or
+    which parameters are not what SGLang loads from step V's checkpoint."""
+    steps = tiny_model.step_tensors(6)
+    model = sglang_model(steps[0])
+    print(json.dumps({"ready": rank}), flush=True)
+    for line in sys.stdin:
+        version = int(line.split()[1])
+        before = bits(model)
+        try:
+            result = loader.load(model, loader.update_request(coordinator, version, token=TOKEN, timeout=120))
+            answer = {"version": version, "error": None, "in_place": result["in_place"],
+                      "wrong": differing(model, bits(sglang_model(steps[version])))}
+        except UpdateError as e:
+            answer = {"version": version, "error": str(e), "wrote": differing(model, before)}
+        print(json.dumps(answer), flush=True)
+
+
 if __name__ == "__main__":
-    start_sglang()
-    print(json.dumps(globals()[sys.argv[1]]()), flush=True)
+    if sys.argv[1] == "tp_worker":
+        rank, size, port = (int(a) for a in sys.argv[2:5])
+        start_sglang(rank, size, port)
+        tp_worker(rank, size, port, sys.argv[5])
+    else:
+        start_sglang()
+        print(json.dumps(globals()[sys.argv[1]]()), flush=True)
