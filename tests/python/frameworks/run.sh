@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tests against the real RL frameworks (verl's checkpoint-engine manager and workers on a Ray
-# cluster on this CPU; TRL's weight transfer against the real vLLM), in the environment
+# cluster on this CPU; TRL's weight transfer against the real vLLM; SGLang's loader on SGLang's own
+# model classes), in the environment
 # scripts/install-frameworks.sh makes, with the build
 # tree's deltacast on PYTHONPATH. DELTACAST_SKIP_FRAMEWORKS=1 skips them (77).
 set -euo pipefail
