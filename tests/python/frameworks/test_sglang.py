@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pytest
 import sglang_parts
 import tiny_model
 
@@ -21,16 +22,22 @@ def part_env():
     return dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
 
 
+@pytest.fixture(scope="module")
+def seen():
+    """What the one-process scenarios of sglang_parts saw (one SGLang start for both)."""
+    return run_part("syncs,failures")
+
+
 def run_part(name, timeout=600):
-    """One scenario of sglang_parts in a process of its own; what it saw."""
+    """Scenarios of sglang_parts (comma-separated) in a process of their own; what they saw."""
     done = subprocess.run([sys.executable, os.path.join(HERE, "sglang_parts.py"), name], capture_output=True,
                           text=True, timeout=timeout, env=part_env())
     assert done.returncode == 0, f"sglang_parts {name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_sglang_loader_applies_every_version_exact_in_place():
-    seen = run_part("syncs")
+def test_sglang_loader_applies_every_version_exact_in_place(seen):
+    seen = seen["syncs"]
     rows, dense = seen["rows"], seen["dense"]
     for row in rows:
         print(f"SGLang sync {row['version']}: {row['received_bytes']} B received ({row['received_bytes'] / dense:.4f} "
@@ -48,8 +55,8 @@ def test_sglang_loader_applies_every_version_exact_in_place():
     assert all(row["received_bytes"] < dense / 20 for row in rows[1:]), rows
 
 
-def test_sglang_loader_failures_leave_the_model_as_it_was():
-    seen = run_part("failures")
+def test_sglang_loader_failures_leave_the_model_as_it_was(seen):
+    seen = seen["failures"]
     # A version never published: a timeout that wrote nothing.
     assert "version 7 not applied, nothing written anywhere" in seen["unpublished"], seen["unpublished"]
     assert "did not arrive whole and verified in time" in seen["unpublished"]
