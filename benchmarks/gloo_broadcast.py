@@ -13,7 +13,6 @@ baseline is held to the same bit-exactness as deltacast.
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time

@@ -10,7 +10,6 @@ compared byte for byte with the trainer's.
     python3 examples/trainer_loop.py [--steps 20] [--hidden 1024]
 """
 import argparse
-import json
 import os
 import subprocess
 import sys

@@ -1,6 +1,3 @@
-import pytest
-
-
 def pytest_sessionfinish(session, exitstatus):
     # A run in which every test was skipped (no VM could boot) exits 77, so that CTest shows
     # SKIPPED with the reason, never PASSED.

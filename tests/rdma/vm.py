@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 
 # Modules the initramfs loads to reach the host's root over 9p and to have virtio NICs;
 # modprobe --show-depends puts them in dependency order.
