@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "soak_faults.h"
-#include "soak_ledger.h"
+#include "soak/soak_faults.h"
+#include "soak/soak_ledger.h"
 
 namespace deltacast::bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "wire_metrics.h"
+#include "wire/wire_metrics.h"
 
 #include <gtest/gtest.h>
 
