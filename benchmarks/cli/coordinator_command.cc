@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cli/bench_commands.h"
-#include "broadcast/engine/group_coordinator.h"
+#include "broadcast/engine/group/group_coordinator.h"
 #include "sync/sync_roles.h"
 
 namespace deltacast::bench {

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "broadcast/engine/control_link.h"
+#include "broadcast/engine/control/control_link.h"
 #include "broadcast/engine/planner.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/engine/relay.h"

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "broadcast/engine/group_consumer.h"
+#include "broadcast/engine/group/group_consumer.h"
 #include "cli/child_process.h"
 #include "core/hash.h"
 #include "core/held_ranges.h"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "broadcast/engine/group_client.h"
-#include "broadcast/engine/group_coordinator.h"
+#include "broadcast/engine/group/group_client.h"
+#include "broadcast/engine/group/group_coordinator.h"
 #include "core/manifest.h"
 
 namespace deltacast {

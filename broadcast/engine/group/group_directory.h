@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "broadcast/engine/group_view.h"
+#include "broadcast/engine/group/group_view.h"
 
 namespace deltacast {
 

@@ -1,4 +1,4 @@
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_messages.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "broadcast/engine/control_frame.h"
+#include "broadcast/engine/control/control_frame.h"
 
 namespace deltacast::control {
 

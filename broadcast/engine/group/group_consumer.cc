@@ -1,8 +1,8 @@
-#include "broadcast/engine/group_consumer.h"
+#include "broadcast/engine/group/group_consumer.h"
 
 #include <algorithm>
 
-#include "broadcast/engine/group_client.h"
+#include "broadcast/engine/group/group_client.h"
 #include "core/log.h"
 
 namespace deltacast {

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "broadcast/engine/control_frame.h"
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_frame.h"
+#include "broadcast/engine/control/control_messages.h"
 
 namespace deltacast {
 

@@ -1,6 +1,6 @@
-#include "broadcast/engine/group_directory.h"
+#include "broadcast/engine/group/group_directory.h"
 
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_messages.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "broadcast/engine/control_frame.h"
+#include "broadcast/engine/control/control_frame.h"
 
 #include "broadcast/transport/socket.h"
 #include "core/byte_io.h"

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broadcast/engine/group_view.h"
+#include "broadcast/engine/group/group_view.h"
 #include "broadcast/engine/planner.h"
 #include "broadcast/transport/rail.h"
 #include "broadcast/transport/slice_table.h"

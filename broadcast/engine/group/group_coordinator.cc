@@ -1,11 +1,11 @@
-#include "broadcast/engine/group_coordinator.h"
+#include "broadcast/engine/group/group_coordinator.h"
 
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broadcast/engine/control_frame.h"
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_frame.h"
+#include "broadcast/engine/control/control_messages.h"
 #include "broadcast/transport/socket.h"
 #include "core/log.h"
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/engine/control_messages.h"
-#include "broadcast/engine/group_directory.h"
+#include "broadcast/engine/control/control_messages.h"
+#include "broadcast/engine/group/group_directory.h"
 #include "broadcast/transport/transport.h"
 
 namespace deltacast {

@@ -2,7 +2,7 @@
 // their public stats, reports and rail telemetry.
 #pragma once
 
-#include "broadcast/engine/metrics_exporter.h"
+#include "broadcast/engine/metrics/metrics_exporter.h"
 
 namespace deltacast {
 

@@ -1,4 +1,4 @@
-#include "broadcast/engine/engine_metrics.h"
+#include "broadcast/engine/metrics/engine_metrics.h"
 
 #include <algorithm>
 #include <span>

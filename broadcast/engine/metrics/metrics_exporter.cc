@@ -1,4 +1,4 @@
-#include "broadcast/engine/metrics_exporter.h"
+#include "broadcast/engine/metrics/metrics_exporter.h"
 
 #include <utility>
 

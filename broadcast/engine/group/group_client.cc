@@ -1,8 +1,8 @@
-#include "broadcast/engine/group_client.h"
+#include "broadcast/engine/group/group_client.h"
 
 #include <unistd.h>
 
-#include "broadcast/engine/control_frame.h"
+#include "broadcast/engine/control/control_frame.h"
 #include "broadcast/transport/socket.h"
 #include "core/log.h"
 

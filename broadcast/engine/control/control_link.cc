@@ -1,4 +1,4 @@
-#include "broadcast/engine/control_link.h"
+#include "broadcast/engine/control/control_link.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_messages.h"
 #include "broadcast/transport/transport.h"
 
 namespace deltacast {

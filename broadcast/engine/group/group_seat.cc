@@ -1,4 +1,4 @@
-#include "broadcast/engine/group_seat.h"
+#include "broadcast/engine/group/group_seat.h"
 
 namespace deltacast {
 
