@@ -62,4 +62,9 @@ std::string human_bytes(double bytes) {
   return u == 0 ? fmt::format("{:.0f} {}", bytes, units[u]) : fmt::format("{:.2f} {}", bytes, units[u]);
 }
 
+int command_failed(std::string_view command, const Status& status) {
+  fmt::print(stderr, "deltacast-bench {}: {}\n", command, status.to_string());
+  return 1;
+}
+
 }  // namespace deltacast::bench

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor_view.h"
 
 namespace deltacast::bench {
@@ -52,5 +53,8 @@ class Progress {
 };
 
 std::string human_bytes(double bytes);
+
+// Prints "deltacast-bench <command>: <status>" to stderr and returns the exit code for it (1).
+int command_failed(std::string_view command, const Status& status);
 
 }  // namespace deltacast::bench

@@ -65,11 +65,6 @@ __global__ void make_model(uint16_t* base, uint16_t* current, uint64_t n, double
   }
 }
 
-int fail(const Status& s) {
-  fmt::print(stderr, "error: {}\n", s.to_string());
-  return 1;
-}
-
 template <typename F>
 Result<double> time_events(cudaStream_t stream, F&& f) {
   cudaEvent_t a, b;
@@ -112,12 +107,12 @@ int run_kernels(const KernelArgs& args) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   auto codec = parse_value_codec(args.value_codec);
-  if (!codec.ok()) return fail(codec.status());
+  if (!codec.ok()) return command_failed("kernels", codec.status());
   // Tensors are padded to 256-byte starts inside one allocation.
   std::vector<TensorSpec> layout = args.layout == "moe" ? moe_layout(args.elements, DType::kBF16)
                                                          : transformer_layout(args.elements, DType::kBF16);
   auto manifest = Manifest::create(layout);
-  if (!manifest.ok()) return fail(manifest.status());
+  if (!manifest.ok()) return command_failed("kernels", manifest.status());
   const uint64_t bytes = manifest->total_bytes();
   if (!args.layout_out.empty()) {
     nlohmann::json shapes = nlohmann::json::array();
@@ -128,7 +123,7 @@ int run_kernels(const KernelArgs& args) {
   progress.update(fmt::format("allocating 4 x {} on {}...", human_bytes(static_cast<double>(bytes)), prop.name));
   DeviceModel base, current, target;
   for (DeviceModel* d : {&base, &current, &target}) {
-    if (Status s = d->allocate(*manifest); !s.ok()) return fail(s);
+    if (Status s = d->allocate(*manifest); !s.ok()) return command_failed("kernels", s);
   }
   cudaStream_t stream = nullptr;
   for (size_t i = 0; i < manifest->size(); ++i) {
@@ -136,17 +131,17 @@ int run_kernels(const KernelArgs& args) {
                               reinterpret_cast<uint16_t*>(current.views[i].data), base.views[i].numel, args.density,
                               args.seed * 1000003 + i);
   }
-  if (Status s = cuda_status(cudaDeviceSynchronize(), "make_model"); !s.ok()) return fail(s);
+  if (Status s = cuda_status(cudaDeviceSynchronize(), "make_model"); !s.ok()) return command_failed("kernels", s);
 
   CodecOptions options;
   options.value_codec = *codec;
   options.chunk_bytes = args.chunk_bytes;
   auto encoder = GpuDeltaEncoder::create(*manifest, options);
-  if (!encoder.ok()) return fail(encoder.status());
+  if (!encoder.ok()) return command_failed("kernels", encoder.status());
   auto applier = GpuApplier::create(*manifest);
-  if (!applier.ok()) return fail(applier.status());
+  if (!applier.ok()) return command_failed("kernels", applier.status());
   auto shadow = GpuShadow::copy_of(*manifest, base.views, 1);
-  if (!shadow.ok()) return fail(shadow.status());
+  if (!shadow.ok()) return command_failed("kernels", shadow.status());
 
   const auto restore = [&](std::span<const TensorView> to) {
     for (size_t i = 0; i < manifest->size(); ++i) cudaMemcpyAsync(to[i].data, base.views[i].data, to[i].nbytes(), cudaMemcpyDeviceToDevice, stream);
@@ -158,19 +153,19 @@ int run_kernels(const KernelArgs& args) {
     auto copy = time_events(stream, [&] {
       cudaMemcpyAsync(target.buffer.data(), base.buffer.data(), bytes, cudaMemcpyDeviceToDevice, stream);
     });
-    if (!copy.ok()) return fail(copy.status());
+    if (!copy.ok()) return command_failed("kernels", copy.status());
     std::vector<TensorView> shadow_views(shadow->views().begin(), shadow->views().end());
     restore(shadow_views);
     cudaStreamSynchronize(stream);
     shadow->set_version(1);
     auto encoded = (*encoder)->encode_delta(current.views, *shadow, 2, stream);
-    if (!encoded.ok()) return fail(encoded.status());
+    if (!encoded.ok()) return command_failed("kernels", encoded.status());
     version = std::move(encoded).value();
     restore(target.views);
     cudaStreamSynchronize(stream);
     std::vector<std::span<const uint8_t>> spans;
     for (const auto& b : version.buckets) spans.emplace_back(b);
-    if (Status s = (*applier)->apply(spans, 1, target.views, stream); !s.ok()) return fail(s);
+    if (Status s = (*applier)->apply(spans, 1, target.views, stream); !s.ok()) return command_failed("kernels", s);
     if (r == 0) continue;
     copy_s.push_back(*copy);
     encode_kernel_s.push_back((*encoder)->last_timings().kernel_seconds);
@@ -185,7 +180,7 @@ int run_kernels(const KernelArgs& args) {
     for (const auto& v : *set) ranges.push_back({v.data, v.nbytes()});
   }
   std::vector<uint64_t> hashes(ranges.size());
-  if (Status s = gpu_content_hashes(ranges, hashes, stream); !s.ok()) return fail(s);
+  if (Status s = gpu_content_hashes(ranges, hashes, stream); !s.ok()) return command_failed("kernels", s);
   const bool exact = std::equal(hashes.begin(), hashes.begin() + manifest->size(), hashes.begin() + manifest->size());
   progress.finish();
 

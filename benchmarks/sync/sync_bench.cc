@@ -16,17 +16,13 @@
 #include "sync/gloo_baseline.h"
 #include "cli/plot.h"
 #include "sync/sync_group.h"
+#include "cli/bench_util.h"
 #include "sync/sync_roles.h"
 #include "testbed/netns_testbed.h"
 
 namespace deltacast::bench {
 
 namespace {
-
-int fail(const Status& s) {
-  fmt::print(stderr, "deltacast-bench sync: {}\n", s.to_string());
-  return 1;
-}
 
 std::string host_name(int consumer) { return fmt::format("c{}", consumer); }
 
@@ -40,7 +36,7 @@ int run_sync_both(const SyncArgs& args) {
     progress.update(fmt::format("building {} namespaces joined by {} switched rails at {}", hosts.size(), args.rails,
                                 args.rail_rate));
     auto made = NetnsTestbed::create(hosts, {}, planes);
-    if (!made.ok()) return fail(made.status());
+    if (!made.ok()) return command_failed("sync", made.status());
     testbed = std::move(made).value();
   }
   // Where everyone is: rail r of the producer and of consumer i.
@@ -54,7 +50,7 @@ int run_sync_both(const SyncArgs& args) {
 
   progress.update(fmt::format("preparing the trace: {} bf16 elements", args.elements));
   auto sync = SyncProducer::create(args, control, producer_rails, testbed ? testbed->netns("p") : "");
-  if (!sync.ok()) return fail(sync.status());
+  if (!sync.ok()) return command_failed("sync", sync.status());
   Producer& producer = (*sync)->producer();
 
   // The gloo ranks start (Python imports take a while) while the consumers join.
@@ -96,11 +92,11 @@ int run_sync_both(const SyncArgs& args) {
         progress.update(fmt::format("consumer {}: {}", i, line));
       }
     });
-    if (!child.ok()) return fail(child.status());
+    if (!child.ok()) return command_failed("sync", child.status());
     consumers.push_back(std::move(child).value());
   }
   progress.update(fmt::format("waiting for {} consumers to join {}", args.consumers, producer.address().to_string()));
-  if (Status s = producer.wait_members(static_cast<size_t>(args.consumers), Millis(120000)); !s.ok()) return fail(s);
+  if (Status s = producer.wait_members(static_cast<size_t>(args.consumers), Millis(120000)); !s.ok()) return command_failed("sync", s);
 
   std::unique_ptr<GlooBaseline> gloo;
   if (gloo_start.valid()) {
@@ -110,7 +106,7 @@ int run_sync_both(const SyncArgs& args) {
       gloo = std::move(started).value();
       gloo_note = fmt::format("torch.distributed gloo, {} receivers ({})", args.consumers, gloo->python());
     } else if (args.gloo == "on") {
-      return fail(started.status());
+      return command_failed("sync", started.status());
     } else {
       gloo_note = "unavailable: " + started.status().message();
     }
@@ -121,7 +117,7 @@ int run_sync_both(const SyncArgs& args) {
   gloo.reset();
   for (auto& c : consumers) c->terminate();
   producer.close();
-  if (!run.ok()) return fail(run.status());
+  if (!run.ok()) return command_failed("sync", run.status());
   const auto report = sync_report_json(args, *run, gloo_note);
   if (args.json) {
     fmt::print("{}\n", report.dump());
@@ -235,7 +231,7 @@ void add_sync_command(CLI::App& app) {
       rc = run_group_sync(*args);
     } else if (args->role == "consumer") {
       if (args->connect.empty()) {
-        rc = fail(invalid_argument("--role consumer needs --connect"));
+        rc = command_failed("sync", invalid_argument("--role consumer needs --connect"));
       } else {
         rc = run_consumer_role(*args);
       }

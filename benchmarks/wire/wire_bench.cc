@@ -111,11 +111,6 @@ struct Setup {
   AlignedBuffer receive;  // staging reused by every trial, touched once before timing (as a consumer's is)
 };
 
-int fail(const Status& s) {
-  fmt::print(stderr, "deltacast-bench wire: {}\n", s.to_string());
-  return 1;
-}
-
 Result<SprayOptions> spray_options(const WireArgs& args, const Transport& transport) {
   SprayOptions o;
   DC_ASSIGN_OR_RETURN(o.mode, parse_spray_mode(args.mode));
@@ -336,7 +331,7 @@ void print_table(const nlohmann::json& report) {
 }
 
 int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails, const std::string& netns) {
-  if (Status st = connect_rails(args, rails, netns, s); !st.ok()) return fail(st);
+  if (Status st = connect_rails(args, rails, netns, s); !st.ok()) return command_failed("wire", st);
   AlignedBuffer payload(args.bytes);
   const std::vector<uint64_t> leaves = fill(payload.data(), args.bytes, args.seed);
   const std::span<const uint8_t> data(payload.data(), args.bytes);
@@ -432,7 +427,7 @@ Result<TransportChoice> choose_transport(const WireArgs& args) {
 int run_both(const WireArgs& args) {
   Setup s;
   auto transport = choose_transport(args);
-  if (!transport.ok()) return fail(transport.status());
+  if (!transport.ok()) return command_failed("wire", transport.status());
   s.transport = std::move(transport).value();
   std::vector<RailSpec> rails;
   std::string send_ns, recv_ns;
@@ -443,7 +438,7 @@ int run_both(const WireArgs& args) {
       spec.push_back({"a", "b", static_cast<size_t>(r) < args.rail_rates.size() ? args.rail_rates[r] : ""});
     }
     auto testbed = NetnsTestbed::create({"a", "b"}, spec);
-    if (!testbed.ok()) return fail(testbed.status());
+    if (!testbed.ok()) return command_failed("wire", testbed.status());
     s.testbed = std::move(testbed).value();
     send_ns = s.testbed->netns("a");
     recv_ns = s.testbed->netns("b");
@@ -455,7 +450,7 @@ int run_both(const WireArgs& args) {
   lo.token = args.token;
   lo.netns = recv_ns;
   auto listener = s.transport.transport->listen(listen, &s.staging, lo);
-  if (!listener.ok()) return fail(listener.status());
+  if (!listener.ok()) return command_failed("wire", listener.status());
   s.listener = std::move(listener).value();
   const auto endpoints = s.listener->endpoints();
   for (int r = 0; r < args.rails; ++r) {
@@ -464,7 +459,7 @@ int run_both(const WireArgs& args) {
     rails.push_back(RailSpec{local, endpoints[static_cast<size_t>(r)], fmt::format("rail{}", r)});
   }
   if ((args.fail_rail >= 0 || args.throttle_rail >= 0) && !args.netns) {
-    return fail(invalid_argument("--fail-rail and --throttle-rail need --netns (they change namespace links)"));
+    return command_failed("wire", invalid_argument("--fail-rail and --throttle-rail need --netns (they change namespace links)"));
   }
   return run_sender_side(args, s, rails, send_ns);
 }
@@ -473,14 +468,14 @@ int run_send(const WireArgs& args) {
   std::vector<RailSpec> rails;
   for (size_t r = 0; r < args.rail_specs.size(); ++r) {
     auto rail = parse_rail(args.rail_specs[r], 0);
-    if (!rail.ok()) return fail(rail.status());
+    if (!rail.ok()) return command_failed("wire", rail.status());
     rail->name = fmt::format("rail{}", r);
     rails.push_back(*rail);
   }
-  if (rails.empty()) return fail(invalid_argument("--role send needs at least one --rail LOCAL=REMOTE:PORT"));
+  if (rails.empty()) return command_failed("wire", invalid_argument("--role send needs at least one --rail LOCAL=REMOTE:PORT"));
   Setup s;
   auto transport = choose_transport(args);
-  if (!transport.ok()) return fail(transport.status());
+  if (!transport.ok()) return command_failed("wire", transport.status());
   s.transport = std::move(transport).value();
   return run_sender_side(args, s, rails, "");
 }
@@ -489,10 +484,10 @@ int run_recv(const WireArgs& args) {
   std::vector<Endpoint> listen;
   for (const auto& text : args.listen) {
     auto e = parse_endpoint(text, 0);
-    if (!e.ok()) return fail(e.status());
+    if (!e.ok()) return command_failed("wire", e.status());
     listen.push_back(*e);
   }
-  if (listen.empty()) return fail(invalid_argument("--role recv needs --listen ADDR[:PORT][,ADDR...]"));
+  if (listen.empty()) return command_failed("wire", invalid_argument("--role recv needs --listen ADDR[:PORT][,ADDR...]"));
   StagingOptions so;
   so.auto_accept_bytes = args.bytes;
   so.record_arrival_times = true;
@@ -500,10 +495,10 @@ int run_recv(const WireArgs& args) {
   ListenOptions lo;
   lo.token = args.token;
   auto chosen = choose_transport(args);
-  if (!chosen.ok()) return fail(chosen.status());
+  if (!chosen.ok()) return command_failed("wire", chosen.status());
   Transport& transport = *chosen->transport;
   auto listener = transport.listen(listen, &staging, lo);
-  if (!listener.ok()) return fail(listener.status());
+  if (!listener.ok()) return command_failed("wire", listener.status());
   std::string bound;
   for (const auto& e : (*listener)->endpoints()) bound += (bound.empty() ? "" : ",") + e.to_string();
   fmt::print(stderr, "deltacast-bench wire: receiving on {} over {}\n", bound, transport.name());
@@ -511,7 +506,7 @@ int run_recv(const WireArgs& args) {
   bool all_verified = true;
   for (int t = 0; t < args.trials; ++t) {
     auto id = staging.wait_any(Millis(600000));
-    if (!id.ok()) return fail(id.status());
+    if (!id.ok()) return command_failed("wire", id.status());
     const auto received = staging.bytes(*id);
     expected.resize(received.size());
     (void)fill(expected.data(), expected.size(), args.seed);
