@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broadcast/engine/engine_metrics.h"
+#include "broadcast/engine/metrics/engine_metrics.h"
 #include "broadcast/engine/planner.h"
 #include "broadcast/engine/version_blob.h"
 #include "broadcast/transport/socket.h"

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/engine/control_link.h"
-#include "broadcast/engine/metrics_exporter.h"
+#include "broadcast/engine/control/control_link.h"
+#include "broadcast/engine/metrics/metrics_exporter.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/transport/staging.h"
 #include "broadcast/transport/transport.h"

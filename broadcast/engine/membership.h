@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/engine/control_link.h"
+#include "broadcast/engine/control/control_link.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/transport/rail.h"
 #include "core/held_ranges.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-#include "broadcast/engine/engine_metrics.h"
+#include "broadcast/engine/metrics/engine_metrics.h"
 #include "broadcast/engine/version_blob.h"
 #include "broadcast/transport/transport_select.h"
 #include "core/hash.h"

@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/engine/group_seat.h"
+#include "broadcast/engine/group/group_seat.h"
 #include "broadcast/engine/membership.h"
-#include "broadcast/engine/metrics_exporter.h"
+#include "broadcast/engine/metrics/metrics_exporter.h"
 #include "broadcast/engine/rate_book.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"

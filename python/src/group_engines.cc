@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broadcast/engine/group_client.h"
+#include "broadcast/engine/group/group_client.h"
 #include "status_errors.h"
 
 namespace py = pybind11;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "broadcast/engine/group_consumer.h"
-#include "broadcast/engine/group_coordinator.h"
+#include "broadcast/engine/group/group_consumer.h"
+#include "broadcast/engine/group/group_coordinator.h"
 #include "dlpack_tensors.h"
 #include "engines.h"
 

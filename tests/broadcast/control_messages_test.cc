@@ -11,8 +11,8 @@
 #include <functional>
 #include <random>
 
-#include "broadcast/engine/control_frame.h"
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_frame.h"
+#include "broadcast/engine/control/control_messages.h"
 #include "core/byte_io.h"
 #include "support/control_examples.h"
 

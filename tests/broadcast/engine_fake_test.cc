@@ -14,8 +14,8 @@
 
 #include <unistd.h>
 
-#include "broadcast/engine/control_frame.h"
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_frame.h"
+#include "broadcast/engine/control/control_messages.h"
 #include "broadcast/testing/fake/transport.h"
 #include "broadcast/testing/faulty_transport.h"
 #include "broadcast/transport/socket.h"

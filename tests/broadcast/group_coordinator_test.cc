@@ -2,7 +2,7 @@
 // registering, so a restarted coordinator learns the group again), rollout processes find the
 // group once it is formed and are told who is missing before; wrong tokens, other worlds,
 // overlapping pieces and garbage are refused or dropped without disturbing anyone else.
-#include "broadcast/engine/group_coordinator.h"
+#include "broadcast/engine/group/group_coordinator.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "broadcast/engine/control_frame.h"
-#include "broadcast/engine/group_client.h"
+#include "broadcast/engine/control/control_frame.h"
+#include "broadcast/engine/group/group_client.h"
 #include "broadcast/transport/socket.h"
 
 namespace deltacast {

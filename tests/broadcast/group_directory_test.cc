@@ -1,7 +1,7 @@
 // The group directory's state machine: ranks register their pieces (again after a restart),
 // overlaps are refused at once naming the tensor and both ranks, gaps once everyone is in, a rank
 // of another model or outside the world is refused, and the formed group lists every rank.
-#include "broadcast/engine/group_directory.h"
+#include "broadcast/engine/group/group_directory.h"
 
 #include <gtest/gtest.h>
 

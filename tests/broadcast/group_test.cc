@@ -5,7 +5,7 @@
 // the logical model; a rank that goes away mid-version leaves every process at a whole version,
 // and when it comes back (a new producer, a full version) the group goes on. Bad layouts are
 // refused naming the tensor.
-#include "broadcast/engine/group_consumer.h"
+#include "broadcast/engine/group/group_consumer.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "broadcast/engine/metrics_exporter.h"
+#include "broadcast/engine/metrics/metrics_exporter.h"
 #include "support/engine_harness.h"
 
 namespace deltacast {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_messages.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace deltacast;

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "broadcast/engine/control_messages.h"
+#include "broadcast/engine/control/control_messages.h"
 
 namespace deltacast::testing {
 

@@ -1,0 +1,522 @@
+#include "simulate/cluster_sim.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "broadcast/engine/control/control_link.h"
+#include "broadcast/engine/planner.h"
+#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/relay.h"
+#include "broadcast/engine/round.h"
+#include "broadcast/transport/sim/transport.h"
+
+namespace deltacast::bench {
+
+namespace {
+
+using sim::Duration;
+constexpr uint32_t kProducer = 0;  // node id of the producer; rollout node k is id k + 1
+constexpr Duration kPollEvery = std::chrono::milliseconds(1);
+
+// The simulation moves no bytes: this stands for the version's buffer, never read.
+const uint8_t* version_bytes() {
+  static const uint8_t nothing[1] = {0};
+  return nothing;
+}
+
+Duration span(double seconds) { return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds)); }
+double at_seconds(TimePoint t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
+
+std::string rail_host(uint32_t node, uint32_t rail) {
+  return node == kProducer ? fmt::format("producer.r{}", rail) : fmt::format("n{}.r{}", node - 1, rail);
+}
+
+struct Node;
+
+// A node's receiving end: counts first arrivals and hands each to the node's forwarding.
+struct NodeSink : SliceSink {
+  Node* node = nullptr;
+  Result<Landing> begin(const SliceRef&, CancelReceive) override { return Landing{}; }
+  bool complete(const SliceRef& slice, const Landing&, bool verified) override;
+};
+
+struct Node {
+  uint32_t id = 0;
+  std::vector<Endpoint> local_rails;
+  NodeSink sink;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Relay> relay;                     // chains (deltacast, ring)
+  std::vector<std::unique_ptr<Sprayer>> tree_kids;  // binary tree: every slice to each child
+  std::vector<uint8_t> have;
+  uint32_t held = 0;
+  std::vector<TimePoint> stripe_last;  // when the last slice of each stripe arrived
+  TimePoint first{};
+  bool alive = true;
+  uint64_t bytes_out_before = 0;  // what its rails carried out in earlier versions
+  sim::EventLoop* loop = nullptr;
+  uint32_t stripes = 1;
+  uint64_t transfer = 0;  // the version under way
+  size_t* incomplete = nullptr;  // the cluster's count of living nodes still missing slices
+
+  void arrived(uint32_t slice) {
+    if (!alive || slice >= have.size() || have[slice]) return;
+    if (held == 0) first = loop->now();
+    have[slice] = 1;
+    ++held;
+    stripe_last[slice % stripes] = loop->now();
+    if (complete()) --*incomplete;
+    if (relay) relay->on_slice(transfer, slice, 0);
+    for (auto& kid : tree_kids) kid->offer(slice, 0);
+  }
+  bool complete() const { return held == have.size(); }
+};
+
+bool NodeSink::complete(const SliceRef& slice, const Landing&, bool verified) {
+  if (!node->alive) return false;
+  if (verified) node->arrived(slice.index);
+  return verified;
+}
+
+// Chains over every GPU from the real planner, collapsed to the nodes they pass through: the
+// planner keeps a node's GPUs consecutive in every chain. `order[s][node]`: the node's GPUs in
+// stripe s's order, as positions 0..gpus-1 of that node.
+struct NodeChains {
+  std::vector<std::vector<uint32_t>> chains;                     // node ids per stripe
+  std::vector<std::map<uint32_t, std::vector<uint32_t>>> order;  // per stripe: node -> GPU positions
+};
+
+// The member ids of rollout node k's GPUs, as the simulation numbers them.
+std::vector<uint32_t> gpu_ids(const ClusterSpec& c, uint32_t k) {
+  std::vector<uint32_t> ids;
+  for (uint32_t g = 0; g < c.gpus_per_node; ++g) ids.push_back(k * c.gpus_per_node + g + 1);
+  return ids;
+}
+
+// deltacast's chains: the real planner over every GPU, grouped by node.
+Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes,
+               const std::vector<uint32_t>& slow_nodes) {
+  std::vector<uint32_t> members;
+  NodeOf nodes;
+  std::vector<uint32_t> slow;
+  for (uint32_t k : alive_nodes) {
+    for (uint32_t id : gpu_ids(c, k)) {
+      members.push_back(id);
+      nodes[id] = fmt::format("n{}", k);
+      if (std::find(slow_nodes.begin(), slow_nodes.end(), k) != slow_nodes.end()) slow.push_back(id);
+    }
+  }
+  return plan_chains(members, stripes, slow, nodes);
+}
+
+// A plan over GPUs collapsed to the nodes it passes through.
+Result<NodeChains> collapse(const ClusterSpec& c, const Plan& plan) {
+  NodeChains out;
+  out.order.resize(plan.stripes());
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    std::vector<uint32_t> chain;
+    for (uint32_t id : plan.chains[s]) {
+      const uint32_t node = (id - 1) / c.gpus_per_node + 1;
+      if (chain.empty() || chain.back() != node) {
+        if (std::find(chain.begin(), chain.end(), node) != chain.end()) {
+          return internal_error("stripe {}: the planner split node {}'s GPUs", s, node - 1);
+        }
+        chain.push_back(node);
+      }
+      out.order[s][node].push_back((id - 1) % c.gpus_per_node);
+    }
+    out.chains.push_back(std::move(chain));
+  }
+  return out;
+}
+
+// Who each node (the producer included) sends each stripe to.
+std::map<uint32_t, std::vector<uint32_t>> children_of(const NodeChains& chains, uint32_t stripes) {
+  std::map<uint32_t, std::vector<uint32_t>> children;
+  for (uint32_t s = 0; s < chains.chains.size(); ++s) {
+    uint32_t parent = kProducer;
+    for (uint32_t node : chains.chains[s]) {
+      auto& kids = children[parent];
+      kids.resize(stripes, 0);
+      kids[s] = node;
+      parent = node;
+    }
+  }
+  return children;
+}
+
+}  // namespace
+
+double pipelined_bound(uint64_t bytes, uint32_t receivers, double bandwidth, double alpha) {
+  const double a = std::sqrt(static_cast<double>(bytes) / bandwidth);
+  const double b = std::sqrt(std::max<double>(0, receivers - 1.0) * alpha);
+  return (a + b) * (a + b);
+}
+
+namespace {
+
+// One simulated cluster: its network, every node's listener and relay, and the producer's rate
+// book, kept across versions as a producer keeps them across rounds.
+class SimCluster {
+ public:
+  SimCluster(const ClusterSpec& c, SimTopology topology) : c_(c), topology_(topology) {}
+  Status build();
+  // Broadcasts one version of `bytes` (`faults` injected during it) and reports it.
+  Result<SimResult> run_version(uint64_t bytes, const FaultSpec& faults);
+
+ private:
+  Status follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
+  Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
+  void finish_version(uint32_t slice_bytes);
+
+  ClusterSpec c_;
+  SimTopology topology_;
+  sim::SimNetwork net_;
+  std::shared_ptr<sim::SimTransport> transport_ = std::make_shared<sim::SimTransport>(&net_);
+  SprayOptions spray_;
+  std::vector<std::unique_ptr<Node>> nodes_;  // [0]: the producer
+  std::map<uint32_t, PeerEndpoints> directory_;
+  std::vector<uint32_t> alive_;  // rollout nodes by index
+  RateBook book_;
+  Plan plan_;  // over GPUs (ids k * gpus_per_node + g + 1), as a round plans its members
+  uint64_t transfer_ = 0;
+  // Living nodes that do not hold the version under way yet: the loop's stop condition, checked
+  // after every event, so it is kept as a count instead of a scan of every node.
+  size_t incomplete_ = 0;
+};
+
+Status SimCluster::build() {
+  if (c_.nodes == 0 || c_.gpus_per_node == 0 || c_.rails == 0) return invalid_argument("an empty cluster");
+  if (c_.rail_bytes_per_second <= 0 || c_.intra_bytes_per_second <= 0) return invalid_argument("rates must be positive");
+  net_.set_latency(span(c_.latency_seconds));
+  net_.set_slice_cost(span(c_.slice_cost_seconds));
+  spray_.clock = &net_.clock();
+  spray_.scheduler_thread = false;
+  // Ports: every rail of every node (the producer is node 0), at the rail rate times the node's
+  // factor, sharing the node's PCIe limit.
+  for (uint32_t n = 0; n <= c_.nodes; ++n) {
+    const auto factor = n == kProducer ? c_.rate_factor.end() : c_.rate_factor.find(n - 1);
+    const double rate = c_.rail_bytes_per_second * (factor == c_.rate_factor.end() ? 1.0 : factor->second);
+    auto node = std::make_unique<Node>();
+    node->id = n;
+    node->loop = &net_.loop();
+    node->incomplete = &incomplete_;
+    node->sink.node = node.get();
+    for (uint32_t r = 0; r < c_.rails; ++r) {
+      const std::string host = rail_host(n, r);
+      net_.set_port_rates(host, rate, rate);
+      if (c_.node_limit_bytes_per_second > 0) net_.set_node(host, fmt::format("node{}", n));
+      node->local_rails.push_back(Endpoint{host, 0});
+    }
+    if (c_.node_limit_bytes_per_second > 0) net_.set_node_limit(fmt::format("node{}", n), c_.node_limit_bytes_per_second);
+    if (n != kProducer) {
+      DC_ASSIGN_OR_RETURN(node->listener, transport_->listen(node->local_rails, &node->sink, {}));
+      directory_[n] = node->listener->endpoints();
+      alive_.push_back(n - 1);
+    }
+    if (topology_ != SimTopology::kBinaryTree) {
+      node->relay = std::make_unique<Relay>(RelayOptions{transport_, node->local_rails, {}, spray_});
+    }
+    nodes_.push_back(std::move(node));
+  }
+  return Status();
+}
+
+// Tells every relay its children in plan_, with what each node holds already, as a round's
+// announce and replan do.
+Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order) {
+  DC_ASSIGN_OR_RETURN(const NodeChains chains, collapse(c_, plan_));
+  for (uint32_t s = 0; s < stripes; ++s) gpu_order[s] = chains.order[std::min<size_t>(s, chains.order.size() - 1)];
+  const auto children = children_of(chains, stripes);
+  std::map<uint32_t, std::vector<bool>> have;
+  for (const auto& node : nodes_) {
+    if (node->alive && node->id != kProducer) have[node->id] = std::vector<bool>(node->have.begin(), node->have.end());
+  }
+  const std::vector<uint32_t> none(stripes, 0);
+  for (const auto& node : nodes_) {
+    if (!node->alive) continue;
+    auto kids = children.find(node->id);
+    DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory_, have));
+  }
+  return Status();
+}
+
+// The binary tree: the node at heap position p (the producer feeds position 0) sends everything
+// to 2p+1 and 2p+2, one sprayer per child.
+Status SimCluster::grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes,
+                             const std::vector<uint64_t>& checksums) {
+  for (uint32_t n = 0; n <= c_.nodes; ++n) {
+    nodes_[n]->tree_kids.clear();
+    std::vector<uint32_t> kids;
+    if (n == kProducer) {
+      kids = {1};
+    } else {
+      for (uint32_t k : {2 * (n - 1) + 1, 2 * (n - 1) + 2}) {
+        if (k < c_.nodes) kids.push_back(k + 1);
+      }
+    }
+    for (uint32_t kid : kids) {
+      std::vector<std::unique_ptr<Channel>> channels;
+      for (uint32_t r = 0; r < c_.rails; ++r) {
+        RailSpec rail;
+        rail.local = nodes_[n]->local_rails[r];
+        rail.remote = directory_[kid][r];
+        rail.name = fmt::format("{}-{}.r{}", n, kid, r);
+        DC_ASSIGN_OR_RETURN(auto channel, transport_->connect(rail, {}));
+        channels.push_back(std::move(channel));
+      }
+      auto sprayer = std::make_unique<Sprayer>(std::move(channels), spray_);
+      DC_RETURN_IF_ERROR(sprayer->open(transfer, version_bytes(), bytes, slice_bytes).status());
+      if (n == kProducer) sprayer->offer_all(checksums);
+      nodes_[n]->tree_kids.push_back(std::move(sprayer));
+    }
+  }
+  return Status();
+}
+
+Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& faults) {
+  if (bytes == 0) return invalid_argument("a version of 0 bytes");
+  const auto wall_start = std::chrono::steady_clock::now();
+  const TimePoint t0 = net_.loop().now();
+  const auto since_start = [&](TimePoint t) { return at_seconds(t) - at_seconds(t0); };
+
+  // The version's shape, as a round picks it (version_shape: stripes, and the alpha-beta slice
+  // size for chains through every consumer over the nodes' rails); the slow nodes from the rate book.
+  // The rate is the rate book's healthy rate, as a round takes it; before anyone is measured
+  // (and for the binary tree, which has no relays to report links) the nodes' rails' rate, as a
+  // producer given its NICs' speed (ProducerOptions::round.default_rate) would. (Left at its
+  // default, 1 Gbit/s, a first round to nodes of 400 Gbit rails goes in 64 KiB slices, and
+  // the rate book did not find a 10x-slow node from such a round at 128 nodes.)
+  const uint32_t consumers = c_.nodes * c_.gpus_per_node;
+  const double node_rate = c_.rail_bytes_per_second * c_.rails;
+  std::vector<uint32_t> members;
+  for (uint32_t k : alive_) members.push_back(k + 1);
+  const SlowVerdict verdict = book_.judge(members);
+  const bool measured = topology_ != SimTopology::kBinaryTree && verdict.healthy > 0;
+  const double rate = measured ? verdict.healthy : node_rate;
+  // The per-slice cost the slices are sized with: the network's own (what a producer would be
+  // configured with for it), unless told otherwise; a network that charges nothing per slice
+  // gets the rounds' default.
+  const double alpha = c_.slice_alpha_seconds > 0   ? c_.slice_alpha_seconds
+                       : c_.slice_cost_seconds > 0 ? c_.slice_cost_seconds
+                                                   : RoundOptions{}.alpha_seconds;
+  const VersionShape planned =
+      version_shape(bytes, consumers, static_cast<uint32_t>(alive_.size()), rate, c_.rails, alpha,
+                    topology_ == SimTopology::kDeltacast ? c_.stripes : 1, 0, measured ? verdict.slice_bytes : 0);
+  const uint32_t stripes = planned.stripes;
+  const uint32_t slice_bytes = planned.slice_bytes;
+  DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
+  std::vector<uint32_t> slow;
+  if (topology_ == SimTopology::kDeltacast) {
+    for (uint32_t id : verdict.slow) slow.push_back(id - 1);
+  }
+
+  const std::vector<uint64_t> source_checksums(shape.slices(), 0);
+  incomplete_ = alive_.size();
+  for (auto& node : nodes_) {
+    if (!node->alive) continue;
+    node->stripes = stripes;
+    node->transfer = shape.id;
+    node->have.assign(shape.slices(), node->id == kProducer ? 1 : 0);
+    node->held = node->id == kProducer ? shape.slices() : 0;
+    node->stripe_last.assign(stripes, t0);
+    node->first = t0;
+    if (node->relay) {
+      node->relay->begin(shape, version_bytes(), stripes, node->id == kProducer ? &source_checksums : nullptr);
+    }
+  }
+  SimResult result;
+  result.stripes = stripes;
+  result.slice_bytes = slice_bytes;
+  result.slices = shape.slices();
+  result.slow_nodes = slow;
+  const double node_limit = c_.node_limit_bytes_per_second > 0 ? c_.node_limit_bytes_per_second : node_rate;
+  result.bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit),
+                                         c_.latency_seconds + c_.slice_cost_seconds);
+  std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
+  if (topology_ == SimTopology::kBinaryTree) {
+    DC_RETURN_IF_ERROR(grow_tree(shape.id, bytes, slice_bytes, source_checksums));
+    for (uint32_t k = 0; k < c_.nodes; ++k) {
+      for (uint32_t g = 0; g < c_.gpus_per_node; ++g) gpu_order[0][k + 1].push_back(g);
+    }
+  } else {
+    if (topology_ == SimTopology::kDeltacast) {
+      plan_ = plan_gpus(c_, alive_, stripes, slow);
+    } else {  // one chain through every GPU, node by node
+      plan_ = Plan{};
+      plan_.chains.assign(1, {});
+      for (uint32_t k : alive_) {
+        for (uint32_t id : gpu_ids(c_, k)) plan_.chains[0].push_back(id);
+      }
+    }
+    DC_RETURN_IF_ERROR(follow_plan(stripes, gpu_order));
+  }
+
+  // Faults: nodes that die at random times (noticed detect_seconds later, then re-planned
+  // around), and rails that go down for a moment.
+  std::mt19937_64 rng(faults.seed);
+  const double expected = result.bound_seconds;
+  Status replan_error;
+  // This version's events refer to its locals: once it is over, those still queued do nothing.
+  const auto live = std::make_shared<bool>(true);
+  if (faults.dead_fraction > 0) {
+    if (topology_ == SimTopology::kBinaryTree) return invalid_argument("node deaths are simulated for chains only");
+    const auto dying = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(faults.dead_fraction * c_.nodes)));
+    const Duration detect = faults.detect_seconds > 0 ? span(faults.detect_seconds)
+                            : faults.silent           ? span(ControlLinkOptions{}.dead_after.count() / 1000.0)
+                                                      : 2 * net_.latency();
+    std::vector<uint32_t> order = alive_;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (uint32_t i = 0; i + 1 < order.size() && i < dying; ++i) {
+      const uint32_t k = order[i];
+      const double when = std::uniform_real_distribution<double>(0.1, 0.9)(rng) * expected;
+      net_.loop().at(t0 + span(when), [&, k, stripes, live, detect] {
+        if (!*live) return;
+        Node& node = *nodes_[k + 1];
+        if (!node.complete()) --incomplete_;
+        node.alive = false;
+        if (faults.silent) {
+          for (uint32_t r = 0; r < c_.rails; ++r) net_.set_port_up(rail_host(k + 1, r), false);
+        } else {
+          node.listener->close();
+          node.relay->end();
+        }
+        ++result.dead_nodes;
+        net_.loop().after(detect, [&, k, stripes, live] {
+          if (!*live) return;
+          alive_.erase(std::remove(alive_.begin(), alive_.end(), k), alive_.end());
+          ++result.replans;
+          plan_ = without_members(plan_, gpu_ids(c_, k));  // as a round re-plans around members that died
+          if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
+        });
+      });
+    }
+  }
+  for (uint32_t i = 0; i < faults.flapping_rails; ++i) {
+    const uint32_t k = alive_[rng() % alive_.size()];
+    const std::string host = rail_host(k + 1, static_cast<uint32_t>(rng() % c_.rails));
+    const double when = std::uniform_real_distribution<double>(0.05, 0.8)(rng) * expected;
+    net_.loop().at(t0 + span(when), [this, host] { net_.set_port_up(host, false); });
+    net_.loop().at(t0 + span(when + faults.flap_down_seconds), [this, host] { net_.set_port_up(host, true); });
+  }
+
+  // The sprayers have no threads: a tick polls them (deadlines, probes) every simulated
+  // millisecond while the version is under way. It also passes on what the relays find
+  // unreachable, as consumers report it: two hops later the producer moves those nodes to the
+  // tails, as a round does.
+  const auto everyone_done = [&] { return incomplete_ == 0; };
+  std::set<uint32_t> moved;
+  std::function<void()> tick = [&, live] {
+    if (!*live) return;
+    for (auto& node : nodes_) {
+      if (!node->alive) continue;
+      if (node->relay) (void)node->relay->poll();
+      for (auto& kid : node->tree_kids) (void)kid->poll();
+      if (!node->relay || topology_ == SimTopology::kBinaryTree) continue;
+      for (uint32_t child : node->relay->unreachable_children()) {
+        if (!moved.insert(child).second) continue;
+        net_.loop().after(2 * net_.latency(), [&, child, stripes, live] {
+          if (!*live || std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
+          ++result.replans;
+          plan_ = to_tails(plan_, gpu_ids(c_, child - 1));
+          if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
+        });
+      }
+    }
+    if (!everyone_done()) net_.loop().after(kPollEvery, tick);
+  };
+  net_.loop().after(kPollEvery, tick);
+  const TimePoint limit = t0 + span(20 * expected + 10 * faults.detect_seconds + 60);
+  result.events = net_.loop().run(everyone_done, limit);
+  DC_RETURN_IF_ERROR(replan_error);
+  result.survivors_complete = everyone_done();
+
+  // Every GPU: its node's stripes pass through it in the node's order, cut-through, over the
+  // node's own links; no sooner than the whole version could cross one such link.
+  const double hop = slice_bytes / c_.intra_bytes_per_second + c_.intra_latency_seconds;
+  std::vector<double> finished;
+  for (uint32_t k = 0; k < c_.nodes; ++k) {
+    const Node& node = *nodes_[k + 1];
+    for (uint32_t g = 0; g < c_.gpus_per_node; ++g) {
+      if (!node.alive) {
+        result.consumer_seconds.push_back(-1);
+        continue;
+      }
+      double done = since_start(node.first) + static_cast<double>(bytes) / c_.intra_bytes_per_second;
+      for (uint32_t s = 0; s < stripes; ++s) {
+        const auto& order = gpu_order[s][k + 1];
+        const auto pos = static_cast<double>(std::find(order.begin(), order.end(), g) - order.begin());
+        done = std::max(done, since_start(node.stripe_last[s]) + pos * hop);
+      }
+      if (!node.complete()) done = std::numeric_limits<double>::infinity();
+      result.consumer_seconds.push_back(done);
+      finished.push_back(done);
+    }
+  }
+  std::sort(finished.begin(), finished.end());
+  result.seconds = finished.empty() ? 0 : finished.back();
+  result.median_seconds = finished.empty() ? 0 : finished[finished.size() / 2];
+  finish_version(slice_bytes);
+  // What each node's rails carried out in this version.
+  for (const auto& node : nodes_) {
+    uint64_t out = 0;
+    if (node->relay) {
+      for (uint32_t kid = 1; kid <= c_.nodes; ++kid) {
+        for (const auto& rail : node->relay->telemetry(kid)) out += rail.bytes_acked;
+      }
+    }
+    for (const auto& kid : node->tree_kids) {
+      for (const auto& rail : kid->telemetry()) out += rail.bytes_acked;
+    }
+    const uint64_t carried = out - node->bytes_out_before;
+    node->bytes_out_before = out;
+    if (node->id == kProducer) {
+      result.producer_bytes_out = carried;
+    } else {
+      result.max_node_bytes_out = std::max(result.max_node_bytes_out, carried);
+    }
+  }
+  // Whatever this version left queued (a tick, faults not yet due) runs now as nothing, so that
+  // the next version starts with an idle loop.
+  *live = false;
+  net_.loop().run([] { return false; });
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+// The round's link reports go to the rate book (node ids stand for members: a node's GPUs take
+// the version over its rails together), and the relays stop forwarding.
+void SimCluster::finish_version(uint32_t slice_bytes) {
+  for (const auto& node : nodes_) {
+    if (!node->alive || !node->relay) continue;
+    for (const auto& [child, sample] : node->relay->child_links()) book_.record(node->id, child, sample);
+  }
+  book_.close_round(slice_bytes);
+  for (auto& node : nodes_) {
+    if (node->relay) node->relay->end();
+    for (auto& kid : node->tree_kids) kid->close();
+  }
+}
+
+}  // namespace
+
+Result<SimResult> simulate_versions(const ClusterSpec& cluster, const std::vector<uint64_t>& versions,
+                                    SimTopology topology, const FaultSpec& faults) {
+  if (versions.empty()) return invalid_argument("no version to simulate");
+  SimCluster sim(cluster, topology);
+  DC_RETURN_IF_ERROR(sim.build());
+  SimResult last;
+  for (size_t v = 0; v < versions.size(); ++v) {
+    DC_ASSIGN_OR_RETURN(last, sim.run_version(versions[v], v + 1 == versions.size() ? faults : FaultSpec{}));
+  }
+  return last;
+}
+
+}  // namespace deltacast::bench
