@@ -12,7 +12,7 @@ packages=(
   qemu-system-x86 busybox-static cpio kmod
 )
 
-# checkpoint-engine's wheel, whose source tests/python/test_compat_api.py reads (never imports) to
+# checkpoint-engine's wheel, whose source tests/python/compat/test_compat_api.py reads (never imports) to
 # hold deltacast.compat to its API. A download, not an install: nothing of it runs here.
 fetch_reference_wheels() {
   local dir="${DELTACAST_PYPI_CACHE:-$HOME/.cache/deltacast/pypi}"

@@ -4,11 +4,11 @@ import json
 
 from . import _core
 from ._tensors import parse_token
-from .engine import _Engine
+from .engine import EngineHandle
 from .errors import InvalidArgumentError
 
 
-class Coordinator(_Engine):
+class Coordinator(EngineHandle):
     """Where a sharded group meets: trainer ranks register their shards and
     addresses here, rollout processes find the group here
     (``Consumer(layout=..., connect=coordinator.address)``). It learns the

@@ -57,7 +57,7 @@ def _addresses(value, what):
         raise InvalidArgumentError(f"{what}: give an address string or a list of them") from None
 
 
-class _Engine:
+class EngineHandle:
     """What Producer, Consumer and Coordinator share: closing (idempotent, also on garbage
     collection and leaving a with-block) and refusing calls once closed."""
 
@@ -94,7 +94,7 @@ class _Engine:
         self.close()
 
 
-class Producer(_Engine):
+class Producer(EngineHandle):
     """The trainer's end: publishes its tensors as versions.
 
     ``named_tensors`` (a dict or ``model.named_parameters()``-style pairs) are
@@ -306,7 +306,7 @@ class Producer(_Engine):
         return f"<deltacast.Producer {state}>"
 
 
-class Consumer(_Engine):
+class Consumer(EngineHandle):
     """An inference worker's end: receives versions into ``named_tensors`` in place.
 
     Joins the producer at ``connect`` (an address or a list tried in turn)

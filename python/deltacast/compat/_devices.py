@@ -1,21 +1,8 @@
 """Device identities, as checkpoint-engine pairs trainer ranks with the
 inference workers on the same device: "GPU-<uuid>" on CUDA (what vLLM's
 current_platform.get_device_uuid returns), "CPU-<host>-<local rank>" without;
-this host's address; and the rails and token an unchanged checkpoint-engine
-script cannot pass, from the environment."""
-import os
+and this host's address."""
 import socket
-
-
-def rails_or_env(rails):
-    """`rails` (an address or a list), else DELTACAST_RAILS (comma-separated), as a list."""
-    if rails is None:
-        rails = os.environ.get("DELTACAST_RAILS", "").split(",")
-    return [r.strip() for r in ([rails] if isinstance(rails, str) else rails) if r.strip()]
-
-
-def token_or_env(token):
-    return os.environ.get("DELTACAST_TOKEN") if token is None else token
 
 
 def cuda_available():

@@ -24,7 +24,8 @@ from datetime import timedelta
 
 from ..errors import InvalidArgumentError
 from . import _host_tensors
-from ._devices import device_count, device_uuid, host_ip, rails_or_env, token_or_env
+from ..environment import rails_or_env, token_or_env
+from ._devices import device_count, device_uuid, host_ip
 from ._handle import Handle
 from ._publisher import EngineOptions, Publisher, plan_of
 from ._rendezvous import Rendezvous, UpdateError, agreed, error_text, seconds_of, torch_module

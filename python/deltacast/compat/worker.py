@@ -32,7 +32,8 @@ from ..inference.receiver import apply_together, left
 from ..inference.reports import send_report
 from ..integrations.vllm.loading import (loader_for, raise_where_vllm_reads_it, tensor_parallel, worker_place,
                                          workers_agree)
-from ._devices import cpu_device_uuid, rails_or_env, token_or_env
+from ..environment import rails_or_env, token_or_env
+from ._devices import cpu_device_uuid
 from ._handle import parse
 
 

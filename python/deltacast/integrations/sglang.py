@@ -24,7 +24,7 @@ import os
 import socket
 import time
 
-from ..compat._devices import rails_or_env, token_or_env
+from ..environment import rails_or_env, token_or_env
 from ..errors import InvalidArgumentError
 from ..inference import ModelReceiver, receiver_for
 from ..inference.agreement import alone, over_process_group

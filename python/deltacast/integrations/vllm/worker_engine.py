@@ -16,7 +16,7 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
                                                    WeightTransferUpdateInfo)
 from vllm.logger import init_logger
 
-from ...compat._devices import rails_or_env, token_or_env
+from ...environment import rails_or_env, token_or_env
 from ...errors import InvalidArgumentError, UpdateError
 from ...inference import ModelReceiver, receiver_for
 from ...inference.receiver import apply_together

@@ -23,7 +23,7 @@ from deltacast.compat.api import InferenceRequestError, request_inference_to_upd
 
 from conftest import raw_bytes
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes"))
 from tiny_llama import CONFIG, TinyLlama, checkpoint_tensors  # noqa: E402
 
 
