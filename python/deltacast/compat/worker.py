@@ -54,12 +54,14 @@ def _in_place_allowed(model):
 
 def _receiver(holder, key, model, handle, token, rails, tp_rank, tp_size, name, deadline, rollback=True):
     """The receiver of `model` for the group `handle` names, kept in `holder[key]` between updates."""
+    in_place = _in_place_allowed(model)
+
     def make():
         return ModelReceiver(model, handle.coordinator, token=token, rails=rails, name=name,
                              join_timeout=left(deadline), tp_rank=tp_rank, tp_size=tp_size,
-                             in_place=_in_place_allowed(model), group_id=handle.group, rollback=rollback)
+                             in_place=in_place, group_id=handle.group, rollback=rollback)
 
-    return receiver_for(holder, key, model, handle.coordinator, handle.group, make)
+    return receiver_for(holder, key, model, handle.coordinator, handle.group, make, (in_place, rollback))
 
 
 def _reported(handle, worker, work, place=(None, None)):

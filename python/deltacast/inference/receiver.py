@@ -56,6 +56,7 @@ class ModelReceiver:
         found = json.loads(_core.find_group([coordinator], parse_token(token), float(join_timeout)))
         logical = {t["name"]: (t["dtype"], tuple(t["shape"])) for t in found["tensors"]}
         self.model, self.group, self.rollback = model, (coordinator, group_id), rollback
+        self.settings = (bool(in_place), bool(rollback))  # what receiver_for keeps a receiver for
         self.broken = False
         candidates = parameters_holding_checkpoint_bytes(model) if in_place else {}
         if packed_modules is None:
@@ -118,15 +119,9 @@ class ModelReceiver:
         """Phase one, nothing written: waits until every trainer rank's part of `version` is here and
         verified. Returns the version to land, or None when the model holds it (or a newer one)
         already. Raises deltacast.TimeoutError when it did not arrive whole in time."""
-        engine = self.consumer._live()
-        if engine.version >= version:
+        if self.consumer._live().version >= version:
             return None
-        while not engine.staged(version):
-            if left(deadline) <= 0:
-                state = self.consumer.state()
-                raise TimeoutError(f"version {version} did not arrive whole and verified in time (holding "
-                                   f"{engine.version}; trainer ranks at {state.get('rank_versions')}"
-                                   f"{'; ' + state['last_error'] if state.get('last_error') else ''}); nothing written")
+        while not staged_in_time(self.consumer, version, deadline):
             time.sleep(0.005)
         return version
 
@@ -299,11 +294,29 @@ def apply_together(receiver_of, version, deadline, load, agree, name):
         receiver.forget()
 
 
-def receiver_for(holder, key, model, coordinator, group_id, make):
-    """The receiver kept in `holder[key]`, made anew by `make()` for another group or a model it
-    no longer fits (the one it replaces is closed)."""
+def staged_in_time(consumer, version, deadline, who=""):
+    """Whether every trainer rank's part of `version` is staged and verified at `consumer` (a
+    Consumer with commit="on_request"); raises deltacast.TimeoutError, naming what the consumer
+    holds and where the trainer ranks are, once `deadline` (time.monotonic()) has passed. One
+    check: callers poll it with their own sleep (threads or asyncio)."""
+    engine = consumer._live()
+    if engine.staged(version):
+        return True
+    if left(deadline) <= 0:
+        state = consumer.state()
+        raise TimeoutError(f"{who + ': ' if who else ''}version {version} did not arrive whole and verified in time "
+                           f"(holding {engine.version}; trainer ranks at {state.get('rank_versions')}"
+                           f"{'; ' + state['last_error'] if state.get('last_error') else ''}); nothing written")
+    return False
+
+
+def receiver_for(holder, key, model, coordinator, group_id, make, settings=(True, True)):
+    """The receiver kept in `holder[key]`, made anew by `make()` for another group, other settings
+    ((in_place, rollback), as `make()` passes them to ModelReceiver) or a model it no longer fits;
+    the one it replaces is closed (the new one joins anew: a full version)."""
     receiver = holder.get(key)
-    if receiver is not None and (receiver.group != (coordinator, group_id) or receiver.stale(model)):
+    if receiver is not None and (receiver.group != (coordinator, group_id) or receiver.settings != tuple(settings)
+                                 or receiver.stale(model)):
         receiver.close()
         receiver = holder[key] = None
     if receiver is None:

@@ -126,22 +126,14 @@ def load(model, named_tensors):
     settings = (bool(spec.get("in_place", True)), bool(spec.get("rollback", True)))
 
     def make():
-        made = ModelReceiver(model, spec["coordinator"], token=token_or_env(spec.get("token")),
+        return ModelReceiver(model, spec["coordinator"], token=token_or_env(spec.get("token")),
                              rails=rails_or_env(spec.get("rails")) or None, name=name,
                              join_timeout=max(0.0, deadline - time.monotonic()), tp_rank=tp_rank, tp_size=tp_size,
                              in_place=settings[0], group_id=spec.get("group", ""), rollback=settings[1],
                              packed_modules=packed_modules_of(model))
-        made.settings = settings
-        return made
 
     def receiver():
-        # A request asking for other settings than the receiver was made with gets a new one (it
-        # joins anew: a full version).
-        kept = _receivers.get("model")
-        if kept is not None and kept.settings != settings:
-            kept.close()
-            _receivers["model"] = None
-        return receiver_for(_receivers, "model", model, spec["coordinator"], spec.get("group", ""), make)
+        return receiver_for(_receivers, "model", model, spec["coordinator"], spec.get("group", ""), make, settings)
 
     result = apply_together(receiver, spec["version"], deadline, model.load_weights, agree, name)
     last_update.clear()

@@ -37,8 +37,9 @@ from .._dtypes import deltacast_dtype_of_torch, torch_dtype_of
 from .._tensors import parse_token
 from ..coordinator import Coordinator
 from ..engine import Consumer, Producer
-from ..errors import InvalidArgumentError, TimeoutError, UpdateError
+from ..errors import InvalidArgumentError, UpdateError
 from ..group import Group, rows, whole
+from ..inference.receiver import staged_in_time
 
 
 def _node_ip():
@@ -216,16 +217,10 @@ class DeltacastCheckpointEngine(CheckpointEngine):
         deadline = time.monotonic() + self.timeout
         if self._consumer is None:
             await asyncio.to_thread(self._join, deadline)
-        engine = self._consumer._live()
-        held = engine.version
+        held = self._consumer._live().version
         version = int(global_steps) if global_steps is not None else await self._newest_staged(held, deadline)
         if version > held:
-            while not engine.staged(version):
-                if time.monotonic() > deadline:
-                    state = self._consumer.state()
-                    raise TimeoutError(f"rollout worker {self.rank}: version {version} did not arrive whole in "
-                                       f"{self.timeout} s (holding {held}; trainer ranks at "
-                                       f"{state.get('rank_versions')}); nothing written")
+            while not staged_in_time(self._consumer, version, deadline, f"rollout worker {self.rank}"):
                 await asyncio.sleep(0.005)
             agreement = ray.get_actor(self.agreement_name)
             missing = await agreement.arrive.remote(version, self.rank, self.world_size, self.agree_timeout)

@@ -8,7 +8,7 @@ import torch
 
 from deltacast.errors import UpdateError
 from deltacast.inference.holds import parameters_holding_checkpoint_bytes, transformed_modules
-from deltacast.inference.receiver import apply_together
+from deltacast.inference.receiver import apply_together, receiver_for
 from deltacast.inference.rollback import ModelState
 
 
@@ -223,3 +223,36 @@ def test_the_probe_compares_bits_not_values(values):
     layer = linear(Plain(), rows=1, cols=2)
     layer.weight.data[0] = torch.tensor(values, dtype=torch.bfloat16)
     assert transformed_modules(layer) == set()  # NaN equals itself here, -0.0 is not 0.0's bits but is unchanged
+
+
+class _KeptReceiver:
+    """What receiver_for reads of a ModelReceiver: its group, its settings, whether the model moved."""
+
+    def __init__(self, group, settings, stale=False):
+        self.group, self.settings, self._stale, self.closed = group, settings, stale, False
+
+    def stale(self, model):
+        return self._stale
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("change", ["nothing", "group", "coordinator", "in_place", "rollback", "model"])
+def test_a_kept_receiver_serves_only_its_group_settings_and_model(change):
+    made = []
+
+    def make():
+        made.append(_KeptReceiver(("c:1", "g"), (True, True)))
+        return made[-1]
+
+    holder = {}
+    first = receiver_for(holder, "model", object(), "c:1", "g", make, (True, True))
+    first._stale = change == "model"
+    ask = {"coordinator": "c:2" if change == "coordinator" else "c:1", "group": "h" if change == "group" else "g",
+           "settings": (change != "in_place", change != "rollback")}
+    again = receiver_for(holder, "model", object(), ask["coordinator"], ask["group"], make, ask["settings"])
+    if change == "nothing":
+        assert again is first and len(made) == 1 and not first.closed
+    else:
+        assert again is not first and len(made) == 2 and first.closed and holder["model"] is again

@@ -92,7 +92,8 @@ class DeltacastWeightTransferEngine(WeightTransferEngine[DeltacastWorkerInitInfo
                                  tp_size=self._tp_size, in_place=info.in_place, group_id=info.group,
                                  rollback=info.rollback)
 
-        return receiver_for(self._receivers, "model", self.model, info.coordinator, info.group, make)
+        return receiver_for(self._receivers, "model", self.model, info.coordinator, info.group, make,
+                            (info.in_place, info.rollback))
 
     def start_weight_update(self):
         if self._init is None:
