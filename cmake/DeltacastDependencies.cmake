@@ -6,6 +6,8 @@ find_package(spdlog REQUIRED)
 find_package(zstd REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
+# libcrypto (OpenSSL 3): the handshake's HMAC and HKDF, the frames' AES-256-GCM, the random source.
+find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)
 # libxxhash ships only a pkg-config file; fall back to a plain search where
 # pkg-config itself is missing (GPU machines with carried packages).
 find_package(PkgConfig QUIET)

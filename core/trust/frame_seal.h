@@ -1,0 +1,74 @@
+// Sealing one direction of a connection after its handshake: every frame gets a 16-byte
+// AES-256-GCM tag over its header (associated data) and payload, under the direction's key and a
+// nonce made of the frame's sequence number. Both ends count frames, so a frame dropped, replayed,
+// reordered or moved from another connection fails its tag. Encrypted mode also encrypts the
+// payload; authenticated mode only tags it (GMAC: the payload is associated data). Insecure mode
+// does nothing and adds no tag.
+//
+// One sealer per direction, used by one thread at a time (the connection's writer or reader).
+// A frame is sealed in pieces (begin, add as the payload is produced, finish) so large slices are
+// tagged as they are copied, never read twice.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/status.h"
+#include "core/trust/handshake.h"
+
+namespace deltacast::trust {
+
+inline constexpr size_t kTagBytes = 16;
+
+class FrameSeal {
+ public:
+  FrameSeal(const Key& key, Protection mode);
+  ~FrameSeal();
+  FrameSeal(const FrameSeal&) = delete;
+  FrameSeal& operator=(const FrameSeal&) = delete;
+
+  Protection mode() const { return mode_; }
+  // Bytes a sealed frame adds (0 in insecure mode).
+  size_t overhead() const { return mode_ == Protection::kInsecure ? 0 : kTagBytes; }
+  // Frames sealed (or opened) so far: the next frame's sequence number.
+  uint64_t sequence() const { return sequence_; }
+
+  // Sender: begin the next frame with its header; add its payload (encrypted in place in
+  // encrypted mode: `out` may equal `in`); finish writes the tag.
+  void begin(const void* header, size_t header_size);
+  void add(const void* in, void* out, size_t size);
+  void finish(uint8_t tag[kTagBytes]);
+
+  // Receiver: the same, decrypting in encrypted mode; check() says whether the tag is the one the
+  // frame owes (in constant time). A frame that fails leaves the seal unusable: the connection
+  // must be dropped.
+  void begin_open(const void* header, size_t header_size);
+  void add_open(const void* in, void* out, size_t size);
+  bool check(const uint8_t tag[kTagBytes]);
+
+  // One call for a frame held whole.
+  void seal(const void* header, size_t header_size, uint8_t* payload, size_t size, uint8_t tag[kTagBytes]);
+  bool open(const void* header, size_t header_size, uint8_t* payload, size_t size, const uint8_t tag[kTagBytes]);
+
+ private:
+  void start(bool encrypting, const void* header, size_t header_size);
+  void process(const void* in, void* out, size_t size);
+
+  Protection mode_;
+  bool encrypting_ = true;
+  bool broken_ = false;
+  uint64_t sequence_ = 0;
+  struct Cipher;
+  std::unique_ptr<Cipher> cipher_;
+};
+
+// The two seals of one end of a session: `outgoing` seals what it sends, `incoming` opens what it
+// receives.
+struct SessionSeals {
+  std::unique_ptr<FrameSeal> outgoing;
+  std::unique_ptr<FrameSeal> incoming;
+};
+SessionSeals seals_for(const SessionKeys& keys, Role role);
+
+}  // namespace deltacast::trust

@@ -1,0 +1,126 @@
+#include "core/trust/handshake.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "core/byte_io.h"
+
+namespace deltacast::trust {
+namespace {
+
+constexpr std::string_view kProofLabel = "deltacast proof v1";
+constexpr std::string_view kKeyLabel = "deltacast session keys v1";
+
+bool known_purpose(uint8_t p) { return p >= 1 && p <= 3; }
+
+}  // namespace
+
+std::string_view purpose_name(Purpose purpose) {
+  switch (purpose) {
+    case Purpose::kControl: return "control";
+    case Purpose::kData: return "data";
+    case Purpose::kCoordinator: return "coordinator";
+  }
+  return "unknown";
+}
+
+Hello fresh_hello(Protection mode, Purpose purpose) {
+  Hello hello;
+  hello.mode = mode;
+  hello.purpose = purpose;
+  // A repeated nonce would let a recorded proof be replayed: no fallback to a weaker source.
+  if (RAND_bytes(hello.nonce.data(), static_cast<int>(hello.nonce.size())) != 1) {
+    throw std::runtime_error("libcrypto's random source failed");
+  }
+  return hello;
+}
+
+void encode_hello(const Hello& hello, uint8_t out[kHelloBytes]) {
+  store_le<uint32_t>(out, kHelloMagic);
+  out[4] = kHandshakeVersion;
+  out[5] = static_cast<uint8_t>(hello.mode);
+  out[6] = static_cast<uint8_t>(hello.purpose);
+  out[7] = 0;
+  std::memcpy(out + 8, hello.nonce.data(), kNonceBytes);
+}
+
+Result<Hello> decode_hello(const uint8_t* bytes, size_t size) {
+  if (size != kHelloBytes) return corrupt("handshake: a hello of {} bytes (expected {})", size, kHelloBytes);
+  if (load_le<uint32_t>(bytes) != kHelloMagic) {
+    return permission_denied("handshake: the peer speaks no authentication (an older deltacast, or not deltacast)");
+  }
+  if (bytes[4] != kHandshakeVersion) {
+    return failed_precondition("handshake: the peer speaks handshake version {}, this side {}", bytes[4],
+                               kHandshakeVersion);
+  }
+  if (bytes[5] > static_cast<uint8_t>(Protection::kEncrypted)) return corrupt("handshake: unknown mode {}", bytes[5]);
+  if (!known_purpose(bytes[6])) return corrupt("handshake: unknown purpose {}", bytes[6]);
+  if (bytes[7] != 0) return corrupt("handshake: reserved byte set");
+  Hello hello;
+  hello.mode = static_cast<Protection>(bytes[5]);
+  hello.purpose = static_cast<Purpose>(bytes[6]);
+  std::memcpy(hello.nonce.data(), bytes + 8, kNonceBytes);
+  return hello;
+}
+
+Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hello& server) {
+  uint8_t message[kProofLabel.size() + 1 + 2 * kHelloBytes];
+  std::memcpy(message, kProofLabel.data(), kProofLabel.size());
+  message[kProofLabel.size()] = static_cast<uint8_t>(role);
+  encode_hello(client, message + kProofLabel.size() + 1);
+  encode_hello(server, message + kProofLabel.size() + 1 + kHelloBytes);
+  Proof proof{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.bytes().data(), static_cast<int>(secret.bytes().size()), message, sizeof message,
+       proof.data(), &len);
+  return proof;
+}
+
+bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
+                    const uint8_t received[kProofBytes]) {
+  const Proof expected = prove(secret, role, client, server);
+  return CRYPTO_memcmp(expected.data(), received, kProofBytes) == 0;
+}
+
+SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode) {
+  uint8_t salt[2 * kNonceBytes];
+  std::memcpy(salt, client.nonce.data(), kNonceBytes);
+  std::memcpy(salt + kNonceBytes, server.nonce.data(), kNonceBytes);
+  uint8_t info[kKeyLabel.size() + 2];
+  std::memcpy(info, kKeyLabel.data(), kKeyLabel.size());
+  info[kKeyLabel.size()] = static_cast<uint8_t>(client.purpose);
+  info[kKeyLabel.size() + 1] = static_cast<uint8_t>(mode);
+
+  uint8_t out[2 * kKeyBytes];
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
+  EVP_KDF_free(kdf);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(secret.bytes().data()),
+                                        secret.bytes().size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, salt, sizeof salt),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof info),
+      OSSL_PARAM_construct_end(),
+  };
+  const int ok = EVP_KDF_derive(ctx, out, sizeof out, params);
+  EVP_KDF_CTX_free(ctx);
+  if (ok != 1) throw std::runtime_error("libcrypto's HKDF failed");
+
+  SessionKeys keys;
+  std::memcpy(keys.client_to_server.data(), out, kKeyBytes);
+  std::memcpy(keys.server_to_client.data(), out + kKeyBytes, kKeyBytes);
+  keys.mode = mode;
+  OPENSSL_cleanse(out, sizeof out);
+  return keys;
+}
+
+}  // namespace deltacast::trust

@@ -1,0 +1,72 @@
+// The mutual challenge-response every connection starts with, as bytes (no I/O here: the
+// transport and the control link drive it over their sockets).
+//
+//   client -> server  HELLO (its mode, the connection's purpose, a fresh 32-byte nonce)
+//   server -> client  HELLO, then PROOF_server
+//   client -> server  PROOF_client
+//
+// PROOF = HMAC-SHA256(secret, label | role | client HELLO | server HELLO): each side proves it
+// holds the secret over both sides' fresh nonces, so a recorded proof fits no later connection and
+// neither proof says anything of the secret. Both ends then derive the session's two keys (one per
+// direction) with HKDF-SHA256 from the secret, salted with both nonces and bound to the purpose
+// and the agreed mode. See docs/DESIGN.md, "Trust".
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/trust/group_secret.h"
+#include "core/trust/protection.h"
+
+namespace deltacast::trust {
+
+// What the connection carries: a proof or a key for one purpose is worth nothing for another.
+enum class Purpose : uint8_t {
+  kControl = 1,      // a member's control link to the producer
+  kData = 2,         // a rail's data channel (slices)
+  kCoordinator = 3,  // a request to a group coordinator
+};
+std::string_view purpose_name(Purpose purpose);
+
+enum class Role : uint8_t { kClient = 1, kServer = 2 };
+
+inline constexpr uint32_t kHelloMagic = 0x31414344;  // "DCA1"
+inline constexpr uint8_t kHandshakeVersion = 1;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kHelloBytes = 40;  // u32 magic | u8 version | u8 mode | u8 purpose | u8 0 | nonce
+inline constexpr size_t kProofBytes = 32;
+inline constexpr size_t kKeyBytes = 32;
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Proof = std::array<uint8_t, kProofBytes>;
+using Key = std::array<uint8_t, kKeyBytes>;
+
+struct Hello {
+  Protection mode = Protection::kAuthenticated;
+  Purpose purpose = Purpose::kControl;
+  Nonce nonce{};
+};
+
+// A hello with a nonce fresh from the operating system's random source.
+Hello fresh_hello(Protection mode, Purpose purpose);
+void encode_hello(const Hello& hello, uint8_t out[kHelloBytes]);
+// Refuses other magic (a peer without authentication: an older deltacast, or not deltacast at
+// all), another version, and fields out of range, saying which.
+Result<Hello> decode_hello(const uint8_t* bytes, size_t size);
+
+// The proof `role` sends over the two hellos.
+Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hello& server);
+// Whether `received` is the proof `role` owes (compared in constant time).
+bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
+                    const uint8_t received[kProofBytes]);
+
+struct SessionKeys {
+  Key client_to_server{};
+  Key server_to_client{};
+  Protection mode = Protection::kAuthenticated;
+};
+// Both directions' keys for the agreed `mode` (the same on both ends).
+SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode);
+
+}  // namespace deltacast::trust

@@ -1,0 +1,100 @@
+#include "core/trust/handshake.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace deltacast::trust {
+namespace {
+
+GroupSecret secret_of(uint64_t n) { return GroupSecret::from_legacy_token(n); }
+
+TEST(Protection, InsecureOnlyWhereBothChooseItAndTheStrongerOtherwise) {
+  using P = Protection;
+  EXPECT_EQ(*agree_protection(P::kInsecure, P::kInsecure), P::kInsecure);
+  EXPECT_EQ(*agree_protection(P::kAuthenticated, P::kAuthenticated), P::kAuthenticated);
+  EXPECT_EQ(*agree_protection(P::kAuthenticated, P::kEncrypted), P::kEncrypted);
+  EXPECT_EQ(*agree_protection(P::kEncrypted, P::kAuthenticated), P::kEncrypted);
+  auto down = agree_protection(P::kAuthenticated, P::kInsecure);
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(down.status().message().find("the peer offers insecure; this side requires authenticated"),
+            std::string::npos);
+  auto up = agree_protection(P::kInsecure, P::kEncrypted);
+  ASSERT_FALSE(up.ok());
+  EXPECT_NE(up.status().message().find("offers encrypted; this side requires insecure"), std::string::npos);
+  EXPECT_EQ(*parse_protection("encrypted"), P::kEncrypted);
+  EXPECT_FALSE(parse_protection("secure").ok());
+}
+
+TEST(Handshake, HellosRoundTripAndForeignBytesAreRefusedNamingWhy) {
+  const Hello hello = fresh_hello(Protection::kEncrypted, Purpose::kData);
+  uint8_t bytes[kHelloBytes];
+  encode_hello(hello, bytes);
+  auto back = decode_hello(bytes, sizeof bytes);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->mode, Protection::kEncrypted);
+  EXPECT_EQ(back->purpose, Purpose::kData);
+  EXPECT_EQ(back->nonce, hello.nonce);
+  EXPECT_NE(fresh_hello(Protection::kEncrypted, Purpose::kData).nonce, hello.nonce);
+
+  uint8_t old_peer[kHelloBytes] = {0x44, 0x43, 0x57, 0x31};  // a data HELLO of the unauthenticated protocol
+  auto refused = decode_hello(old_peer, sizeof old_peer);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("no authentication"), std::string::npos);
+  for (auto [at, value, words] : {std::tuple{4, 9, "version 9"}, std::tuple{5, 3, "unknown mode"},
+                                  std::tuple{6, 0, "unknown purpose"}, std::tuple{7, 1, "reserved"}}) {
+    uint8_t damaged[kHelloBytes];
+    std::memcpy(damaged, bytes, kHelloBytes);
+    damaged[at] = static_cast<uint8_t>(value);
+    auto status = decode_hello(damaged, kHelloBytes).status();
+    EXPECT_NE(status.message().find(words), std::string::npos) << status.message();
+  }
+  EXPECT_FALSE(decode_hello(bytes, kHelloBytes - 1).ok());
+}
+
+TEST(Handshake, ProofsHoldOnlyForTheSecretTheRoleAndTheseHellos) {
+  const GroupSecret secret = secret_of(42);
+  const Hello client = fresh_hello(Protection::kAuthenticated, Purpose::kControl);
+  const Hello server = fresh_hello(Protection::kAuthenticated, Purpose::kControl);
+  const Proof from_server = prove(secret, Role::kServer, client, server);
+  const Proof from_client = prove(secret, Role::kClient, client, server);
+  EXPECT_TRUE(proof_is_right(secret, Role::kServer, client, server, from_server.data()));
+  EXPECT_TRUE(proof_is_right(secret, Role::kClient, client, server, from_client.data()));
+  // A proof is not the other role's (a reflected proof fails).
+  EXPECT_FALSE(proof_is_right(secret, Role::kClient, client, server, from_server.data()));
+  // Another secret's proof fails.
+  EXPECT_FALSE(proof_is_right(secret_of(43), Role::kServer, client, server, from_server.data()));
+  // A recorded proof fails against a fresh nonce (replay).
+  const Hello later = fresh_hello(Protection::kAuthenticated, Purpose::kControl);
+  EXPECT_FALSE(proof_is_right(secret, Role::kClient, client, later, from_client.data()));
+  // A hello whose mode was rewritten in flight (a downgrade) fails the proofs.
+  Hello downgraded = client;
+  downgraded.mode = Protection::kInsecure;
+  EXPECT_FALSE(proof_is_right(secret, Role::kClient, downgraded, server, from_client.data()));
+  // The proof does not contain the secret.
+  EXPECT_EQ(std::search(from_client.begin(), from_client.end(), secret.bytes().begin(), secret.bytes().begin() + 8),
+            from_client.end());
+}
+
+TEST(Handshake, BothEndsDeriveTheSameKeysAndEveryInputChangesThem) {
+  const GroupSecret secret = secret_of(7);
+  const Hello client = fresh_hello(Protection::kEncrypted, Purpose::kData);
+  const Hello server = fresh_hello(Protection::kEncrypted, Purpose::kData);
+  const SessionKeys a = derive_keys(secret, client, server, Protection::kEncrypted);
+  const SessionKeys b = derive_keys(secret, client, server, Protection::kEncrypted);
+  EXPECT_EQ(a.client_to_server, b.client_to_server);
+  EXPECT_EQ(a.server_to_client, b.server_to_client);
+  EXPECT_NE(a.client_to_server, a.server_to_client);
+  EXPECT_NE(derive_keys(secret_of(8), client, server, Protection::kEncrypted).client_to_server, a.client_to_server);
+  EXPECT_NE(derive_keys(secret, client, fresh_hello(Protection::kEncrypted, Purpose::kData), Protection::kEncrypted)
+                .client_to_server,
+            a.client_to_server);
+  EXPECT_NE(derive_keys(secret, client, server, Protection::kAuthenticated).client_to_server, a.client_to_server);
+  Hello control = client;
+  control.purpose = Purpose::kControl;
+  EXPECT_NE(derive_keys(secret, control, server, Protection::kEncrypted).client_to_server, a.client_to_server);
+}
+
+}  // namespace
+}  // namespace deltacast::trust
