@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the tree with clang, AddressSanitizer and UBSan into build-fuzz/, runs
 # the unit tests there (the whole engine over the fake backend included), then
-# fuzzes the bucket decoder for SECONDS (default 60) and the control-message
-# decoder for half as long, each from a freshly generated seed corpus. Any
+# fuzzes the bucket decoder for SECONDS (default 60), and the control-message
+# decoder and the trust handshake and sealed frames for half as long each, each
+# from a freshly generated seed corpus. Any
 # sanitizer report or crash fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ if [ ! -f build-fuzz/CMakeCache.txt ] && command -v ninja >/dev/null; then gener
 CC=clang CXX=clang++ cmake -S . -B build-fuzz "${generator[@]}" -DDELTACAST_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_UNITY_BUILD=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_decoder make_seed_corpus fuzz_control make_control_corpus \
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_decoder make_seed_corpus fuzz_control make_control_corpus fuzz_trust make_trust_corpus \
   core_tests sparse_tests broadcast_tests
 echo "== unit tests under ASan + UBSan"
 build-fuzz/bin/core_tests --gtest_brief=1
@@ -28,7 +29,7 @@ corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus"' EXIT
 summary() { grep -E "^#[0-9]+[[:space:]]+(DONE|pulse)|ERROR|SUMMARY|stat::number_of_executed_units"; }
 echo "== fuzzing the bucket decoder for ${seconds}s"
-mkdir "$corpus/buckets" "$corpus/control"
+mkdir "$corpus/buckets" "$corpus/control" "$corpus/trust"
 build-fuzz/bin/make_seed_corpus "$corpus/buckets"
 build-fuzz/bin/fuzz_decoder "$corpus/buckets" -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
   -artifact_prefix=build-fuzz/ 2>&1 | summary
@@ -36,3 +37,7 @@ echo "== fuzzing the control-message decoder for $((seconds / 2))s"
 build-fuzz/bin/make_control_corpus "$corpus/control"
 build-fuzz/bin/fuzz_control "$corpus/control" -max_total_time="$((seconds / 2))" -max_len=8192 -print_final_stats=1 \
   -artifact_prefix=build-fuzz/control- 2>&1 | summary
+echo "== fuzzing the trust handshake and sealed frames for $((seconds / 2))s"
+build-fuzz/bin/make_trust_corpus "$corpus/trust"
+build-fuzz/bin/fuzz_trust "$corpus/trust" -max_total_time="$((seconds / 2))" -max_len=4096 -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/trust- 2>&1 | summary

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/bench_commands.h"
+#include "cli/secret_option.h"
 #include "broadcast/engine/group/group_coordinator.h"
 #include "sync/sync_roles.h"
 
@@ -22,7 +23,7 @@ namespace {
 struct CoordinatorArgs {
   uint32_t world = 1;
   std::string listen = "0.0.0.0:0";
-  uint64_t token = 0;
+  std::string token = "0";
 };
 
 // Where every rank is, as text (to notice a rank that moved).
@@ -41,7 +42,7 @@ int run(const CoordinatorArgs& args) {
   }
   GroupCoordinatorOptions options;
   options.listen = *listen;
-  options.token = args.token;
+  options.trust = trust_of(args.token);
   auto coordinator = GroupCoordinator::create({}, args.world, options);
   if (!coordinator.ok()) {
     emit({{"event", "error"}, {"error", coordinator.status().to_string()}});
@@ -72,7 +73,7 @@ void add_coordinator_command(CLI::App& app) {
                                      "rollout processes find the group there (JSON lines; until SIGINT/SIGTERM)");
   cmd->add_option("--world", args->world, "Trainer ranks in the group")->required()->check(CLI::Range(1u, 1u << 16));
   cmd->add_option("--listen", args->listen, "ADDR:PORT to listen on")->capture_default_str();
-  cmd->add_option("--token", args->token, "Token every rank and rollout process presents")->capture_default_str();
+  add_secret_option(cmd, args->token, "The group's secret every rank and rollout process proves it holds (as sync's --token)");
   cmd->callback([args] { throw CLI::RuntimeError(run(*args)); });
 }
 

@@ -24,7 +24,7 @@ struct SoakClusterOptions {
   int consumers = 6;
   uint16_t port = 7400;             // the producer's control port (the same after every restart)
   uint64_t elements = 1 << 24;
-  uint64_t token = 0x50a6;
+  std::string token = "0x50a6";
   bool verbose = false;             // the processes' logs on our stderr (otherwise discarded)
 };
 

@@ -17,6 +17,7 @@
 #include "cli/plot.h"
 #include "sync/sync_group.h"
 #include "cli/bench_util.h"
+#include "cli/secret_option.h"
 #include "sync/sync_roles.h"
 #include "testbed/netns_testbed.h"
 
@@ -73,7 +74,7 @@ int run_sync_both(const SyncArgs& args) {
     if (testbed) argv = {"ip", "netns", "exec", testbed->netns(host_name(i))};
     for (const std::string& a : {self, std::string("sync"), std::string("--role"), std::string("consumer"),
                                  std::string("--connect"), producer.address().to_string(), std::string("--elements"),
-                                 std::to_string(args.elements), std::string("--token"), std::to_string(args.token),
+                                 std::to_string(args.elements), std::string("--token"), args.token,
                                  std::string("--name"), host_name(i), std::string("--transport"),
                                  std::string(producer.transport()), std::string("--device"), args.device,
                                  std::string("--die-with-parent")}) {
@@ -192,7 +193,7 @@ void add_sync_command(CLI::App& app) {
   cmd->add_option("--listen", args->listen, "Role producer: control address ADDR:PORT")->capture_default_str();
   cmd->add_option("--connect", args->connect, "Role consumer: the producer's control address (repeat for alternatives)");
   cmd->add_option("--rail", args->rail_addresses, "Roles producer/consumer: this process's address on each rail (repeat)");
-  cmd->add_option("--token", args->token, "Shared token of producer and consumers")->capture_default_str();
+  add_secret_option(cmd, args->token, "The group's secret: hex:<64 digits>, file:<path>, env:<NAME>, pass:<text> or a legacy integer token");
   cmd->add_option("--name", args->name, "Role consumer: name shown in the producer's logs");
   cmd->add_option("--node", args->node,
                   "Role consumer: the host it counts as (default: the host name); consumers of one node take each "

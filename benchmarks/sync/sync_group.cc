@@ -15,6 +15,7 @@
 
 #include "broadcast/engine/group/group_consumer.h"
 #include "cli/child_process.h"
+#include "cli/secret_option.h"
 #include "core/hash.h"
 #include "core/held_ranges.h"
 #include "sparse/trace/model_layout.h"
@@ -60,10 +61,10 @@ Result<std::unique_ptr<RlTrace>> group_trace(const SyncArgs& args, const GroupMo
   return RlTrace::create(model.specs, options);
 }
 
-// A trainer rank's producer options: the run's token, transport and codec, `threads` codec threads.
+// A trainer rank's producer options: the run's secret, transport and codec, `threads` codec threads.
 Result<ProducerOptions> rank_options(const SyncArgs& args, std::vector<Endpoint> rails, unsigned threads) {
   ProducerOptions options;
-  options.token = args.token;
+  options.trust = trust_of(args.token);
   options.transport = args.transport;
   options.rails = std::move(rails);
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
@@ -169,7 +170,7 @@ int run_group_consumer_role(const SyncArgs& args) {
   ThreadPool pool(args.threads);
   ResidentTensors tensors(layout->local_specs(), pool);
   ConsumerOptions options;
-  options.token = args.token;
+  options.trust = trust_of(args.token);
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("rollout-{}", getpid()) : args.name;
   options.threads = args.threads;
@@ -385,7 +386,7 @@ int run_group_sync(const SyncArgs& args) {
     ro.expected = std::make_unique<ResidentTensors>(ro.layout.local_specs(), pool);
     std::vector<std::string> argv = {self, "sync", "--role", "group-consumer", "--elements", std::to_string(args.elements),
                                      "--producers", std::to_string(args.producers), "--layout", ro.tp.text(),
-                                     "--token", std::to_string(args.token), "--name", ro.name, "--transport",
+                                     "--token", args.token, "--name", ro.name, "--transport",
                                      std::string(ranks[0].producer->transport()), "--threads", std::to_string(threads),
                                      "--die-with-parent"};
     argv.insert(argv.end(), {"--coordinator", coordinator.to_string()});

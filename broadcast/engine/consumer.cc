@@ -74,7 +74,7 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
       new Consumer(std::move(manifest), std::move(tensors), std::move(options), std::move(transport)));
   c->device_applier_ = std::move(device_applier);
   ListenOptions listen;
-  listen.token = c->options_.token;
+  listen.trust = c->options_.trust;
   listen.netns = c->options_.netns;
   DC_ASSIGN_OR_RETURN(c->listener_, c->transport_->listen(c->options_.rails, &c->staging_, listen));
   c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum); });
@@ -111,7 +111,7 @@ Consumer::Consumer(Manifest manifest, std::vector<TensorView> tensors, ConsumerO
         RelayOptions r;
         r.transport = transport_;
         r.local_rails = options_.rails;
-        r.channel.token = options_.token;
+        r.channel.trust = options_.trust;
         r.channel.netns = options_.netns;
         r.spray = options_.spray;
         return r;
@@ -188,7 +188,6 @@ Status Consumer::join(int fd) {
   control::Join hello;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    hello.token = options_.token;
     hello.name = options_.name;
     hello.node = options_.node.empty() ? net::host_name() : options_.node;
     hello.transport = std::string(transport_->name());
@@ -206,8 +205,21 @@ Status Consumer::join(int fd) {
     if (options_.layout) hello.held = std::vector<HeldRange>(held_.ranges().begin(), held_.ranges().end());
   }
   const auto deadline = Clock::now() + Millis(5000);
-  DC_RETURN_IF_ERROR(write_control_frame(fd, control::encode_text(hello), deadline, &closing_));
-  DC_ASSIGN_OR_RETURN(std::string text, read_control_frame(fd, deadline, Millis(5000), &closing_));
+  auto session = net::shake_hands(fd, trust::Role::kClient, options_.trust, trust::Purpose::kControl, deadline, &closing_);
+  if (!session.ok()) {
+    if (session.status().code() != StatusCode::kPermissionDenied) return session.status();
+    // A wrong secret or protection is final: asking again cannot change it.
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.refused = true;
+    state_.last_error = Status(session.status().code(), "the producer refused this consumer: " +
+                                                            session.status().message());
+    cv_.notify_all();
+    return state_.last_error;
+  }
+  DC_RETURN_IF_ERROR(
+      write_control_frame(fd, control::encode_text(hello), *session->seals.outgoing, deadline, &closing_));
+  DC_ASSIGN_OR_RETURN(std::string text,
+                      read_control_frame(fd, *session->seals.incoming, deadline, Millis(5000), &closing_));
   DC_ASSIGN_OR_RETURN(control::Message answer, control::decode_text(text));
   if (const auto* reject = std::get_if<control::Reject>(&answer)) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -236,7 +248,7 @@ Status Consumer::join(int fd) {
     state_.epoch = epoch;
   }
   auto link = std::make_unique<ControlLink>(
-      fd, options_.control, [this](const control::Message& m) { on_message(m); },
+      fd, std::move(session).value(), options_.control, [this](const control::Message& m) { on_message(m); },
       [this](const Status& why) {
         std::lock_guard<std::mutex> lock(mu_);
         state_.connected = false;

@@ -30,12 +30,13 @@
 #include "sparse/delta_applier.h"
 #include "sparse/device_codec.h"
 #include "sparse/model_image.h"
+#include "core/trust/trust.h"
 
 namespace deltacast {
 
 struct ConsumerOptions {
   std::vector<Endpoint> coordinators;  // the producer's control address(es), tried in turn
-  uint64_t token = 0;
+  trust::Trust trust;
   std::vector<Endpoint> rails;      // this consumer's data address per rail (port 0: any free port)
   // The data transport: "tcp", "rdma" or "auto", as the producer's (ProducerOptions::transport).
   std::string transport = "tcp";

@@ -86,7 +86,6 @@ Status Membership::check_join(const control::Join& join) const {
   if (join.protocol != control::kProtocolVersion) {
     return failed_precondition("control protocol {} (the producer speaks {})", join.protocol, control::kProtocolVersion);
   }
-  if (join.token != options_.token) return permission_denied("wrong token");
   if (join.manifest_hash != manifest_.hash()) {
     auto theirs = Manifest::create(join.manifest);
     if (!theirs.ok()) return mismatch("manifest mismatch (the consumer's manifest is unreadable: {})", theirs.status().message());
@@ -105,7 +104,15 @@ void Membership::admit(int fd) {
   const auto deadline = ControlClock::now() + options_.join_timeout;
   net::tune_socket(fd, net::SocketOptions{});
   const std::string peer = net::peer_name(fd);
-  auto text = read_control_frame(fd, deadline, options_.join_timeout, &closed_);
+  // The handshake first: a peer that does not prove it holds the group's secret (or asks for
+  // another protection) is dropped before anything of it is parsed; the handshake told it why.
+  auto session = net::shake_hands(fd, trust::Role::kServer, options_.trust, trust::Purpose::kControl, deadline, &closed_);
+  if (!session.ok()) {
+    log().warn("coordinator: refused {}: {}", peer, session.status().message());
+    ::close(fd);
+    return;
+  }
+  auto text = read_control_frame(fd, *session->seals.incoming, deadline, options_.join_timeout, &closed_);
   auto message = text.ok() ? control::decode_text(*text) : Result<control::Message>(text.status());
   if (!message.ok()) {
     log().warn("coordinator: dropped {} before it joined: {}", peer, message.status().message());
@@ -140,7 +147,8 @@ void Membership::admit(int fd) {
   }
   if (!s.ok()) {
     log().warn("coordinator: refused {} ({}): {}", peer, join != nullptr ? join->name : "", s.message());
-    (void)write_control_frame(fd, control::encode_text(control::Reject{s.code(), s.message()}), deadline, &closed_);
+    (void)write_control_frame(fd, control::encode_text(control::Reject{s.code(), s.message()}),
+                              *session->seals.outgoing, deadline, &closed_);
     ::close(fd);
     return;
   }
@@ -151,7 +159,8 @@ void Membership::admit(int fd) {
   }
   record.id = id;
   const control::Welcome welcome{id, options_.epoch, record.base};
-  if (Status w = write_control_frame(fd, control::encode_text(welcome), deadline, &closed_); !w.ok()) {
+  if (Status w = write_control_frame(fd, control::encode_text(welcome), *session->seals.outgoing, deadline, &closed_);
+      !w.ok()) {
     ::close(fd);
     return;
   }
@@ -163,7 +172,7 @@ void Membership::admit(int fd) {
   members_[id] = record;
   // The link's callbacks may run before it is stored: both take the lock first.
   links_[id] = std::make_shared<ControlLink>(
-      fd, options_.control, [this, id](const control::Message& m) { on_message(id, m); },
+      fd, std::move(session).value(), options_.control, [this, id](const control::Message& m) { on_message(id, m); },
       [this, id](const Status& why) { on_close(id, why); });
   ++changes_;
   cv_.notify_all();

@@ -27,12 +27,13 @@
 #include "broadcast/transport/rail.h"
 #include "core/held_ranges.h"
 #include "core/manifest.h"
+#include "core/trust/trust.h"
 
 namespace deltacast {
 
 struct MembershipOptions {
   Endpoint listen{"127.0.0.1", 0};
-  uint64_t token = 0;
+  trust::Trust trust;
   uint64_t epoch = 0;  // this producer instance; consumers holding another epoch's version get a full sync
   std::string transport = "tcp";  // the group's data transport: a member using another is refused
   std::string netns;

@@ -96,7 +96,7 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   }
   MembershipOptions m;
   m.listen = p->options_.listen;
-  m.token = p->options_.token;
+  m.trust = p->options_.trust;
   m.epoch = p->options_.epoch;
   m.transport = std::string(p->transport_->name());
   m.netns = p->options_.netns;
@@ -106,7 +106,7 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   RelayOptions r;
   r.transport = p->transport_;
   r.local_rails = p->options_.rails;
-  r.channel.token = p->options_.token;
+  r.channel.trust = p->options_.trust;
   r.channel.netns = p->options_.netns;
   r.spray = p->options_.spray;
   p->relay_ = std::make_unique<Relay>(r);
@@ -118,7 +118,7 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   }
   p->rounds_ = std::thread([raw = p.get()] { raw->round_loop(); });
   if (p->options_.group) {
-    auto seat = GroupSeat::take(*p->options_.group, p->manifest_, p->address(), p->options_.rails, p->options_.token,
+    auto seat = GroupSeat::take(*p->options_.group, p->manifest_, p->address(), p->options_.rails, p->options_.trust,
                                 p->options_.netns);
     if (!seat.ok()) return seat.status();
     p->seat_ = std::move(seat).value();

@@ -31,12 +31,13 @@
 #include "sparse/device_codec.h"
 #include "sparse/version_select.h"
 #include "sparse/model_image.h"
+#include "core/trust/trust.h"
 
 namespace deltacast {
 
 struct ProducerOptions {
   Endpoint listen{"127.0.0.1", 0};  // control port
-  uint64_t token = 0;
+  trust::Trust trust;
   std::vector<Endpoint> rails;      // local address of each rail (ports ignored); empty: one rail, any address
   // The data transport: "tcp", "rdma" or "auto" (RDMA where a device is, TCP otherwise; a
   // request for RDMA where there is none falls back to TCP and says why). Every consumer of the

@@ -18,6 +18,7 @@
 #include "broadcast/transport/rail.h"
 #include "core/hash.h"
 #include "core/status.h"
+#include "core/trust/trust.h"
 
 namespace deltacast {
 
@@ -125,7 +126,7 @@ struct TransportCapabilities {
 };
 
 struct ChannelOptions {
-  uint64_t token = 0;                        // shared secret the receiver checks
+  trust::Trust trust;                        // the group's secret and the protection this end requires
   uint32_t rail_index = 0;
   Millis connect_timeout{500};
   Millis user_timeout{1500};                 // TCP_USER_TIMEOUT: unacknowledged data fails the connection
@@ -135,7 +136,7 @@ struct ChannelOptions {
 };
 
 struct ListenOptions {
-  uint64_t token = 0;
+  trust::Trust trust;
   Millis handshake_timeout{2000};
   Millis frame_timeout{10000};               // a started frame must finish within this (slow-loris)
   Millis idle_timeout{10000};                // no frame at all for this long drops the connection

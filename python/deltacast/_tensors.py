@@ -59,20 +59,35 @@ def capsules(items):
     return names, caps, dtypes, keep
 
 
+SECRET_PREFIXES = ("hex:", "file:", "env:", "pass:")
+
+
 def parse_token(token):
-    """Tokens are integers (below 2**64) or strings (hashed to 64 bits, the same everywhere)."""
+    """The group's secret as the engine reads it (a text trust::GroupSecret::parse takes):
+    32 bytes; a path (os.PathLike) to a file of 32 bytes or 64 hex digits; a str with one of
+    the prefixes hex:, file:, env:, pass:, or else a passphrase (stretched with PBKDF2, the same
+    on every member); an int below 2**64 (legacy token); None: no secret (an open group)."""
+    import os
     if token is None:
-        return 0
+        return "0"
     if isinstance(token, bool):
-        raise InvalidArgumentError("token: give an int or a str")
+        raise InvalidArgumentError("token: give bytes, a str, a path or an int")
     if isinstance(token, int):
         if not 0 <= token < 2 ** 64:
             raise InvalidArgumentError("an integer token must lie in [0, 2**64)")
-        return token
+        return str(token)
+    if isinstance(token, (bytes, bytearray, memoryview)):
+        raw = bytes(token)
+        if len(raw) != 32:
+            raise InvalidArgumentError(f"token: {len(raw)} bytes given; a group secret is exactly 32 bytes")
+        return "hex:" + raw.hex()
+    if isinstance(token, os.PathLike):
+        return "file:" + os.fspath(token)
     if isinstance(token, str):
-        import hashlib
-        return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
-    raise InvalidArgumentError(f"token: give an int or a str, got {type(token).__name__}")
+        if not token:
+            raise InvalidArgumentError("token: the passphrase is empty")
+        return token if token.startswith(SECRET_PREFIXES) else "pass:" + token
+    raise InvalidArgumentError(f"token: give bytes, a str, a path or an int, got {type(token).__name__}")
 
 
 def parse_stream(stream, what="stream"):

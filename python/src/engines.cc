@@ -78,7 +78,7 @@ Endpoint metrics_endpoint(const std::string& text) {
 
 ConsumerOptions consumer_options(const ConsumerArgs& args) {
   ConsumerOptions options;
-  options.token = args.token;
+  options.trust.secret = value_or_raise(trust::GroupSecret::parse(args.token));
   options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
   options.name = args.name;
   options.node = args.node;
@@ -94,7 +94,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
     : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
   ProducerOptions options;
   options.listen = value_or_raise(parse_endpoint(args.listen));
-  options.token = args.token;
+  options.trust.secret = value_or_raise(trust::GroupSecret::parse(args.token));
   options.rails = endpoints(args.rails, "rail");
   options.codec.value_codec = value_or_raise(parse_value_codec(args.value_codec));
   if (args.threads > 0) options.codec.threads = args.threads;

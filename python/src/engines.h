@@ -19,7 +19,7 @@ namespace deltacast::python {
 
 struct ProducerArgs {
   std::string listen = "127.0.0.1:0";
-  uint64_t token = 0;
+  std::string token = "0";  // a group secret as trust::GroupSecret::parse reads it
   std::vector<std::string> rails;
   std::string value_codec = "ulp";
   unsigned threads = 0;
@@ -60,7 +60,7 @@ class PyProducer {
 
 struct ConsumerArgs {
   std::vector<std::string> connect;
-  uint64_t token = 0;
+  std::string token = "0";  // a group secret as trust::GroupSecret::parse reads it
   std::vector<std::string> rails;
   std::string name;
   unsigned threads = 0;

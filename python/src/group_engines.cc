@@ -102,10 +102,10 @@ std::string group_json(const GroupView& group) {
   return Json{{"tensors", tensors}, {"ranks", ranks}}.dump();
 }
 
-std::string find_group(const std::vector<std::string>& connect, uint64_t token, double timeout_seconds) {
+std::string find_group(const std::vector<std::string>& connect, const std::string& token, double timeout_seconds) {
   GroupClientOptions options;
   options.coordinators = endpoints(connect, "connect");
-  options.token = token;
+  options.trust.secret = value_or_raise(trust::GroupSecret::parse(token));
   Result<GroupView> found = failed_precondition("not asked");
   {
     py::gil_scoped_release release;
@@ -206,10 +206,10 @@ void PyGroupConsumer::close() {
   consumer_.reset();
 }
 
-PyGroupCoordinator::PyGroupCoordinator(uint32_t world, const std::string& listen, uint64_t token) {
+PyGroupCoordinator::PyGroupCoordinator(uint32_t world, const std::string& listen, const std::string& token) {
   GroupCoordinatorOptions options;
   options.listen = value_or_raise(parse_endpoint(listen));
-  options.token = token;
+  options.trust.secret = value_or_raise(trust::GroupSecret::parse(token));
   coordinator_ = value_or_raise(GroupCoordinator::create({}, world, options));
 }
 

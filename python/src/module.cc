@@ -15,10 +15,10 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyProducer>(m, "Producer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
-                       const std::vector<std::string>& dtypes, std::string listen, uint64_t token,
+                       const std::vector<std::string>& dtypes, std::string listen, std::string token,
                        std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
                        const py::object& group, std::string metrics, uintptr_t cuda_stream, std::string shadow) {
-             ProducerArgs args{std::move(listen), token,        std::move(rails),   std::move(value_codec),
+             ProducerArgs args{std::move(listen), std::move(token),        std::move(rails),   std::move(value_codec),
                                threads,           std::move(transport), std::nullopt, 60,
                                std::move(metrics), cuda_stream, std::move(shadow)};
              if (!group.is_none()) {
@@ -51,10 +51,10 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyConsumer>(m, "Consumer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
-                       const std::vector<std::string>& dtypes, std::vector<std::string> connect, uint64_t token,
+                       const std::vector<std::string>& dtypes, std::vector<std::string> connect, std::string token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
                        std::string transport, std::string node, std::string metrics, uintptr_t cuda_stream) {
-             ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
+             ConsumerArgs args{std::move(connect), std::move(token),        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
                                std::move(metrics), cuda_stream};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
@@ -78,11 +78,11 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyGroupConsumer>(m, "GroupConsumer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, const std::string& logical, const std::string& layout,
-                       const std::string& ranks, std::vector<std::string> connect, uint64_t token,
+                       const std::string& ranks, std::vector<std::string> connect, std::string token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
                        std::string transport, std::string node, uint64_t commit_limit) {
              // No metrics: a group consumer runs one consumer per trainer rank (one port each).
-             ConsumerArgs args{std::move(connect), token,        std::move(rails),     std::move(name),
+             ConsumerArgs args{std::move(connect), std::move(token),        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
                                std::string(),      0};
              return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args,
@@ -101,7 +101,7 @@ PYBIND11_MODULE(_core, m) {
       .def("close", &PyGroupConsumer::close);
 
   py::class_<PyGroupCoordinator>(m, "GroupCoordinator")
-      .def(py::init<uint32_t, const std::string&, uint64_t>(), py::arg("world"), py::arg("listen"), py::arg("token"))
+      .def(py::init<uint32_t, const std::string&, const std::string&>(), py::arg("world"), py::arg("listen"), py::arg("token"))
       .def_property_readonly("address", &PyGroupCoordinator::address)
       .def("group", &PyGroupCoordinator::group)
       .def("registered", &PyGroupCoordinator::registered)

@@ -39,7 +39,7 @@ Manifest test_manifest() {
 ProducerOptions producer_options(const std::string& shadow = "device") {
   ProducerOptions options;
   options.shadow = shadow;
-  options.token = testing::kEngineToken;
+  options.trust = testing::engine_trust();
   options.rails = {Endpoint{"127.0.0.1", 0}};
   options.codec.threads = 2;
   options.codec.chunk_bytes = 65536;  // several chunks per tensor

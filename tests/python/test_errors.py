@@ -53,7 +53,7 @@ def test_bad_arguments_are_refused():
 
 def test_a_wrong_token_is_refused():
     with deltacast.Producer(weights(), token=TOKEN) as p:
-        with pytest.raises(deltacast.TokenError, match="wrong token"):
+        with pytest.raises(deltacast.TokenError, match="wrong secret"):
             deltacast.Consumer(weights(), connect=p.address, token="another", join_timeout=10)
 
 

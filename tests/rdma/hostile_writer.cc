@@ -30,6 +30,7 @@
 
 #include "broadcast/transport/rdma/verbs/slot_table.h"
 #include "broadcast/transport/rdma/wire.h"
+#include "core/trust/handshake.h"
 
 using namespace deltacast;
 using namespace deltacast::rdma;
@@ -79,13 +80,13 @@ Outcome await(Dialed& c, std::chrono::seconds limit, Reply* reply, std::string* 
 int main(int argc, char** argv) {
   CLI::App app{"Breaks the RDMA offer and grant protocol against a receiver"};
   std::string rail_text, attack;
-  uint64_t token = 0;
+  std::string token = "0";
   const std::set<std::string> offer_attacks = {"bad-magic", "slot-range", "oversize", "slice-range", "double-offer", "send"};
   const std::set<std::string> write_attacks = {"stale-imm", "short-write", "overrun", "late-write"};
   std::set<std::string> all = offer_attacks;
   all.insert(write_attacks.begin(), write_attacks.end());
   app.add_option("--rail", rail_text, "LOCAL=REMOTE:PORT")->required();
-  app.add_option("--token", token, "The receiver's token")->required();
+  app.add_option("--token", token, "The receiver's group secret (as deltacast-bench's --token)")->required();
   app.add_option("--attack", attack, "What to break")->required()->check(CLI::IsMember(all));
   CLI11_PARSE(app, argc, argv);
   auto rail = parse_rail(rail_text, 0);
@@ -93,7 +94,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", rail.status().to_string());
     return 2;
   }
-  auto link = dial(*rail, ConnectData{token, 0}, 4, QpTimeouts{}, std::chrono::seconds(30));
+  auto secret = trust::GroupSecret::parse(token);
+  if (!secret.ok()) {
+    fmt::print(stderr, "{}\n", secret.status().to_string());
+    return 2;
+  }
+  auto link = dial(*rail, ConnectData{trust::connection_credential(*secret), 0}, 4, QpTimeouts{},
+                   std::chrono::seconds(30));
   if (!link.ok()) {
     fmt::print(stderr, "{}: no connection: {}\n", attack, link.status().to_string());
     return 2;

@@ -4,7 +4,7 @@ against the payload, so every transfer is verified by hash on the receiver.
 
 In one boot of the two VMs:
 - the sender's VM lists its RDMA ports (discovery);
-- a sender with the wrong token is refused, with the reason, on both ends;
+- a sender with the wrong secret is refused, with the reason, on both ends;
 - a peer with the token breaks the offer and grant protocol (malformed offers, a slot it does not
   have, a slice over the limit or outside its transfer, a second offer in a busy slot, a message
   larger than an offer; writes with another immediate than the grant's, fewer bytes than the slice,
@@ -146,7 +146,7 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
 
     sender = "\n".join([
         f"{bench} rails --json > /mnt/rails.json",
-        # The wrong token first: refused on every attempt until it gives up (exit 9 if it got in).
+        # The wrong secret first: refused on every attempt until it gives up (exit 9 if it got in).
         send([0, 1], f"--bytes {MIB} --token 666", "intruder", connect_ms=15000).rstrip() + " && exit 9",
         # Protocol attacks from a peer with the token, while transfer 1 runs beside them.
         f"(for a in {' '.join(ATTACKS)}; do {hostile} --rail 198.18.0.1=198.18.0.2:{PORTS[0]} --token 220 "
@@ -173,8 +173,8 @@ def test_soft_roce_transfers_survive_a_cut_rail_and_a_silent_one(vm_parts):
     found = {(p["device"], p["netdev"], tuple(p["ipv4"]), p["active"]) for p in ports}
     assert found == {(f"rxe{r}", f"eth{r}", (f"198.18.{r}.1",), True) for r in range(RAILS)}, ports
 
-    assert "wrong token" in logs["intruder"], context
-    assert "wrong token" in recv_log, "the receiver logs why it refused"
+    assert "wrong secret" in logs["intruder"], context
+    assert "wrong secret" in recv_log, "the receiver logs why it refused"
 
     hostile_log = read(work, "sender", "hostile.log")
     for attack, reason in ATTACKS.items():

@@ -24,7 +24,6 @@ LinkSample some_link_sample() {
 
 Register some_registration() {
   Register r;
-  r.token = 0xfeed;
   r.world = 1;
   r.logical = {{"q", DType::kBF16, {8, 4}}, {"o", DType::kBF16, {4, 8}}};
   r.rank.rank = 0;
@@ -35,7 +34,6 @@ Register some_registration() {
 
 std::vector<Message> every_control_message() {
   Join join;
-  join.token = 0xfeedfacecafebeefull;
   join.name = "rollout-3";
   join.node = "gpu-node-7";
   join.transport = "rdma";
@@ -59,7 +57,7 @@ std::vector<Message> every_control_message() {
           Checked{10, 10, 0x1234},
           some_registration(),
           Registered{1, 2},
-          FindGroup{kProtocolVersion, 0xfeed},
+          FindGroup{kProtocolVersion},
           Group{GroupView{some_registration().logical, {some_registration().rank}}},
           Unreachable{1234, 5}};
 }

@@ -14,7 +14,7 @@ Trainer::Trainer(uint64_t elements, double lr, const ProducerOptions& given) {
   t.threads = 2;
   trace = RlTrace::create(transformer_layout(elements, DType::kBF16), t).value();
   ProducerOptions options = given;
-  options.token = kEngineToken;
+  options.trust = engine_trust();
   if (options.codec.threads == 0) options.codec.threads = 2;
   const auto published = trace->published();
   auto created = Producer::create(trace->manifest(), std::vector<TensorView>(published.begin(), published.end()), options);
@@ -26,7 +26,7 @@ Rollout::Rollout(const Manifest& manifest, const Endpoint& producer, const Consu
   tensors = std::make_unique<TensorSet>(manifest);
   ConsumerOptions options = given;
   if (options.coordinators.empty()) options.coordinators = {producer};
-  if (options.token == 0) options.token = kEngineToken;
+  if (options.trust.secret == trust::GroupSecret()) options.trust.secret = engine_trust().secret;
   if (options.threads == 0) options.threads = 1;
   auto created = Consumer::create(manifest, tensors->views(), options);
   EXPECT_TRUE(created.ok()) << created.status().to_string();
@@ -46,7 +46,7 @@ std::unique_ptr<Consumer> start_consumer(const Manifest& manifest, std::vector<T
                                          uintptr_t cuda_stream) {
   ConsumerOptions options;
   options.coordinators = {producer.address()};
-  options.token = kEngineToken;
+  options.trust = engine_trust();
   options.rails = {Endpoint{"127.0.0.1", 0}};
   options.name = name;
   options.threads = threads;

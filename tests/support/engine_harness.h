@@ -15,13 +15,19 @@
 namespace deltacast::testing {
 
 inline constexpr uint64_t kEngineToken = 0xfeed;
+// The trust of a test group: a secret made from a legacy token (kEngineToken unless given).
+inline trust::Trust engine_trust(uint64_t token = kEngineToken) {
+  trust::Trust t;
+  t.secret = trust::GroupSecret::from_legacy_token(token);
+  return t;
+}
 inline constexpr std::chrono::milliseconds kEngineWait{20000};
 
 struct Trainer {
   std::unique_ptr<RlTrace> trace;
   std::unique_ptr<Producer> producer;
 
-  // `options` gets the token, and two codec threads unless it sets them.
+  // `options` gets the secret, and two codec threads unless it sets them.
   Trainer(uint64_t elements, double lr, const ProducerOptions& options);
 };
 
@@ -29,7 +35,7 @@ struct Rollout {
   std::unique_ptr<TensorSet> tensors;
   std::unique_ptr<Consumer> consumer;
 
-  // `options` gets the producer's address unless it lists coordinators, the token unless it sets
+  // `options` gets the producer's address unless it lists coordinators, the secret unless it sets
   // one, and one thread.
   Rollout(const Manifest& manifest, const Endpoint& producer, const ConsumerOptions& options);
   // Bit-for-bit equal to the trainer's published tensors, and nothing written outside them.

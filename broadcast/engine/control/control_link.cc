@@ -8,8 +8,10 @@
 
 namespace deltacast {
 
-ControlLink::ControlLink(int fd, ControlLinkOptions options, OnMessage on_message, OnClose on_close)
+ControlLink::ControlLink(int fd, net::Session session, ControlLinkOptions options, OnMessage on_message,
+                         OnClose on_close)
     : fd_(fd),
+      session_(std::move(session)),
       options_(options),
       on_message_(std::move(on_message)),
       on_close_(std::move(on_close)),
@@ -30,7 +32,8 @@ Status ControlLink::send(const control::Message& message) {
   if (closed_) return unavailable("control link to {} is closed", peer_);
   const std::string text = control::encode_text(message);
   std::lock_guard<std::mutex> lock(write_mu_);
-  Status s = write_control_frame(fd_, text, ControlClock::now() + options_.write_timeout, &closed_);
+  Status s = write_control_frame(fd_, text, *session_.seals.outgoing, ControlClock::now() + options_.write_timeout,
+                                 &closed_);
   if (!s.ok()) {
     shutdown(fd_, SHUT_RDWR);  // the reader reports the loss
   }
@@ -59,7 +62,8 @@ void ControlLink::finish(const Status& why) {
 
 void ControlLink::read_loop() {
   for (;;) {
-    auto text = read_control_frame(fd_, ControlClock::now() + options_.dead_after, options_.frame_timeout, &closed_);
+    auto text = read_control_frame(fd_, *session_.seals.incoming, ControlClock::now() + options_.dead_after,
+                                   options_.frame_timeout, &closed_);
     auto message = text.ok() ? control::decode_text(*text) : Result<control::Message>(text.status());
     if (!message.ok()) {
       const Status why = message.status().code() == StatusCode::kDeadlineExceeded

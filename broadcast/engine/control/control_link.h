@@ -15,6 +15,7 @@
 
 #include "broadcast/engine/control/control_frame.h"
 #include "broadcast/engine/control/control_messages.h"
+#include "broadcast/transport/handshake.h"
 
 namespace deltacast {
 
@@ -30,9 +31,10 @@ class ControlLink {
   using OnMessage = std::function<void(const control::Message&)>;
   using OnClose = std::function<void(const Status&)>;
 
-  // Takes ownership of a connected socket and starts its threads. The callbacks run on the
-  // link's reader thread; on_close must not destroy the link (owners reap closed links later).
-  ControlLink(int fd, ControlLinkOptions options, OnMessage on_message, OnClose on_close);
+  // Takes ownership of a connected socket whose handshake made `session` (every frame is sealed
+  // with it) and starts its threads. The callbacks run on the link's reader thread; on_close must
+  // not destroy the link (owners reap closed links later).
+  ControlLink(int fd, net::Session session, ControlLinkOptions options, OnMessage on_message, OnClose on_close);
   ~ControlLink();
   ControlLink(const ControlLink&) = delete;
   ControlLink& operator=(const ControlLink&) = delete;
@@ -49,6 +51,7 @@ class ControlLink {
   void finish(const Status& why);
 
   int fd_;
+  net::Session session_;  // outgoing: under write_mu_; incoming: the reader thread's
   ControlLinkOptions options_;
   OnMessage on_message_;
   OnClose on_close_;

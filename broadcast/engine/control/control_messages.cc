@@ -311,7 +311,7 @@ void from_json(const Json& j, Forwarding& m) {
 
 void to_json(Json& j, const Join& m) {
   Json rails = endpoints_json(m.rails);
-  j = {{"protocol", m.protocol},         {"token", m.token},     {"name", m.name}, {"node", m.node},
+  j = {{"protocol", m.protocol},         {"name", m.name}, {"node", m.node},
        {"transport", m.transport},       {"manifest_hash", m.manifest_hash},
        {"manifest", manifest_json(m.manifest)}, {"version", m.version}, {"epoch", m.epoch},
        {"rails", rails}, {"defers_commit", m.defers_commit}, {"held", nullptr}};
@@ -324,10 +324,9 @@ void to_json(Json& j, const Join& m) {
 
 void from_json(const Json& j, Join& m) {
   const Fields f(j, "join",
-                 {"protocol", "token", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails",
+                 {"protocol", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails",
                   "defers_commit", "held"});
   m.protocol = f.u32("protocol");
-  m.token = f.u64("token");
   m.name = f.text("name");
   m.node = f.text("node", 255);
   m.transport = f.text("transport", 32);
@@ -490,14 +489,13 @@ void from_json(const Json& j, Unreachable& m) {
 }
 
 void to_json(Json& j, const Register& m) {
-  j = {{"protocol", m.protocol}, {"token", m.token}, {"world", m.world}, {"logical", manifest_json(m.logical)},
+  j = {{"protocol", m.protocol}, {"world", m.world}, {"logical", manifest_json(m.logical)},
        {"rank", rank_json(m.rank)}};
 }
 
 void from_json(const Json& j, Register& m) {
-  const Fields f(j, "register", {"protocol", "token", "world", "logical", "rank"});
+  const Fields f(j, "register", {"protocol", "world", "logical", "rank"});
   m.protocol = f.u32("protocol");
-  m.token = f.u64("token");
   m.world = as_world(f);
   m.logical = as_manifest(f.at("logical"), f.where("logical"));
   m.rank = as_rank(f.at("rank"), f.where("rank"));
@@ -513,12 +511,11 @@ void from_json(const Json& j, Registered& m) {
   if (m.registered > m.world) refuse(fmt::format("registered: {} ranks of a world of {}", m.registered, m.world));
 }
 
-void to_json(Json& j, const FindGroup& m) { j = {{"protocol", m.protocol}, {"token", m.token}}; }
+void to_json(Json& j, const FindGroup& m) { j = {{"protocol", m.protocol}}; }
 
 void from_json(const Json& j, FindGroup& m) {
-  const Fields f(j, "find_group", {"protocol", "token"});
+  const Fields f(j, "find_group", {"protocol"});
   m.protocol = f.u32("protocol");
-  m.token = f.u64("token");
 }
 
 void to_json(Json& j, const Group& m) {

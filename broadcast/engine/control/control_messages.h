@@ -36,8 +36,10 @@ namespace control {
 
 // Bumped whenever a message changes; a join with another protocol is refused.
 // 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node;
-// 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group).
-inline constexpr uint32_t kProtocolVersion = 7;
+// 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group);
+// 8: no token in join, register and find_group (every connection proves the group's secret in its
+// handshake instead, and every frame is sealed).
+inline constexpr uint32_t kProtocolVersion = 8;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -65,7 +67,6 @@ Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t,
 // consumer -> coordinator, the first message on a control connection.
 struct Join {
   uint32_t protocol = kProtocolVersion;
-  uint64_t token = 0;
   std::string name;
   std::string node;       // the host it runs on: members of one node take each version over its rails once
   std::string transport;  // the data transport it receives with ("tcp", "rdma", ...)
@@ -171,7 +172,6 @@ struct Checked {
 // coordinator); answered with `registered` or `reject`.
 struct Register {
   uint32_t protocol = kProtocolVersion;
-  uint64_t token = 0;
   uint32_t world = 0;                // ranks in the group
   std::vector<TensorSpec> logical;   // the group's tensors as the rank knows them
   RankEntry rank;                    // its pieces and its producer's control address(es)
@@ -185,7 +185,6 @@ struct Registered {
 // (UNAVAILABLE while ranks are missing: ask again).
 struct FindGroup {
   uint32_t protocol = kProtocolVersion;
-  uint64_t token = 0;
 };
 // group coordinator -> rollout process: the formed group.
 struct Group {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "broadcast/engine/control/control_frame.h"
+#include "broadcast/transport/handshake.h"
 #include "broadcast/transport/socket.h"
 #include "core/log.h"
 
@@ -26,11 +27,18 @@ Result<control::Message> ask_coordinator(const Endpoint& coordinator, const cont
   DC_ASSIGN_OR_RETURN(const int fd, net::open_socket(options.netns));
   Result<control::Message> reply = unavailable("no answer");
   Status s = net::connect_socket(fd, Endpoint{"0.0.0.0", 0}, coordinator, options.request_timeout);
-  if (s.ok()) s = write_control_frame(fd, control::encode_text(request), deadline);
+  Result<net::Session> session = unavailable("not connected");
   if (s.ok()) {
-    auto text = read_control_frame(fd, deadline, options.request_timeout);
+    session = net::shake_hands(fd, trust::Role::kClient, options.trust, trust::Purpose::kCoordinator, deadline);
+    s = session.status();
+    // A wrong secret or protection is the coordinator's final word, as a refusal would be.
+    if (s.code() == StatusCode::kPermissionDenied) reply = control::Message(control::Reject{s.code(), s.message()});
+  }
+  if (s.ok()) s = write_control_frame(fd, control::encode_text(request), *session->seals.outgoing, deadline);
+  if (s.ok()) {
+    auto text = read_control_frame(fd, *session->seals.incoming, deadline, options.request_timeout);
     reply = text.ok() ? control::decode_text(*text) : Result<control::Message>(text.status());
-  } else {
+  } else if (s.code() != StatusCode::kPermissionDenied) {
     reply = s;
   }
   ::close(fd);
@@ -44,7 +52,7 @@ Result<GroupView> find_group(const GroupClientOptions& options, Millis timeout, 
   Status last;
   for (size_t attempt = 0;; ++attempt) {
     const Endpoint& at = options.coordinators[attempt % options.coordinators.size()];
-    auto reply = ask_coordinator(at, control::FindGroup{control::kProtocolVersion, options.token}, options);
+    auto reply = ask_coordinator(at, control::FindGroup{control::kProtocolVersion}, options);
     if (reply.ok()) {
       if (auto* group = std::get_if<control::Group>(&*reply)) return std::move(group->view);
       if (final_refusal(*reply)) return reject_status(std::get<control::Reject>(*reply)).with_context("the group coordinator");

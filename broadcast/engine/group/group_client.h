@@ -15,12 +15,13 @@
 
 #include "broadcast/engine/control/control_messages.h"
 #include "broadcast/transport/transport.h"
+#include "core/trust/trust.h"
 
 namespace deltacast {
 
 struct GroupClientOptions {
   std::vector<Endpoint> coordinators;  // the coordinator's address(es), tried in turn
-  uint64_t token = 0;
+  trust::Trust trust;
   std::string netns;                   // connect from this network namespace (tests)
   Millis request_timeout{2000};        // one request: connect, ask, answer
 };

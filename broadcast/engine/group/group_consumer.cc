@@ -61,7 +61,7 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::find(std::vector<Endpoint>
                                                            Millis timeout, const std::vector<TensorSpec>* logical) {
   GroupClientOptions client;
   client.coordinators = std::move(coordinator);
-  client.token = options.token;
+  client.trust = options.trust;
   client.netns = options.netns;
   DC_ASSIGN_OR_RETURN(GroupView group, find_group(client, timeout));
   if (logical != nullptr && *logical != group.logical) {

@@ -6,6 +6,7 @@
 
 #include "broadcast/engine/control/control_frame.h"
 #include "broadcast/engine/control/control_messages.h"
+#include "broadcast/transport/handshake.h"
 #include "broadcast/transport/socket.h"
 #include "core/log.h"
 
@@ -58,14 +59,20 @@ void GroupCoordinator::answer(int fd) {
   const auto deadline = ControlClock::now() + options_.request_timeout;
   net::tune_socket(fd, net::SocketOptions{});
   const std::string peer = net::peer_name(fd);
-  auto text = read_control_frame(fd, deadline, options_.request_timeout, &closed_);
+  auto session =
+      net::shake_hands(fd, trust::Role::kServer, options_.trust, trust::Purpose::kCoordinator, deadline, &closed_);
+  if (!session.ok()) {
+    log().warn("group coordinator: refused {}: {}", peer, session.status().message());
+    return;
+  }
+  auto text = read_control_frame(fd, *session->seals.incoming, deadline, options_.request_timeout, &closed_);
   auto request = text.ok() ? control::decode_text(*text) : Result<control::Message>(text.status());
   if (!request.ok()) {
     log().warn("group coordinator: dropped {}: {}", peer, request.status().message());
     return;
   }
   const control::Message reply = handle(*request, peer);
-  (void)write_control_frame(fd, control::encode_text(reply), deadline, &closed_);
+  (void)write_control_frame(fd, control::encode_text(reply), *session->seals.outgoing, deadline, &closed_);
 }
 
 control::Message GroupCoordinator::handle(const control::Message& request, const std::string& peer) {
@@ -73,15 +80,14 @@ control::Message GroupCoordinator::handle(const control::Message& request, const
     if (s.code() != StatusCode::kUnavailable) log().warn("group coordinator: refused {}: {}", peer, s.message());
     return control::Reject{s.code(), s.message()};
   };
-  const auto admitted = [&](uint32_t protocol, uint64_t token) -> Status {
+  const auto admitted = [&](uint32_t protocol) -> Status {
     if (protocol != control::kProtocolVersion) {
       return failed_precondition("control protocol {} (the coordinator speaks {})", protocol, control::kProtocolVersion);
     }
-    if (token != options_.token) return permission_denied("wrong token");
     return Status();
   };
   if (const auto* r = std::get_if<control::Register>(&request)) {
-    if (Status s = admitted(r->protocol, r->token); !s.ok()) return refuse(s);
+    if (Status s = admitted(r->protocol); !s.ok()) return refuse(s);
     if (r->world != directory_->world()) {
       return refuse(mismatch("rank {} belongs to a group of {} ranks; this coordinator's has {}", r->rank.rank, r->world,
                              directory_->world()));
@@ -95,7 +101,7 @@ control::Message GroupCoordinator::handle(const control::Message& request, const
     return control::Registered{static_cast<uint32_t>(now), directory_->world()};
   }
   if (const auto* f = std::get_if<control::FindGroup>(&request)) {
-    if (Status s = admitted(f->protocol, f->token); !s.ok()) return refuse(s);
+    if (Status s = admitted(f->protocol); !s.ok()) return refuse(s);
     auto view = directory_->group();
     if (!view.ok()) return refuse(view.status());
     return control::Group{std::move(view).value()};

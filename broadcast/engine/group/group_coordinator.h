@@ -19,12 +19,13 @@
 #include "broadcast/engine/control/control_messages.h"
 #include "broadcast/engine/group/group_directory.h"
 #include "broadcast/transport/transport.h"
+#include "core/trust/trust.h"
 
 namespace deltacast {
 
 struct GroupCoordinatorOptions {
   Endpoint listen{"127.0.0.1", 0};
-  uint64_t token = 0;             // ranks and rollout processes must present it
+  trust::Trust trust;             // ranks and rollout processes must present it
   std::string netns;              // listen in this network namespace (tests)
   // How long one request may take to arrive once connected; requests are answered one at a
   // time, so this bounds what a silent peer costs everyone else.

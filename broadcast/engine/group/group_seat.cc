@@ -32,7 +32,7 @@ Result<std::vector<Endpoint>> advertised(const GroupSeatOptions& o, const Endpoi
 
 Result<std::unique_ptr<GroupSeat>> GroupSeat::take(GroupSeatOptions o, const Manifest& manifest,
                                                    const Endpoint& control, const std::vector<Endpoint>& rails,
-                                                   uint64_t token, const std::string& netns) {
+                                                   const trust::Trust& trust, const std::string& netns) {
   if (o.world == 0 || o.rank >= o.world) return invalid_argument("rank {} of a group of {} ranks", o.rank, o.world);
   if (o.coordinator.empty()) return invalid_argument("rank {}: no group coordinator address", o.rank);
   DC_RETURN_IF_ERROR(check_pieces(o, manifest));
@@ -43,7 +43,7 @@ Result<std::unique_ptr<GroupSeat>> GroupSeat::take(GroupSeatOptions o, const Man
     // The coordinator lives and dies with this process: the rank registers in-process.
     GroupCoordinatorOptions c;
     c.listen = o.coordinator.front();
-    c.token = token;
+    c.trust = trust;
     c.netns = netns;
     DC_ASSIGN_OR_RETURN(seat->coordinator_, GroupCoordinator::create(o.logical, o.world, c));
     DC_RETURN_IF_ERROR(seat->coordinator_->register_here(std::move(me), o.logical));
@@ -51,10 +51,9 @@ Result<std::unique_ptr<GroupSeat>> GroupSeat::take(GroupSeatOptions o, const Man
   }
   GroupClientOptions client;
   client.coordinators = o.coordinator;
-  client.token = token;
+  client.trust = trust;
   client.netns = netns;
   control::Register request;
-  request.token = token;
   request.world = o.world;
   request.logical = o.logical;
   request.rank = std::move(me);

@@ -35,7 +35,7 @@ class GroupSeat {
   // registering. `control`: the producer's control address; `rails`: its local rail addresses.
   static Result<std::unique_ptr<GroupSeat>> take(GroupSeatOptions options, const Manifest& manifest,
                                                  const Endpoint& control, const std::vector<Endpoint>& rails,
-                                                 uint64_t token, const std::string& netns);
+                                                 const trust::Trust& trust, const std::string& netns);
   ~GroupSeat();
 
   // Until registered once (or refused for good, or `timeout`).

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "broadcast/transport/rdma/verbs/device_events.h"
+#include "core/trust/handshake.h"
 #include "core/log.h"
 
 namespace deltacast::rdma {
@@ -108,7 +109,7 @@ Status RdmaChannel::connect_once() {
   // The handshake takes several round trips through the receiver's kernel and its serving
   // thread: more than a TCP connect, hence a floor.
   const Millis connect_timeout = std::max(options_.connect_timeout, Millis(3000));
-  DC_ASSIGN_OR_RETURN(c->link, dial(rail_, ConnectData{options_.token, options_.rail_index}, config_.slots_per_connection,
+  DC_ASSIGN_OR_RETURN(c->link, dial(rail_, ConnectData{trust::connection_credential(options_.trust.secret), options_.rail_index}, config_.slots_per_connection,
                                     config_.timeouts, connect_timeout));
   Dialed& link = *c->link;
   const uint32_t slots = std::min(link.remote.slot_count, config_.slots_per_connection);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "broadcast/transport/rdma/verbs/slot_table.h"
+#include "core/trust/handshake.h"
 #include "core/log.h"
 
 namespace deltacast::rdma {
@@ -189,7 +190,9 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   const std::string peer = peer_of(id);
   auto hello = decode_connect(static_cast<const uint8_t*>(private_data), length);
   if (!hello.ok()) return refuse(id, peer, hello.status());
-  if (hello->token != options_.token) return refuse(id, peer, permission_denied("wrong token"));
+  if (hello->credential != trust::connection_credential(options_.trust.secret)) {
+    return refuse(id, peer, permission_denied("wrong secret"));
+  }
   if (connections_.size() >= config_.max_connections) {
     return refuse(id, peer, resource_exhausted("already {} connections", connections_.size()));
   }

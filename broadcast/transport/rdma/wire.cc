@@ -18,7 +18,7 @@ namespace deltacast::rdma {
 void encode_connect(const ConnectData& data, uint8_t* out) {
   store_le<uint32_t>(out, kMagic);
   store_le<uint32_t>(out + 4, kProtocolVersion);
-  store_le<uint64_t>(out + 8, data.token);
+  store_le<uint64_t>(out + 8, data.credential);
   store_le<uint32_t>(out + 16, data.rail_index);
   store_le<uint32_t>(out + 20, 0);
 }

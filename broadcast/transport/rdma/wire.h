@@ -3,7 +3,7 @@
 //
 // A connection is set up with the RDMA connection manager over the rail's IP
 // addresses. The sender's connect request carries CONNECT private data
-// (u32 magic "DCR1", u32 protocol, u64 token, u32 rail index, u32 reserved);
+// (u32 magic "DCR1", u32 protocol, u64 credential (trust::connection_credential), u32 rail index, u32 reserved);
 // the receiver's accept carries ACCEPT private data (u32 magic, u32 protocol,
 // u32 offer slots, u32 largest slice, 16 bytes reserved).
 //
@@ -43,14 +43,15 @@
 namespace deltacast::rdma {
 
 inline constexpr uint32_t kMagic = 0x31524344;  // "DCR1"
-inline constexpr uint32_t kProtocolVersion = 3;  // 3: slice checksums are content hashes (core/hash.h)
+// 3: slice checksums are content hashes (core/hash.h); 4: the connection credential replaces the token.
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr size_t kConnectBytes = 24;
 inline constexpr size_t kAcceptBytes = 32;
 inline constexpr size_t kOfferBytes = 64;
 inline constexpr size_t kReplyBytes = 32;
 
 struct ConnectData {
-  uint64_t token = 0;
+  uint64_t credential = 0;
   uint32_t rail_index = 0;
 };
 void encode_connect(const ConnectData& data, uint8_t* out);

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "broadcast/transport/handshake.h"
 #include "core/byte_io.h"
 #include "core/log.h"
 
@@ -100,14 +101,21 @@ Result<int> TcpChannel::dial() {
   DC_ASSIGN_OR_RETURN(int fd, net::open_socket(""));  // the writer thread already lives in the channel's namespace
   net::tune_socket(fd, net::SocketOptions{options_.user_timeout, options_.send_buffer_bytes});
   Status s = net::connect_socket(fd, rail_.local, rail_.remote, options_.connect_timeout);
+  const auto deadline = Clock::now() + options_.connect_timeout;
+  if (s.ok()) {
+    // The receiver learns this side holds the group's secret without seeing it; a refusal says
+    // why on both ends (the listener keeps it in recent_drops()).
+    s = net::shake_hands(fd, trust::Role::kClient, options_.trust, trust::Purpose::kData, deadline, &closed_)
+            .status()
+            .with_context(rail_.to_string());
+  }
   if (s.ok()) {
     uint8_t hello[kFrameHeaderBytes + 24];
     write_frame_header(hello, kHello);
     store_le<uint32_t>(hello + 8, kProtocolVersion);
     store_le<uint32_t>(hello + 12, options_.rail_index);
-    store_le<uint64_t>(hello + 16, options_.token);
+    store_le<uint64_t>(hello + 16, 0);
     store_le<uint64_t>(hello + 24, static_cast<uint64_t>(getpid()));
-    const auto deadline = Clock::now() + options_.connect_timeout;
     s = net::write_full(fd, hello, sizeof(hello), nullptr, 0, deadline, &closed_);
     uint8_t ack[kFrameHeaderBytes + 8];
     if (s.ok()) s = net::read_full(fd, ack, sizeof(ack), deadline, &closed_);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "broadcast/transport/handshake.h"
 #include "core/byte_io.h"
 #include "core/log.h"
 
@@ -135,20 +136,22 @@ void TcpListener::heartbeat_loop() {
 }
 
 Status TcpListener::handshake(Connection* c) {
+  const auto deadline = Clock::now() + options_.handshake_timeout;
+  DC_RETURN_IF_ERROR(
+      net::shake_hands(c->fd, trust::Role::kServer, options_.trust, trust::Purpose::kData, deadline, &closed_).status());
   uint8_t hello[kFrameHeaderBytes + 24];
-  DC_RETURN_IF_ERROR(net::read_full(c->fd, hello, sizeof(hello), Clock::now() + options_.handshake_timeout, &closed_)
-                         .with_context("handshake"));
+  DC_RETURN_IF_ERROR(net::read_full(c->fd, hello, sizeof(hello), deadline, &closed_).with_context("handshake"));
   DC_ASSIGN_OR_RETURN(FrameHeader header, parse_frame_header(hello));
   if (header.type != kHello) return corrupt("handshake: expected HELLO, got frame type {}", header.type);
   const uint32_t protocol = load_le<uint32_t>(hello + 8);
   if (protocol != kProtocolVersion) return corrupt("handshake: protocol {} (this receiver speaks {})", protocol, kProtocolVersion);
-  if (load_le<uint64_t>(hello + 16) != options_.token) return permission_denied("handshake: wrong token");
+  if (load_le<uint64_t>(hello + 16) != 0) return corrupt("handshake: reserved HELLO field set");
   uint8_t ack[kFrameHeaderBytes + 8];
   write_frame_header(ack, kHelloAck);
   store_le<uint32_t>(ack + 8, kProtocolVersion);
   store_le<uint32_t>(ack + 12, 0);
   std::lock_guard<std::mutex> write(c->write_mu);
-  return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, Clock::now() + options_.handshake_timeout, &closed_);
+  return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, deadline, &closed_);
 }
 
 Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body,

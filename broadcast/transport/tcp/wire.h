@@ -17,10 +17,12 @@
 namespace deltacast::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x31574344;  // "DCW1"
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: slice checksums are content hashes (core/hash.h)
+// 2: slice checksums are content hashes (core/hash.h); 3: the trust handshake
+// (broadcast/transport/handshake.h) before HELLO, and no token in HELLO.
+inline constexpr uint32_t kProtocolVersion = 3;
 
 enum FrameType : uint8_t {
-  kHello = 1,      // sender -> receiver: u32 protocol, u32 rail index, u64 token, u64 sender id
+  kHello = 1,      // sender -> receiver: u32 protocol, u32 rail index, u64 reserved (0), u64 sender id
   kHelloAck = 2,   // receiver -> sender: u32 protocol, u32 reserved
   kSlice = 3,      // sender -> receiver: u64 transfer, u64 transfer bytes, u32 slice bytes, u32 index,
                    //   u32 length, u32 reserved, u64 checksum; then `length` payload bytes

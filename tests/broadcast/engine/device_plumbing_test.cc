@@ -145,7 +145,7 @@ TEST(DevicePlumbing, DeltasStayOnTheDeviceAndTheHostShadowIsCopiedOnlyWhenNeeded
   TensorSet current(m), on_device(m), on_host(m), late(m);
   testing::fill_random_bits(current, rng);
   ProducerOptions options;
-  options.token = testing::kEngineToken;
+  options.trust = testing::engine_trust();
   options.rails = {Endpoint{"127.0.0.1", 0}};
   options.codec.threads = 1;
   options.shadow = "host";
@@ -215,7 +215,7 @@ TEST(DevicePlumbing, AVersionTheDeviceRefusesFailsItsCommitAndAFullSyncRepairs) 
   TensorSet current(m), target(m), before(m);
   testing::fill_random_bits(current, rng);
   ProducerOptions options;
-  options.token = testing::kEngineToken;
+  options.trust = testing::engine_trust();
   options.rails = {Endpoint{"127.0.0.1", 0}};
   options.codec.threads = 1;
   auto producer = Producer::create(m, current.views(), options);  // a host producer, a device consumer

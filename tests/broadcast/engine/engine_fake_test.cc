@@ -12,13 +12,18 @@
 
 #include <fmt/ranges.h>
 
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "broadcast/engine/control/control_frame.h"
 #include "broadcast/engine/control/control_messages.h"
 #include "broadcast/testing/fake/transport.h"
 #include "broadcast/testing/faulty_transport.h"
+#include "broadcast/transport/handshake.h"
 #include "broadcast/transport/socket.h"
+#include "core/byte_io.h"
 #include "support/engine_harness.h"
 
 namespace deltacast {
@@ -131,22 +136,30 @@ TEST(FakeEngine, AConsumerOnAnotherTransportIsRefusedNamingBoth) {
   EXPECT_EQ(cluster.publish(true, false).committed, 1u);
 }
 
-// A control connection to the producer, spoken by hand.
+// A control connection to the producer, spoken by hand after a proper handshake.
 struct RawMember {
   int fd = -1;
+  net::Session session;
   explicit RawMember(const Endpoint& producer) {
     fd = net::open_socket("").value();
     EXPECT_TRUE(net::connect_socket(fd, {"127.0.0.1", 0}, producer, milliseconds(2000)).ok());
+    auto shaken = net::shake_hands(fd, trust::Role::kClient, testing::engine_trust(), trust::Purpose::kControl,
+                                   ControlClock::now() + milliseconds(5000));
+    EXPECT_TRUE(shaken.ok()) << shaken.status().to_string();
+    if (shaken.ok()) session = std::move(shaken).value();
   }
   ~RawMember() { ::close(fd); }
   void send(const std::string& text) {
-    EXPECT_TRUE(write_control_frame(fd, text, ControlClock::now() + milliseconds(2000)).ok());
+    EXPECT_TRUE(write_control_frame(fd, text, *session.seals.outgoing, ControlClock::now() + milliseconds(2000)).ok());
+  }
+  Result<std::string> read(milliseconds wait) {
+    return read_control_frame(fd, *session.seals.incoming, ControlClock::now() + wait, wait);
   }
   // Reads messages until the producer closes the connection; false if it stays open for 5 s.
   bool dropped() {
     const auto until = ControlClock::now() + milliseconds(5000);
     while (ControlClock::now() < until) {
-      auto frame = read_control_frame(fd, ControlClock::now() + milliseconds(200), milliseconds(200));
+      auto frame = read(milliseconds(200));
       if (!frame.ok() && frame.status().code() != StatusCode::kDeadlineExceeded) return true;
     }
     return false;
@@ -158,19 +171,18 @@ TEST(FakeEngine, APeerThatBreaksTheControlProtocolIsDroppedAlone) {
   const Endpoint address = cluster.producer().address();
   // Garbage where a join belongs: dropped before it is a member.
   RawMember garbage(address);
-  garbage.send("{\"type\": \"join\", \"token\": \"not a number\"}");
+  garbage.send("{\"type\": \"join\", \"protocol\": \"not a number\"}");
   EXPECT_TRUE(garbage.dropped());
   // A proper join, then a message with a field the protocol does not have.
   RawMember member(address);
   control::Join join;
-  join.token = testing::kEngineToken;
   join.name = "rogue";
   join.transport = "fake";
   join.manifest_hash = cluster.manifest().hash();
   join.manifest = cluster.manifest().tensors();
   join.rails = {{"10.0.9.9", kDataPort}};
   member.send(control::encode_text(join));
-  auto welcome = read_control_frame(member.fd, ControlClock::now() + milliseconds(5000), milliseconds(5000));
+  auto welcome = member.read(milliseconds(5000));
   ASSERT_TRUE(welcome.ok()) << welcome.status().to_string();
   ASSERT_TRUE(std::holds_alternative<control::Welcome>(control::decode_text(*welcome).value()));
   ASSERT_TRUE(cluster.producer().wait_members(3, testing::kEngineWait).ok());
@@ -182,6 +194,83 @@ TEST(FakeEngine, APeerThatBreaksTheControlProtocolIsDroppedAlone) {
   EXPECT_EQ(cluster.producer().stats().members.size(), 2u);
   // The others never noticed.
   for (int step = 0; step < 2; ++step) EXPECT_EQ(cluster.publish(true, false).committed, 2u);
+  cluster.expect_exact(cluster.all());
+}
+
+TEST(FakeEngine, ControlPeersMustProveTheSecretAndEveryFrameMustOpen) {
+  FakeCluster cluster(1 << 16, 1);
+  const Endpoint address = cluster.producer().address();
+  const auto connect = [&] {
+    const int fd = net::open_socket("").value();
+    EXPECT_TRUE(net::connect_socket(fd, {"127.0.0.1", 0}, address, milliseconds(2000)).ok());
+    return fd;
+  };
+  const auto shake = [&](int fd, trust::Trust t) {
+    return net::shake_hands(fd, trust::Role::kClient, t, trust::Purpose::kControl,
+                            ControlClock::now() + milliseconds(5000));
+  };
+  const auto closed_by_peer = [](int fd) {
+    char byte;
+    for (int i = 0; i < 50; ++i) {
+      const ssize_t n = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return false;
+  };
+  {  // The wrong secret: refused in the handshake, naming it.
+    const int fd = connect();
+    auto s = shake(fd, testing::engine_trust(testing::kEngineToken + 1));
+    EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(s.status().message().find("wrong secret"), std::string::npos) << s.status().to_string();
+    ::close(fd);
+  }
+  {  // Less protection than the producer requires: refused naming the modes.
+    const int fd = connect();
+    trust::Trust weak = testing::engine_trust();
+    weak.protection = trust::Protection::kInsecure;
+    auto s = shake(fd, weak);
+    EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(s.status().message().find("the peer offers authenticated; this side requires insecure"),
+              std::string::npos)
+        << s.status().to_string();
+    ::close(fd);
+  }
+  {  // A peer without authentication (a join frame straight away, as before): dropped.
+    const int fd = connect();
+    control::Join join;
+    join.name = "old";
+    const std::string text = control::encode_text(join);
+    uint8_t header[8];
+    store_le<uint32_t>(header, kControlMagic);
+    store_le<uint32_t>(header + 4, static_cast<uint32_t>(text.size()));
+    EXPECT_TRUE(net::write_full(fd, header, 8, text.data(), text.size(), ControlClock::now() + milliseconds(2000)).ok());
+    EXPECT_TRUE(closed_by_peer(fd));
+    ::close(fd);
+  }
+  {  // A frame altered in flight after a proper handshake: dropped, nothing of it parsed.
+    const int fd = connect();
+    auto session = shake(fd, testing::engine_trust());
+    ASSERT_TRUE(session.ok()) << session.status().to_string();
+    control::Join join;
+    join.name = "altered";
+    join.transport = "fake";
+    join.manifest_hash = cluster.manifest().hash();
+    join.manifest = cluster.manifest().tensors();
+    join.rails = {{"10.0.9.9", kDataPort}};
+    std::string text = control::encode_text(join);
+    std::vector<uint8_t> frame(8 + text.size() + trust::kTagBytes);
+    store_le<uint32_t>(frame.data(), kControlMagic);
+    store_le<uint32_t>(frame.data() + 4, static_cast<uint32_t>(text.size()));
+    std::copy(text.begin(), text.end(), frame.begin() + 8);
+    session->seals.outgoing->seal(frame.data(), 8, frame.data() + 8, text.size(), frame.data() + 8 + text.size());
+    frame[8 + text.size() / 2] ^= 0x20;  // the attacker's edit
+    EXPECT_TRUE(net::write_full(fd, frame.data(), frame.size(), nullptr, 0, ControlClock::now() + milliseconds(2000)).ok());
+    EXPECT_TRUE(closed_by_peer(fd));
+    ::close(fd);
+  }
+  EXPECT_EQ(cluster.producer().stats().members.size(), 1u) << "none of them became a member";
+  EXPECT_EQ(cluster.publish(true, false).committed, 1u);
   cluster.expect_exact(cluster.all());
 }
 

@@ -41,7 +41,7 @@ struct Rollout : testing::Rollout {
       : testing::Rollout(manifest, producer, options(std::move(name), token, auto_commit)) {}
   static ConsumerOptions options(std::string name, uint64_t token, bool auto_commit) {
     ConsumerOptions o;
-    o.token = token;
+    o.trust = testing::engine_trust(token);
     o.rails = loopback_rails();
     o.name = std::move(name);
     o.auto_commit = auto_commit;
@@ -105,12 +105,12 @@ TEST(Engine, PublishingWhileInFlightQueuesEveryVersionInOrder) {
   expect_all_exact(*trainer.producer, last, 2);
 }
 
-TEST(Engine, WrongTokenIsRefusedWithAClearError) {
+TEST(Engine, WrongSecretIsRefusedWithAClearError) {
   Trainer trainer(1 << 16);
   Rollout intruder(trainer.trace->manifest(), trainer.producer->address(), "intruder", kToken + 1);
   Status s = intruder.consumer->start(kWait);
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.to_string();
-  EXPECT_NE(s.message().find("token"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("wrong secret"), std::string::npos) << s.message();
   EXPECT_TRUE(intruder.consumer->state().refused);
   EXPECT_TRUE(trainer.producer->stats().members.empty());
 }

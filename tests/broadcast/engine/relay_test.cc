@@ -16,7 +16,11 @@ namespace deltacast {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr uint64_t kToken = 0x7e1a;
+trust::Trust relay_trust() {
+  trust::Trust t;
+  t.secret = trust::GroupSecret::from_legacy_token(0x7e1a);
+  return t;
+}
 constexpr uint32_t kSliceBytes = 4096;
 
 fake::FakeNetwork network;
@@ -35,7 +39,7 @@ Relay make_relay() {
   RelayOptions options;
   options.transport = transport;
   options.local_rails = {{"10.0.0.1", 0}};
-  options.channel.token = kToken;
+  options.channel.trust = relay_trust();
   options.spray.stall_timeout = milliseconds(2000);
   return Relay(options);
 }
@@ -137,7 +141,7 @@ TEST(Relay, ReportsASilentChildOnlyWhileItHearsItself) {
   RelayOptions options;
   options.transport = transport;
   options.local_rails = {{"10.0.0.1", 0}};
-  options.channel.token = kToken;
+  options.channel.trust = relay_trust();
   options.spray.stall_timeout = milliseconds(5000);
   options.unreachable_after = milliseconds(300);
   Relay relay(options);

@@ -10,9 +10,11 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "broadcast/engine/control/control_frame.h"
 #include "broadcast/engine/control/control_messages.h"
+#include "broadcast/transport/handshake.h"
 #include "core/byte_io.h"
 #include "support/control_examples.h"
 
@@ -21,15 +23,34 @@ namespace {
 
 using namespace control;
 
+// Two ends of a control connection after their handshake: fds_[0] writes, fds_[1] reads.
 class SocketPair : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0); }
+  void SetUp() override {
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0);
+    trust::Trust t;
+    t.secret = trust::GroupSecret::from_legacy_token(0xc0de);
+    const auto deadline = ControlClock::now() + std::chrono::seconds(5);
+    std::thread server([&] {
+      auto s = net::shake_hands(fds_[1], trust::Role::kServer, t, trust::Purpose::kControl, deadline);
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      reader_ = std::move(s).value();
+    });
+    auto c = net::shake_hands(fds_[0], trust::Role::kClient, t, trust::Purpose::kControl, deadline);
+    server.join();
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    writer_ = std::move(c).value();
+  }
   void TearDown() override {
     ::close(fds_[0]);
     ::close(fds_[1]);
   }
+  Status write(const std::string& text) {
+    return write_control_frame(fds_[0], text, *writer_.seals.outgoing, ControlClock::now() + std::chrono::seconds(1));
+  }
   Result<std::string> read(std::chrono::milliseconds wait = std::chrono::milliseconds(200)) {
-    return read_control_frame(fds_[1], ControlClock::now() + wait, std::chrono::milliseconds(200));
+    return read_control_frame(fds_[1], *reader_.seals.incoming, ControlClock::now() + wait,
+                              std::chrono::milliseconds(200));
   }
   void write_raw(const void* data, size_t n) { ASSERT_EQ(::write(fds_[0], data, n), static_cast<ssize_t>(n)); }
   void write_frame(uint32_t magic, const std::string& text, uint32_t claimed) {
@@ -39,15 +60,48 @@ class SocketPair : public ::testing::Test {
     write_raw(header, 8);
     write_raw(text.data(), text.size());
   }
+  // The bytes the writer's seal makes of a frame, captured as an on-path attacker would.
+  std::vector<uint8_t> captured(const std::string& text) {
+    int pipe[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pipe), 0);
+    EXPECT_TRUE(write_control_frame(pipe[0], text, *writer_.seals.outgoing, ControlClock::now() + std::chrono::seconds(1))
+                    .ok());
+    std::vector<uint8_t> bytes(8 + text.size() + trust::kTagBytes);
+    EXPECT_EQ(::read(pipe[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ::close(pipe[0]);
+    ::close(pipe[1]);
+    return bytes;
+  }
   int fds_[2];
+  net::Session writer_, reader_;
 };
 
 TEST_F(SocketPair, FramesRoundTrip) {
-  const std::string text = encode_text(Done{7});
-  ASSERT_TRUE(write_control_frame(fds_[0], text, ControlClock::now() + std::chrono::seconds(1)).ok());
-  auto got = read();
-  ASSERT_TRUE(got.ok()) << got.status().to_string();
-  EXPECT_EQ(*got, text);
+  for (uint64_t v = 1; v <= 3; ++v) {
+    const std::string text = encode_text(Done{v});
+    ASSERT_TRUE(write(text).ok());
+    auto got = read();
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(*got, text);
+  }
+}
+
+TEST_F(SocketPair, AFrameAlteredOrReplayedInFlightIsRefused) {
+  const auto first = captured(encode_text(Done{1}));
+  write_raw(first.data(), first.size());
+  ASSERT_TRUE(read().ok());
+  write_raw(first.data(), first.size());  // the same frame again
+  auto replayed = read();
+  EXPECT_EQ(replayed.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(replayed.status().message().find("failed its authentication tag"), std::string::npos);
+}
+
+TEST_F(SocketPair, AFrameWithOneBitChangedIsRefused) {
+  const std::string text = encode_text(Done{1});
+  auto bytes = captured(text);
+  bytes[8 + text.find("1")] ^= 0x01;  // "1" becomes "0": version 0 instead of 1
+  write_raw(bytes.data(), bytes.size());
+  EXPECT_EQ(read().status().code(), StatusCode::kCorrupt);
 }
 
 TEST_F(SocketPair, BadMagicIsRefused) {

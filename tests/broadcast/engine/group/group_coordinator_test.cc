@@ -13,12 +13,19 @@
 #include "broadcast/engine/control/control_frame.h"
 #include "broadcast/engine/group/group_client.h"
 #include "broadcast/transport/socket.h"
+#include "core/byte_io.h"
 
 namespace deltacast {
 namespace {
 
 using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x6006;
+
+trust::Trust trust_of(uint64_t token) {
+  trust::Trust t;
+  t.secret = trust::GroupSecret::from_legacy_token(token);
+  return t;
+}
 
 std::vector<TensorSpec> tensors() { return {{"q", DType::kBF16, {8, 4}}, {"e", DType::kF32, {10}}}; }
 
@@ -29,7 +36,6 @@ std::vector<LocalTensorSpec> half(uint32_t r) {
 
 control::Register registration(uint32_t r, std::vector<LocalTensorSpec> pieces, uint16_t port = 7000) {
   control::Register m;
-  m.token = kToken;
   m.world = 2;
   m.logical = tensors();
   m.rank = RankEntry{r, std::move(pieces), {Endpoint{"127.0.0.1", port}}};
@@ -39,7 +45,7 @@ control::Register registration(uint32_t r, std::vector<LocalTensorSpec> pieces, 
 std::unique_ptr<GroupCoordinator> coordinator(std::vector<TensorSpec> logical = tensors(), uint16_t port = 0) {
   GroupCoordinatorOptions o;
   o.listen = Endpoint{"127.0.0.1", port};
-  o.token = kToken;
+  o.trust = trust_of(kToken);
   o.request_timeout = milliseconds(300);
   auto c = GroupCoordinator::create(std::move(logical), 2, o);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
@@ -49,14 +55,14 @@ std::unique_ptr<GroupCoordinator> coordinator(std::vector<TensorSpec> logical = 
 GroupClientOptions client(const GroupCoordinator& c, uint64_t token = kToken) {
   GroupClientOptions o;
   o.coordinators = {c.address()};
-  o.token = token;
+  o.trust = trust_of(token);
   o.request_timeout = milliseconds(1000);
   return o;
 }
 
 // The answer to one request: the message, or a reject's reason.
-std::string answer(const GroupCoordinator& c, const control::Message& request) {
-  auto reply = ask_coordinator(c.address(), request, client(c));
+std::string answer(const GroupCoordinator& c, const control::Message& request, uint64_t token = kToken) {
+  auto reply = ask_coordinator(c.address(), request, client(c, token));
   if (!reply.ok()) return "no answer: " + reply.status().to_string();
   if (const auto* r = std::get_if<control::Reject>(&*reply)) return std::string(status_code_name(r->code)) + ": " + r->reason;
   return std::string(control::type_name(*reply));
@@ -100,15 +106,19 @@ TEST(GroupCoordinator, ACoordinatorToldNothingLearnsTheTensorsFromTheFirstRank) 
   EXPECT_TRUE(c->directory().group().ok());
 }
 
-TEST(GroupCoordinator, WrongTokensOtherWorldsAndOverlapsAreRefusedNamingWhat) {
+TEST(GroupCoordinator, WrongSecretsOtherWorldsAndOverlapsAreRefusedNamingWhat) {
   auto c = coordinator();
   ASSERT_TRUE(c);
-  auto stranger = registration(0, half(0));
-  stranger.token = 1;
-  EXPECT_EQ(answer(*c, stranger), "PERMISSION_DENIED: wrong token");
-  EXPECT_EQ(answer(*c, control::FindGroup{control::kProtocolVersion, 1}), "PERMISSION_DENIED: wrong token");
-  EXPECT_NE(answer(*c, control::FindGroup{control::kProtocolVersion - 1, kToken}).find("control protocol"),
-            std::string::npos);
+  const std::string refused_secret =
+      "PERMISSION_DENIED: handshake: wrong secret (the peer does not hold this group's secret)";
+  EXPECT_EQ(answer(*c, registration(0, half(0)), /*token=*/1), refused_secret);
+  EXPECT_EQ(answer(*c, control::FindGroup{control::kProtocolVersion}, /*token=*/1), refused_secret);
+  // A wrong secret is final: find_group does not ask again until its time is up.
+  const auto before = std::chrono::steady_clock::now();
+  auto found = find_group(client(*c, 1), milliseconds(5000), milliseconds(50));
+  EXPECT_EQ(found.status().code(), StatusCode::kPermissionDenied) << found.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, milliseconds(2000));
+  EXPECT_NE(answer(*c, control::FindGroup{control::kProtocolVersion - 1}).find("control protocol"), std::string::npos);
   auto wider = registration(0, half(0));
   wider.world = 3;
   EXPECT_NE(answer(*c, wider).find("a group of 3 ranks; this coordinator's has 2"), std::string::npos);
@@ -136,10 +146,15 @@ TEST(GroupCoordinator, GarbageAndSilentPeersAreDroppedAndOthersStillServed) {
   auto garbage = net::open_socket("");
   ASSERT_TRUE(garbage.ok());
   ASSERT_TRUE(net::connect_socket(*garbage, Endpoint{"0.0.0.0", 0}, c->address(), milliseconds(1000)).ok());
-  ASSERT_TRUE(write_control_frame(*garbage, "{\"type\":\"register\",\"world\":\"two\"}",
-                                  ControlClock::now() + milliseconds(1000)).ok());
-  auto dropped = read_control_frame(*garbage, ControlClock::now() + milliseconds(3000), milliseconds(3000));
-  EXPECT_FALSE(dropped.ok()) << "garbage was answered: " << *dropped;
+  // Bytes that are no handshake (a request as the unauthenticated protocol sent it): dropped.
+  const std::string text = "{\"type\":\"register\",\"world\":\"two\"}";
+  uint8_t header[8];
+  store_le<uint32_t>(header, kControlMagic);
+  store_le<uint32_t>(header + 4, static_cast<uint32_t>(text.size()));
+  ASSERT_TRUE(net::write_full(*garbage, header, 8, text.data(), text.size(), ControlClock::now() + milliseconds(1000)).ok());
+  char byte;
+  EXPECT_FALSE(net::read_full(*garbage, &byte, 1, ControlClock::now() + milliseconds(3000)).ok())
+      << "garbage was answered";
   ::close(*garbage);
   // The silent peer costs the others at most the request timeout (300 ms here).
   const auto before = std::chrono::steady_clock::now();

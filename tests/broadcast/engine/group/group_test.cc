@@ -21,7 +21,11 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::TensorSet;
-constexpr uint64_t kToken = 0x5eed;
+trust::Trust group_trust() {
+  trust::Trust t;
+  t.secret = trust::GroupSecret::from_legacy_token(0x5eed);
+  return t;
+}
 constexpr milliseconds kWait{20000};
 
 std::vector<Endpoint> loopback_rails() { return {{"127.0.0.1", 0}, {"127.0.0.2", 0}}; }
@@ -84,7 +88,7 @@ struct Rank {
   void start() {
     ProducerOptions o;
     o.listen = address;
-    o.token = kToken;
+    o.trust = group_trust();
     o.rails = loopback_rails();
     o.codec.threads = 1;
     o.round.stall_timeout = milliseconds(5000);
@@ -121,7 +125,7 @@ struct Process {
   }
   static ConsumerOptions options(uint64_t r, uint64_t n) {
     ConsumerOptions o;
-    o.token = kToken;
+    o.trust = group_trust();
     o.rails = loopback_rails();
     o.name = fmt::format("tp{}of{}", r, n);
     o.threads = 1;
@@ -439,7 +443,7 @@ TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
   std::vector<GroupRank> ranks;
   for (uint64_t r = 0; r < 4; ++r) ranks.push_back({trainer_rank(r), {{"127.0.0.1", 1}}, nullptr});
   ConsumerOptions o;
-  o.token = kToken;
+  o.trust = group_trust();
   o.rails = loopback_rails();
   const auto refused = [&](std::vector<LocalTensorSpec> layout, std::vector<GroupRank> group, const std::string& says) {
     auto c = GroupConsumer::create(specs, std::move(layout), given, std::move(group), o);

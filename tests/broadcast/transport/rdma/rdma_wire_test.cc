@@ -17,7 +17,7 @@ TEST(RdmaWire, ConnectAndAcceptRoundTrip) {
   encode_connect(ConnectData{0xabcdef, 3}, hello);
   auto c = decode_connect(hello, sizeof(hello));
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->token, 0xabcdefu);
+  EXPECT_EQ(c->credential, 0xabcdefu);
   EXPECT_EQ(c->rail_index, 3u);
   uint8_t reply[kAcceptBytes];
   encode_accept(AcceptData{8, 64u << 20}, reply);

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "broadcast/transport/handshake.h"
 #include "broadcast/transport/sprayer.h"
 #include "broadcast/transport/staging.h"
 #include "broadcast/transport/transfer.h"
@@ -27,12 +28,18 @@ namespace {
 using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x5eed;
 
+trust::Trust trust_of(uint64_t token) {
+  trust::Trust t;
+  t.secret = trust::GroupSecret::from_legacy_token(token);
+  return t;
+}
+
 struct Receiver {
   StagingArea staging;
   std::unique_ptr<tcp::TcpListener> listener;
 
   explicit Receiver(int rails, ListenOptions options = {}) {
-    options.token = kToken;
+    options.trust = trust_of(kToken);
     std::vector<Endpoint> endpoints;
     for (int r = 0; r < rails; ++r) endpoints.push_back({"127.0.0." + std::to_string(11 + r), 0});
     listener = tcp::TcpListener::create(endpoints, &staging, options).value();
@@ -46,7 +53,7 @@ std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken
   for (size_t r = 0; r < endpoints.size(); ++r) {
     RailSpec rail{Endpoint{"127.0.0." + std::to_string(1 + r), 0}, endpoints[r], "rail" + std::to_string(r)};
     ChannelOptions options;
-    options.token = token;
+    options.trust = trust_of(token);
     options.rail_index = static_cast<uint32_t>(r);
     channels.push_back(transport.connect(rail, options).value());
   }
@@ -89,7 +96,7 @@ TEST(TcpLoopback, ResetMidTransferLosesNothing) {
   const auto endpoints = rx.listener->endpoints();
   for (size_t r = 0; r < 2; ++r) {
     ChannelOptions options;
-    options.token = kToken;
+    options.trust = trust_of(kToken);
     channels.push_back(transport.connect({Endpoint{"127.0.0.1", 0}, endpoints[r], "rail" + std::to_string(r)}, options).value());
     raw.push_back(channels.back().get());
   }
@@ -111,7 +118,7 @@ TEST(TcpLoopback, ResetMidTransferLosesNothing) {
   EXPECT_EQ(rx.staging.progress(1).arrived, rx.staging.progress(1).slices);
 }
 
-TEST(TcpLoopback, WrongTokenIsRefused) {
+TEST(TcpLoopback, WrongSecretIsRefused) {
   Receiver rx(1);
   auto sender = make_sender(rx, kToken + 1);
   const auto data = pattern(1 << 20, 3);
@@ -120,7 +127,7 @@ TEST(TcpLoopback, WrongTokenIsRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not connected"), std::string::npos) << r.status().message();
   bool logged = false;
-  for (const auto& d : rx.listener->recent_drops()) logged |= d.find("wrong token") != std::string::npos;
+  for (const auto& d : rx.listener->recent_drops()) logged |= d.find("wrong secret") != std::string::npos;
   EXPECT_TRUE(logged);
   EXPECT_EQ(rx.staging.progress(1).arrived, 0u);
 }
@@ -138,11 +145,17 @@ struct RawClient {
   }
   ~RawClient() { ::close(fd); }
   void put(const std::vector<uint8_t>& bytes) { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
-  void hello(uint64_t token = kToken) {
+  // The trust handshake; false when it was refused.
+  bool shake(uint64_t token = kToken) {
+    return net::shake_hands(fd, trust::Role::kClient, trust_of(token), trust::Purpose::kData,
+                            net::Clock::now() + milliseconds(2000))
+        .ok();
+  }
+  void hello() {
+    ASSERT_TRUE(shake());
     std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24);
     tcp::write_frame_header(h.data(), tcp::kHello);
     store_le<uint32_t>(h.data() + 8, tcp::kProtocolVersion);
-    store_le<uint64_t>(h.data() + 16, token);
     put(h);
     uint8_t ack[16];
     ASSERT_EQ(recv(fd, ack, sizeof(ack), MSG_WAITALL), 16);
@@ -185,14 +198,17 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
   RawClient random_bytes(at);
   random_bytes.put(noise);
   RawClient bad_magic(at);
+  bad_magic.hello();
   bad_magic.put(std::vector<uint8_t>(32, 0x11));
   RawClient wrong_token(at);
+  EXPECT_FALSE(wrong_token.shake(kToken ^ 1));
+  RawClient no_handshake(at);  // a HELLO as the unauthenticated protocol sent it, token and all
   {
-    std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24);
+    std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24 + 8);
     tcp::write_frame_header(h.data(), tcp::kHello);
-    store_le<uint32_t>(h.data() + 8, tcp::kProtocolVersion);
-    store_le<uint64_t>(h.data() + 16, kToken ^ 1);
-    wrong_token.put(h);
+    store_le<uint32_t>(h.data() + 8, 2);
+    store_le<uint64_t>(h.data() + 16, kToken);
+    no_handshake.put(h);
   }
   RawClient out_of_range(at);
   out_of_range.hello();
@@ -227,7 +243,7 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
     ASSERT_EQ(memory[i], 0xA5);
     ASSERT_EQ(memory[memory.size() - 1 - i], 0xA5);
   }
-  for (RawClient* c : {&random_bytes, &bad_magic, &wrong_token, &out_of_range, &wrong_length, &other_layout,
+  for (RawClient* c : {&random_bytes, &bad_magic, &wrong_token, &no_handshake, &out_of_range, &wrong_length, &other_layout,
                        &unknown_transfer, &huge, &slow_loris, &silent}) {
     EXPECT_TRUE(c->dropped(milliseconds(2000)));
   }
@@ -236,7 +252,7 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
   for (const auto& d : drops) all += d + "\n";
   // The slow-loris header claimed slice 1: the real sender's copy supersedes it (or its frame times out).
   EXPECT_TRUE(all.find("superseded") != std::string::npos || all.find("payload of slice 1") != std::string::npos) << all;
-  for (const char* reason : {"bad frame magic", "wrong token", "of a 32-slice", "should be", "does not match",
+  for (const char* reason : {"bad frame magic", "wrong secret", "no authentication", "of a 32-slice", "should be", "does not match",
                              "unknown transfer", "claims", "handshake"}) {
     EXPECT_NE(all.find(reason), std::string::npos) << "no drop logged for '" << reason << "' in:\n" << all;
   }
