@@ -23,7 +23,7 @@ namespace {
 struct CoordinatorArgs {
   uint32_t world = 1;
   std::string listen = "0.0.0.0:0";
-  std::string token = "0";
+  TrustArgs trust;
 };
 
 // Where every rank is, as text (to notice a rank that moved).
@@ -42,7 +42,7 @@ int run(const CoordinatorArgs& args) {
   }
   GroupCoordinatorOptions options;
   options.listen = *listen;
-  options.trust = trust_of(args.token);
+  options.trust = trust_of(args.trust);
   auto coordinator = GroupCoordinator::create({}, args.world, options);
   if (!coordinator.ok()) {
     emit({{"event", "error"}, {"error", coordinator.status().to_string()}});
@@ -73,7 +73,7 @@ void add_coordinator_command(CLI::App& app) {
                                      "rollout processes find the group there (JSON lines; until SIGINT/SIGTERM)");
   cmd->add_option("--world", args->world, "Trainer ranks in the group")->required()->check(CLI::Range(1u, 1u << 16));
   cmd->add_option("--listen", args->listen, "ADDR:PORT to listen on")->capture_default_str();
-  add_secret_option(cmd, args->token, "The group's secret every rank and rollout process proves it holds (as sync's --token)");
+  add_trust_options(cmd, args->trust, "0");
   cmd->callback([args] { throw CLI::RuntimeError(run(*args)); });
 }
 

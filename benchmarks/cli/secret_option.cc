@@ -4,8 +4,12 @@
 
 namespace deltacast::bench {
 
-CLI::Option* add_secret_option(CLI::App* command, std::string& spec, const std::string& description) {
-  return command->add_option("--token", spec, description)
+void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& token_default) {
+  args.token = token_default;
+  command
+      ->add_option("--token", args.token,
+                   "The group's secret: hex:<64 digits>, file:<path>, env:<NAME>, pass:<text>, or a legacy integer "
+                   "token")
       ->capture_default_str()
       ->check(CLI::Validator(
           [](const std::string& text) {
@@ -13,13 +17,27 @@ CLI::Option* add_secret_option(CLI::App* command, std::string& spec, const std::
             return secret.ok() ? std::string() : std::string(secret.status().message());
           },
           "SECRET"));
+  auto* protection =
+      command
+          ->add_option("--protection", args.protection,
+                       "What every connection protects: authenticated (tags), encrypted (AES-256-GCM), or insecure "
+                       "(no tags; benchmarks only, on every member)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"authenticated", "encrypted", "insecure"}));
+  command
+      ->add_flag_callback(
+          "--encrypt", [&args] { args.protection = "encrypted"; }, "Short for --protection encrypted")
+      ->excludes(protection);
 }
 
-trust::Trust trust_of(const std::string& spec) {
-  auto secret = trust::GroupSecret::parse(spec);
+trust::Trust trust_of(const TrustArgs& args) {
+  auto secret = trust::GroupSecret::parse(args.token);
   if (!secret.ok()) throw std::invalid_argument(std::string(secret.status().message()));
+  auto mode = trust::parse_protection(args.protection);
+  if (!mode.ok()) throw std::invalid_argument(std::string(mode.status().message()));
   trust::Trust trust;
   trust.secret = *secret;
+  trust.protection = *mode;
   return trust;
 }
 

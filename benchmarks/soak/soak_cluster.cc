@@ -43,8 +43,8 @@ Result<uint64_t> SoakCluster::start_producer(uint64_t seed) {
   std::vector<std::string> argv = {"sync", "--role", "producer", "--commands", "--die-with-parent",
                                    "--listen", fmt::format("0.0.0.0:{}", options_.port),
                                    "--elements", std::to_string(options_.elements),
-                                   "--token", options_.token,
                                    "--seed", std::to_string(seed)};
+  for (const std::string& a : options_.trust.command_line()) argv.push_back(a);
   for (auto& flag : rail_flags("p")) argv.push_back(std::move(flag));
   DC_ASSIGN_OR_RETURN(producer_, ChildProcess::spawn(in_namespace("p", argv), /*with_stdin=*/true, nullptr,
                                                      /*quiet=*/!options_.verbose));
@@ -79,8 +79,8 @@ Status SoakCluster::start_consumer(int i) {
   const std::string host = consumer_host(i);
   std::vector<std::string> argv = {"sync", "--role", "consumer", "--hash-commits", "--die-with-parent",
                                    "--name", host, "--node", host,
-                                   "--elements", std::to_string(options_.elements),
-                                   "--token", options_.token};
+                                   "--elements", std::to_string(options_.elements)};
+  for (const std::string& a : options_.trust.command_line()) argv.push_back(a);
   // Every plane's address of the producer: the consumer finds it over whichever rail is up.
   for (size_t plane = 0; plane < options_.testbed->planes(); ++plane) {
     argv.push_back("--connect");

@@ -16,6 +16,7 @@
 #include "cli/child_process.h"
 #include "core/status.h"
 #include "testbed/netns_testbed.h"
+#include "cli/secret_option.h"
 
 namespace deltacast::bench {
 
@@ -24,7 +25,7 @@ struct SoakClusterOptions {
   int consumers = 6;
   uint16_t port = 7400;             // the producer's control port (the same after every restart)
   uint64_t elements = 1 << 24;
-  std::string token = "0x50a6";
+  TrustArgs trust{"0x50a6", "authenticated"};  // the soak runs authenticated, as deployments do
   bool verbose = false;             // the processes' logs on our stderr (otherwise discarded)
 };
 

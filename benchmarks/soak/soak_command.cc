@@ -123,7 +123,7 @@ Soak::Soak(const SoakArgs& args, NetnsTestbed& testbed)
       testbed_(testbed),
       start_(Clock::now()),
       cluster_(SoakClusterOptions{&testbed, args.consumers, static_cast<uint16_t>(args.port), args.elements,
-                                  SoakClusterOptions{}.token, args.verbose},
+                                  SoakClusterOptions{}.trust, args.verbose},
                [this](const std::string& consumer, const Json& event) { on_event(consumer, event); }),
       schedule_(schedule_options(args)),
       // Each stream its own seed: the faults' times do not depend on how many versions went out.

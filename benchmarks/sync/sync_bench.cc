@@ -74,12 +74,12 @@ int run_sync_both(const SyncArgs& args) {
     if (testbed) argv = {"ip", "netns", "exec", testbed->netns(host_name(i))};
     for (const std::string& a : {self, std::string("sync"), std::string("--role"), std::string("consumer"),
                                  std::string("--connect"), producer.address().to_string(), std::string("--elements"),
-                                 std::to_string(args.elements), std::string("--token"), args.token,
-                                 std::string("--name"), host_name(i), std::string("--transport"),
+                                 std::to_string(args.elements), std::string("--name"), host_name(i), std::string("--transport"),
                                  std::string(producer.transport()), std::string("--device"), args.device,
                                  std::string("--die-with-parent")}) {
       argv.push_back(a);
     }
+    for (const std::string& a : args.trust.command_line()) argv.push_back(a);
     for (int r = 0; r < args.rails; ++r) {
       argv.push_back("--rail");
       argv.push_back(address(static_cast<size_t>(r), i));
@@ -193,7 +193,7 @@ void add_sync_command(CLI::App& app) {
   cmd->add_option("--listen", args->listen, "Role producer: control address ADDR:PORT")->capture_default_str();
   cmd->add_option("--connect", args->connect, "Role consumer: the producer's control address (repeat for alternatives)");
   cmd->add_option("--rail", args->rail_addresses, "Roles producer/consumer: this process's address on each rail (repeat)");
-  add_secret_option(cmd, args->token, "The group's secret: hex:<64 digits>, file:<path>, env:<NAME>, pass:<text> or a legacy integer token");
+  add_trust_options(cmd, args->trust, "0xdc5eed");
   cmd->add_option("--name", args->name, "Role consumer: name shown in the producer's logs");
   cmd->add_option("--node", args->node,
                   "Role consumer: the host it counts as (default: the host name); consumers of one node take each "

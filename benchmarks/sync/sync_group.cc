@@ -64,7 +64,7 @@ Result<std::unique_ptr<RlTrace>> group_trace(const SyncArgs& args, const GroupMo
 // A trainer rank's producer options: the run's secret, transport and codec, `threads` codec threads.
 Result<ProducerOptions> rank_options(const SyncArgs& args, std::vector<Endpoint> rails, unsigned threads) {
   ProducerOptions options;
-  options.trust = trust_of(args.token);
+  options.trust = trust_of(args.trust);
   options.transport = args.transport;
   options.rails = std::move(rails);
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
@@ -170,7 +170,7 @@ int run_group_consumer_role(const SyncArgs& args) {
   ThreadPool pool(args.threads);
   ResidentTensors tensors(layout->local_specs(), pool);
   ConsumerOptions options;
-  options.trust = trust_of(args.token);
+  options.trust = trust_of(args.trust);
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("rollout-{}", getpid()) : args.name;
   options.threads = args.threads;
@@ -386,10 +386,11 @@ int run_group_sync(const SyncArgs& args) {
     ro.expected = std::make_unique<ResidentTensors>(ro.layout.local_specs(), pool);
     std::vector<std::string> argv = {self, "sync", "--role", "group-consumer", "--elements", std::to_string(args.elements),
                                      "--producers", std::to_string(args.producers), "--layout", ro.tp.text(),
-                                     "--token", args.token, "--name", ro.name, "--transport",
+                                     "--name", ro.name, "--transport",
                                      std::string(ranks[0].producer->transport()), "--threads", std::to_string(threads),
                                      "--die-with-parent"};
     argv.insert(argv.end(), {"--coordinator", coordinator.to_string()});
+    for (const std::string& a : args.trust.command_line()) argv.push_back(a);
     for (int r = 0; r < args.rails; ++r) argv.insert(argv.end(), {"--rail", rail(r, static_cast<int>(c))});
     auto child = ChildProcess::spawn(argv, false);
     if (!child.ok()) return fail(child.status());

@@ -111,7 +111,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   DC_ASSIGN_OR_RETURN(sync->trace_, RlTrace::create(transformer_layout(args.elements, DType::kBF16), trace));
   ProducerOptions options;
   options.listen = std::move(listen);
-  options.trust = trust_of(args.token);
+  options.trust = trust_of(args.trust);
   options.rails = std::move(rails);
   options.transport = args.transport;
   options.netns = std::move(netns);
@@ -342,7 +342,7 @@ int run_consumer_role(const SyncArgs& args) {
   }
   ConsumerOptions options;
   options.coordinators = *coordinators;
-  options.trust = trust_of(args.token);
+  options.trust = trust_of(args.trust);
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("consumer-{}", getpid()) : args.name;
   options.node = args.node;

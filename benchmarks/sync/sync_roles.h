@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "broadcast/engine/producer.h"
 #include "sparse/trace/rl_trace.h"
+#include "cli/secret_option.h"
 
 namespace deltacast::bench {
 
@@ -45,7 +46,7 @@ struct SyncArgs {
   std::string listen;                       // producer role: control address
   std::vector<std::string> connect;         // consumer role: producer address(es)
   std::vector<std::string> rail_addresses;  // either role: this side's address per rail
-  std::string token = "0xdc5eed";  // the group's secret (cli/secret_option.h)
+  TrustArgs trust;  // --token (default 0xdc5eed) and --protection (cli/secret_option.h)
   std::string name;
   std::string node;  // role consumer: the host it counts as (empty: the host name)
   int producers = 1;                        // trainer ranks (sync_group.h); above 1: a sharded trainer

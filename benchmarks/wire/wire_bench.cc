@@ -48,7 +48,7 @@ struct WireArgs {
   std::vector<std::string> rail_rates;
   std::vector<std::string> listen;
   std::vector<std::string> rail_specs;
-  std::string token = "0xdc";
+  TrustArgs trust;
   int trials = 0;  // 0: 5 with both ends in this process, 1 with --role send/recv (both ends must agree)
   int connect_timeout_ms = 5000;
   double baseline_seconds = 0.5;
@@ -136,7 +136,7 @@ Status connect_rails(const WireArgs& args, const std::vector<RailSpec>& rails, c
   std::vector<std::unique_ptr<Channel>> channels;
   for (size_t r = 0; r < rails.size(); ++r) {
     ChannelOptions options;
-    options.trust = trust_of(args.token);
+    options.trust = trust_of(args.trust);
     options.rail_index = static_cast<uint32_t>(r);
     options.netns = netns;
     DC_ASSIGN_OR_RETURN(auto channel, s.transport.transport->connect(rails[r], options));
@@ -448,7 +448,7 @@ int run_both(const WireArgs& args) {
     for (int r = 0; r < args.rails; ++r) listen.push_back({fmt::format("127.0.1.{}", r + 1), 0});
   }
   ListenOptions lo;
-  lo.trust = trust_of(args.token);
+  lo.trust = trust_of(args.trust);
   lo.netns = recv_ns;
   auto listener = s.transport.transport->listen(listen, &s.staging, lo);
   if (!listener.ok()) return command_failed("wire", listener.status());
@@ -494,7 +494,7 @@ int run_recv(const WireArgs& args) {
   so.record_arrival_times = true;
   StagingArea staging(so);
   ListenOptions lo;
-  lo.trust = trust_of(args.token);
+  lo.trust = trust_of(args.trust);
   auto chosen = choose_transport(args);
   if (!chosen.ok()) return command_failed("wire", chosen.status());
   Transport& transport = *chosen->transport;
@@ -554,7 +554,7 @@ void add_wire_command(CLI::App& app) {
   cmd->add_option("--rail-rate", args->rail_rates, "tbf rate per rail with --netns, e.g. 1gbit,1gbit,200mbit")->delimiter(',');
   cmd->add_option("--listen", args->listen, "recv: addresses to listen on, ADDR[:PORT]")->delimiter(',');
   cmd->add_option("--rail", args->rail_specs, "send: a rail LOCAL=REMOTE:PORT (repeat per rail)");
-  add_secret_option(cmd, args->token, "Shared secret of sender and receiver (as sync's --token)");
+  add_trust_options(cmd, args->trust, "0xdc");
   cmd->add_option("--connect-timeout", args->connect_timeout_ms, "ms to wait for every rail to connect")->capture_default_str();
   cmd->add_option("--trials", args->trials,
                   "Transfers to run, medians reported (default: 5 with --role both, 1 with send/recv)")

@@ -90,6 +90,16 @@ def parse_token(token):
     raise InvalidArgumentError(f"token: give bytes, a str, a path or an int, got {type(token).__name__}")
 
 
+def parse_protection(encrypt, insecure):
+    """What every connection of this engine protects: "encrypted" (encrypt=True: payloads and
+    control encrypted with AES-256-GCM), "insecure" (insecure=True, for benchmarks only: no tags;
+    every member must choose it) or "authenticated" (the default: everything tagged, payloads in
+    clear)."""
+    if encrypt and insecure:
+        raise InvalidArgumentError("encrypt and insecure: choose one")
+    return "encrypted" if encrypt else "insecure" if insecure else "authenticated"
+
+
 def parse_stream(stream, what="stream"):
     """A CUDA stream as its raw handle: None (the default stream), an int, or an object that
     carries one (torch.cuda.Stream's ``cuda_stream``, CuPy's ``ptr``)."""

@@ -3,7 +3,7 @@ not have rank 0 host it (``Producer(..., coordinator=..., host_coordinator=False
 import json
 
 from . import _core
-from ._tensors import parse_token
+from ._tensors import parse_protection, parse_token
 from .engine import EngineHandle
 from .errors import InvalidArgumentError
 
@@ -18,10 +18,11 @@ class Coordinator(EngineHandle):
 
     _role = "coordinator"
 
-    def __init__(self, world_size, listen="0.0.0.0:0", token=None):
+    def __init__(self, world_size, listen="0.0.0.0:0", token=None, encrypt=False, insecure=False):
         if not isinstance(world_size, int) or world_size < 1:
             raise InvalidArgumentError(f"world_size: {world_size!r} is not a positive int")
-        self._engine = _core.GroupCoordinator(world=world_size, listen=str(listen), token=parse_token(token))
+        self._engine = _core.GroupCoordinator(world=world_size, listen=str(listen), token=parse_token(token),
+                                              protection=parse_protection(encrypt, insecure))
 
     @property
     def address(self):

@@ -3,7 +3,7 @@ import json
 import time
 
 from . import _core
-from ._tensors import capsules, named_items, parse_stream, parse_token
+from ._tensors import capsules, named_items, parse_protection, parse_stream, parse_token
 from .errors import ClosedError, InvalidArgumentError, TimeoutError
 from .group import Group, layout_json, ordered_like
 
@@ -118,6 +118,11 @@ class Producer(EngineHandle):
     ``"auto"`` (RDMA where this machine has a device, TCP otherwise); asking
     for RDMA where there is none falls back to TCP with a warning (see
     ``transport`` for what is in use). Every consumer must use the same one.
+    ``token``: the group's secret (see the README: 32 bytes, a path, hex:/file:/env:/pass: text,
+    a passphrase, or a legacy int); every connection proves it without sending it.
+    ``encrypt=True`` encrypts payloads and control with AES-256-GCM (default: authenticated,
+    everything tagged, payloads in clear); ``insecure=True`` drops the tags, for benchmarks only,
+    and every member must choose it too.
 
     A trainer rank of a sharded group (``group``, a deltacast.Group of the
     logical tensors) publishes only its shards: ``shards`` maps each of its
@@ -143,7 +148,8 @@ class Producer(EngineHandle):
     def __init__(self, named_tensors, listen="127.0.0.1:0", token=None, rails=None, value_codec="ulp",
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
-                 metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device"):
+                 metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device", encrypt=False,
+                 insecure=False):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -157,6 +163,7 @@ class Producer(EngineHandle):
                                        "registers with a group coordinator")
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Producer(names, caps, dtypes, listen=str(listen), token=parse_token(token),
+                                      protection=parse_protection(encrypt, insecure),
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
                                       threads=int(threads), transport=_transport(transport), group=seat,
                                       metrics=_metrics(metrics_port, metrics_host),
@@ -350,7 +357,8 @@ class Consumer(EngineHandle):
 
     def __init__(self, named_tensors, connect=None, token=None, rails=None, name=None, threads=0,
                  join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None,
-                 metrics_port=None, metrics_host="0.0.0.0", stream=None, commit="background"):
+                 metrics_port=None, metrics_host="0.0.0.0", stream=None, commit="background", encrypt=False,
+                 insecure=False):
         items = named_items(named_tensors)
         self._grouped = layout is not None
         if commit not in ("background", "on_request"):
@@ -363,13 +371,15 @@ class Consumer(EngineHandle):
                                        "rank; metrics are served by plain consumers and producers")
         if self._grouped:
             self._join_group(items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
-                             transport, node, 0 if commit == "on_request" else 2 ** 64 - 1)
+                             transport, node, 0 if commit == "on_request" else 2 ** 64 - 1,
+                             parse_protection(encrypt, insecure))
             return
         addresses = _addresses(connect, "connect")
         if not addresses:
             raise InvalidArgumentError("connect: give the producer's address (Producer.address)")
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.Consumer(names, caps, dtypes, connect=addresses, token=parse_token(token),
+                                      protection=parse_protection(encrypt, insecure),
                                       rails=_addresses(rails, "rails"), name=name or _default_name(),
                                       threads=int(threads), join_timeout=float(join_timeout),
                                       transport=_transport(transport), node=_node(node),
@@ -378,7 +388,7 @@ class Consumer(EngineHandle):
         self._background = False
 
     def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
-                    transport, node, commit_limit):
+                    transport, node, commit_limit, protection):
         if group is not None and not isinstance(group, Group):
             raise InvalidArgumentError("group: give a deltacast.Group of the logical tensors")
         if ranks is None:
@@ -401,6 +411,7 @@ class Consumer(EngineHandle):
         names, caps, dtypes, self._keep = capsules(items)
         self._engine = _core.GroupConsumer(names, caps, dtypes, logical=logical, layout=layout_json(layout),
                                            ranks=ranks_json, connect=coordinator, token=parse_token(token),
+                                           protection=protection,
                                            rails=_addresses(rails, "rails"),
                                            name=name or _default_name(), threads=int(threads),
                                            join_timeout=float(join_timeout), transport=_transport(transport),

@@ -76,9 +76,20 @@ Endpoint metrics_endpoint(const std::string& text) {
 
 }  // namespace
 
+trust::Trust trust_of(const std::string& token, const std::string& protection) {
+  trust::Trust trust;
+  auto secret = trust::GroupSecret::parse(token);
+  if (!secret.ok()) raise("InvalidArgumentError", "token: " + secret.status().message());
+  trust.secret = *secret;
+  auto mode = trust::parse_protection(protection);
+  if (!mode.ok()) raise("InvalidArgumentError", mode.status().message());
+  trust.protection = *mode;
+  return trust;
+}
+
 ConsumerOptions consumer_options(const ConsumerArgs& args) {
   ConsumerOptions options;
-  options.trust.secret = value_or_raise(trust::GroupSecret::parse(args.token));
+  options.trust = trust_of(args.token, args.protection);
   options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
   options.name = args.name;
   options.node = args.node;
@@ -94,7 +105,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
     : tensors_(std::make_unique<ImportedTensors>(names, capsules, dtypes)) {
   ProducerOptions options;
   options.listen = value_or_raise(parse_endpoint(args.listen));
-  options.trust.secret = value_or_raise(trust::GroupSecret::parse(args.token));
+  options.trust = trust_of(args.token, args.protection);
   options.rails = endpoints(args.rails, "rail");
   options.codec.value_codec = value_or_raise(parse_value_codec(args.value_codec));
   if (args.threads > 0) options.codec.threads = args.threads;

@@ -29,6 +29,7 @@ struct ProducerArgs {
   std::string metrics;                    // "HOST:PORT": serve Prometheus metrics there ("": none)
   uintptr_t cuda_stream = 0;              // tensors on a GPU: the stream publish works on
   std::string shadow = "device";          // tensors on a GPU: where the shadow lives ("device", "host")
+  std::string protection = "authenticated";  // trust::parse_protection's names
 };
 
 class PyProducer {
@@ -69,7 +70,11 @@ struct ConsumerArgs {
   std::string node;  // empty: the host name
   std::string metrics;  // "HOST:PORT": serve Prometheus metrics there ("": none)
   uintptr_t cuda_stream = 0;  // tensors on a GPU: the stream commits apply on
+  std::string protection = "authenticated";  // trust::parse_protection's names
 };
+
+// The trust of a token= and protection= from Python (raises InvalidArgumentError naming which).
+trust::Trust trust_of(const std::string& token, const std::string& protection);
 
 // Shared by the bindings of every engine.
 Millis to_millis(double seconds);  // raises on a negative timeout

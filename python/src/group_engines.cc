@@ -102,10 +102,11 @@ std::string group_json(const GroupView& group) {
   return Json{{"tensors", tensors}, {"ranks", ranks}}.dump();
 }
 
-std::string find_group(const std::vector<std::string>& connect, const std::string& token, double timeout_seconds) {
+std::string find_group(const std::vector<std::string>& connect, const std::string& token, double timeout_seconds,
+                       const std::string& protection) {
   GroupClientOptions options;
   options.coordinators = endpoints(connect, "connect");
-  options.trust.secret = value_or_raise(trust::GroupSecret::parse(token));
+  options.trust = trust_of(token, protection);
   Result<GroupView> found = failed_precondition("not asked");
   {
     py::gil_scoped_release release;
@@ -206,10 +207,11 @@ void PyGroupConsumer::close() {
   consumer_.reset();
 }
 
-PyGroupCoordinator::PyGroupCoordinator(uint32_t world, const std::string& listen, const std::string& token) {
+PyGroupCoordinator::PyGroupCoordinator(uint32_t world, const std::string& listen, const std::string& token,
+                                       const std::string& protection) {
   GroupCoordinatorOptions options;
   options.listen = value_or_raise(parse_endpoint(listen));
-  options.trust.secret = value_or_raise(trust::GroupSecret::parse(token));
+  options.trust = trust_of(token, protection);
   coordinator_ = value_or_raise(GroupCoordinator::create({}, world, options));
 }
 

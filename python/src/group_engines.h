@@ -33,7 +33,8 @@ std::string group_json(const GroupView& group);
 
 // Asks the group coordinator at `connect` for the formed group, waiting up to `timeout_seconds`
 // while ranks are missing; the group as group_json, or raises with the last reason.
-std::string find_group(const std::vector<std::string>& connect, const std::string& token, double timeout_seconds);
+std::string find_group(const std::vector<std::string>& connect, const std::string& token, double timeout_seconds,
+                       const std::string& protection);
 
 class PyGroupConsumer {
  public:
@@ -67,7 +68,7 @@ class PyGroupConsumer {
 // A group coordinator on its own (deltacast.Coordinator).
 class PyGroupCoordinator {
  public:
-  PyGroupCoordinator(uint32_t world, const std::string& listen, const std::string& token);
+  PyGroupCoordinator(uint32_t world, const std::string& listen, const std::string& token, const std::string& protection);
   ~PyGroupCoordinator();
 
   std::string address() const;

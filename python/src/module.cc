@@ -17,10 +17,11 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::string listen, std::string token,
                        std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
-                       const py::object& group, std::string metrics, uintptr_t cuda_stream, std::string shadow) {
+                       const py::object& group, std::string metrics, uintptr_t cuda_stream, std::string shadow,
+                       std::string protection) {
              ProducerArgs args{std::move(listen), std::move(token),        std::move(rails),   std::move(value_codec),
                                threads,           std::move(transport), std::nullopt, 60,
-                               std::move(metrics), cuda_stream, std::move(shadow)};
+                               std::move(metrics), cuda_stream, std::move(shadow), std::move(protection)};
              if (!group.is_none()) {
                // {logical, shards, rank, world, coordinator, host, advertise, register_timeout}, from engine.py
                const py::dict g = group.cast<py::dict>();
@@ -34,7 +35,8 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
            py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none(),
-           py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("shadow") = "device")
+           py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("shadow") = "device",
+           py::arg("protection") = "authenticated")
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("metrics_address", &PyProducer::metrics_address)
       .def("progress", &PyProducer::progress)
@@ -53,15 +55,16 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, std::vector<std::string> connect, std::string token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport, std::string node, std::string metrics, uintptr_t cuda_stream) {
+                       std::string transport, std::string node, std::string metrics, uintptr_t cuda_stream,
+                       std::string protection) {
              ConsumerArgs args{std::move(connect), std::move(token),        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
-                               std::move(metrics), cuda_stream};
+                               std::move(metrics), cuda_stream, std::move(protection)};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
            py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
-           py::arg("metrics") = "", py::arg("cuda_stream") = 0)
+           py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("protection") = "authenticated")
       .def_property_readonly("transport", &PyConsumer::transport)
       .def_property_readonly("metrics_address", &PyConsumer::metrics_address)
       .def("pull", &PyConsumer::pull, py::arg("timeout"))
@@ -73,25 +76,26 @@ PYBIND11_MODULE(_core, m) {
       .def("close", &PyConsumer::close);
 
   m.def("resolve_layout", &resolve_layout, py::arg("logical"), py::arg("locals"));
-  m.def("find_group", &find_group, py::arg("connect"), py::arg("token"), py::arg("timeout"));
+  m.def("find_group", &find_group, py::arg("connect"), py::arg("token"), py::arg("timeout"),
+        py::arg("protection") = "authenticated");
 
   py::class_<PyGroupConsumer>(m, "GroupConsumer")
       .def(py::init([](const std::vector<std::string>& names, const std::vector<py::capsule>& capsules,
                        const std::vector<std::string>& dtypes, const std::string& logical, const std::string& layout,
                        const std::string& ranks, std::vector<std::string> connect, std::string token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport, std::string node, uint64_t commit_limit) {
+                       std::string transport, std::string node, uint64_t commit_limit, std::string protection) {
              // No metrics: a group consumer runs one consumer per trainer rank (one port each).
              ConsumerArgs args{std::move(connect), std::move(token),        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
-                               std::string(),      0};
+                               std::string(),      0,            std::move(protection)};
              return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args,
                                                       commit_limit);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),
            py::arg("ranks"), py::arg("connect"), py::arg("token"), py::arg("rails"), py::arg("name"), py::arg("threads"),
            py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
-           py::arg("commit_limit") = UINT64_MAX)
+           py::arg("commit_limit") = UINT64_MAX, py::arg("protection") = "authenticated")
       .def_property_readonly("transport", &PyGroupConsumer::transport)
       .def("wait_version", &PyGroupConsumer::wait_version, py::arg("version"), py::arg("timeout"))
       .def("set_commit_limit", &PyGroupConsumer::set_commit_limit, py::arg("through"))
@@ -101,7 +105,8 @@ PYBIND11_MODULE(_core, m) {
       .def("close", &PyGroupConsumer::close);
 
   py::class_<PyGroupCoordinator>(m, "GroupCoordinator")
-      .def(py::init<uint32_t, const std::string&, const std::string&>(), py::arg("world"), py::arg("listen"), py::arg("token"))
+      .def(py::init<uint32_t, const std::string&, const std::string&, const std::string&>(), py::arg("world"),
+           py::arg("listen"), py::arg("token"), py::arg("protection") = "authenticated")
       .def_property_readonly("address", &PyGroupCoordinator::address)
       .def("group", &PyGroupCoordinator::group)
       .def("registered", &PyGroupCoordinator::registered)

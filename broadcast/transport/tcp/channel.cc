@@ -97,17 +97,19 @@ void TcpChannel::close() {
   complete_finished();
 }
 
-Result<int> TcpChannel::dial() {
-  DC_ASSIGN_OR_RETURN(int fd, net::open_socket(""));  // the writer thread already lives in the channel's namespace
+Result<TcpChannel::Connection> TcpChannel::dial() {
+  Connection c;
+  DC_ASSIGN_OR_RETURN(c.fd, net::open_socket(""));  // the writer thread already lives in the channel's namespace
+  const int fd = c.fd;
   net::tune_socket(fd, net::SocketOptions{options_.user_timeout, options_.send_buffer_bytes});
   Status s = net::connect_socket(fd, rail_.local, rail_.remote, options_.connect_timeout);
   const auto deadline = Clock::now() + options_.connect_timeout;
   if (s.ok()) {
     // The receiver learns this side holds the group's secret without seeing it; a refusal says
     // why on both ends (the listener keeps it in recent_drops()).
-    s = net::shake_hands(fd, trust::Role::kClient, options_.trust, trust::Purpose::kData, deadline, &closed_)
-            .status()
-            .with_context(rail_.to_string());
+    auto session = net::shake_hands(fd, trust::Role::kClient, options_.trust, trust::Purpose::kData, deadline, &closed_);
+    s = session.status().with_context(rail_.to_string());
+    if (s.ok()) c.session = std::move(session).value();
   }
   if (s.ok()) {
     uint8_t hello[kFrameHeaderBytes + 24];
@@ -116,9 +118,10 @@ Result<int> TcpChannel::dial() {
     store_le<uint32_t>(hello + 12, options_.rail_index);
     store_le<uint64_t>(hello + 16, 0);
     store_le<uint64_t>(hello + 24, static_cast<uint64_t>(getpid()));
-    s = net::write_full(fd, hello, sizeof(hello), nullptr, 0, deadline, &closed_);
+    s = write_sealed(fd, *c.session.seals.outgoing, hello, sizeof(hello), deadline, &closed_);
     uint8_t ack[kFrameHeaderBytes + 8];
     if (s.ok()) s = net::read_full(fd, ack, sizeof(ack), deadline, &closed_);
+    if (s.ok()) s = read_tag(fd, *c.session.seals.incoming, ack, sizeof(ack), deadline, &closed_);
     if (s.ok()) {
       auto header = parse_frame_header(ack);
       if (!header.ok() || header->type != kHelloAck || load_le<uint32_t>(ack + 8) != kProtocolVersion) {
@@ -130,7 +133,7 @@ Result<int> TcpChannel::dial() {
     ::close(fd);
     return s;
   }
-  return fd;
+  return c;
 }
 
 void TcpChannel::run() {
@@ -159,16 +162,16 @@ void TcpChannel::run() {
     if (fd_ < 0) {
       lock.unlock();
       complete_finished();
-      auto fd = dial();
+      auto dialled = dial();
       lock.lock();
       if (closed_) {
-        if (fd.ok()) ::close(*fd);
+        if (dialled.ok()) ::close(dialled->fd);
         break;
       }
-      if (!fd.ok()) {
+      if (!dialled.ok()) {
         // Slices cannot wait for a rail that is not there: they fail, and the sprayer
         // places them elsewhere.
-        for (auto& r : queue_) fail(r, fd.status());
+        for (auto& r : queue_) fail(r, dialled.status());
         queue_.clear();
         lock.unlock();
         complete_finished();
@@ -178,11 +181,14 @@ void TcpChannel::run() {
         continue;
       }
       backoff = Millis(20);
-      fd_ = *fd;
+      fd_ = dialled->fd;
+      out_seal_ = std::move(dialled->session.seals.outgoing);
+      in_seal_ = std::move(dialled->session.seals.incoming);
       ++generation_;
       stop_connection_ = false;
       last_heard_ = last_written_ = Clock::now();
-      reader_ = std::thread([this, fd = fd_, generation = generation_] { read_loop(fd, generation); });
+      reader_ = std::thread(
+          [this, fd = fd_, generation = generation_, seal = in_seal_.get()] { read_loop(fd, generation, seal); });
       continue;
     }
     cv_.wait_for(lock, options_.heartbeat, [&] { return closed_ || stop_connection_ || !queue_.empty(); });
@@ -196,7 +202,7 @@ void TcpChannel::run() {
       store_le<uint64_t>(beat + 8, static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
       last_written_ = Clock::now();
       lock.unlock();
-      Status s = net::write_full(fd, beat, sizeof(beat), nullptr, 0, Clock::now() + silence_limit_, &stop_connection_);
+      Status s = write_sealed(fd, *out_seal_, beat, sizeof(beat), Clock::now() + silence_limit_, &stop_connection_);
       lock.lock();
       if (!s.ok()) disconnect(generation, s);
       continue;
@@ -233,35 +239,57 @@ void TcpChannel::run() {
   complete_finished();
 }
 
-Status TcpChannel::write_slice(int fd, const SliceRef& slice, const uint8_t* data) {
-  uint8_t header[kFrameHeaderBytes + kSliceHeaderBytes];
-  const auto forever = Clock::time_point::max();
-  if (slice.has_checksum) {
-    write_frame_header(header, kSlice);
-    encode_slice_header(slice, header + kFrameHeaderBytes);
-    return net::write_full(fd, header, sizeof(header), data, slice.length, forever, &stop_connection_);
+Status TcpChannel::write_payload(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
+                                 ContentHashStream* hash, Clock::time_point deadline) {
+  trust::FrameSeal& seal = *out_seal_;
+  const bool encrypting = seal.mode() == trust::Protection::kEncrypted;
+  if (encrypting && scratch_.size() < kHashedPieceBytes) scratch_.resize(kHashedPieceBytes);
+  if (!encrypting && hash == nullptr && seal.overhead() == 0) {  // nothing to do per piece
+    return net::write_full(fd, lead, lead_bytes, data, bytes, deadline, &stop_connection_);
   }
-  // The checksum goes after the payload: each piece is hashed right after the kernel copied it
-  // into the socket, while it is still in cache, so the bytes are read from memory once.
-  write_frame_header(header, kSlice, kChecksumTrailer);
-  encode_slice_header(slice, header + kFrameHeaderBytes);
-  hash_.reset();
-  const uint8_t* lead = header;
-  size_t lead_bytes = sizeof(header);
-  for (uint32_t done = 0; done < slice.length;) {
-    const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
-    DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, data + done, n, forever, &stop_connection_));
-    hash_.update(data + done, n);
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min<size_t>(bytes - done, kHashedPieceBytes);
+    if (encrypting) {
+      seal.add(data + done, scratch_.data(), n);
+      DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, scratch_.data(), n, deadline, &stop_connection_));
+    } else {
+      DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, data + done, n, deadline, &stop_connection_));
+      // Right after the kernel copied the piece into the socket, while it is still in cache: the
+      // bytes are read from memory once. (Authenticated: `out` is `in`, nothing is written.)
+      seal.add(data + done, const_cast<uint8_t*>(data + done), n);
+    }
+    if (hash != nullptr) hash->update(data + done, n);
     done += n;
     lead = nullptr;
     lead_bytes = 0;
   }
-  uint8_t trailer[kChecksumTrailerBytes];
-  store_le<uint64_t>(trailer, hash_.digest());
-  return net::write_full(fd, trailer, sizeof(trailer), nullptr, 0, forever, &stop_connection_);
+  return Status();
 }
 
-void TcpChannel::read_loop(int fd, uint64_t generation) {
+Status TcpChannel::write_slice(int fd, const SliceRef& slice, const uint8_t* data) {
+  uint8_t header[kFrameHeaderBytes + kSliceHeaderBytes];
+  const auto forever = Clock::time_point::max();
+  trust::FrameSeal& seal = *out_seal_;
+  // Without a checksum, it goes after the payload, hashed piece by piece as the payload goes out.
+  write_frame_header(header, kSlice, slice.has_checksum ? 0 : kChecksumTrailer);
+  encode_slice_header(slice, header + kFrameHeaderBytes);
+  seal.begin(header, sizeof(header));
+  if (!slice.has_checksum) hash_.reset();
+  DC_RETURN_IF_ERROR(write_payload(fd, header, sizeof(header), data, slice.length,
+                                   slice.has_checksum ? nullptr : &hash_, forever));
+  uint8_t tail[kChecksumTrailerBytes + trust::kTagBytes];
+  size_t tail_bytes = 0;
+  if (!slice.has_checksum) {
+    store_le<uint64_t>(tail, hash_.digest());
+    seal.add(tail, tail, kChecksumTrailerBytes);
+    tail_bytes = kChecksumTrailerBytes;
+  }
+  seal.finish(tail + tail_bytes);
+  tail_bytes += seal.overhead();
+  return net::write_full(fd, tail, tail_bytes, nullptr, 0, forever, &stop_connection_);
+}
+
+void TcpChannel::read_loop(int fd, uint64_t generation, trust::FrameSeal* seal) {
   uint8_t frame[kFrameHeaderBytes + 40];
   for (;;) {
     // The receiver sends heartbeats: silence means the path is gone.
@@ -275,6 +303,10 @@ void TcpChannel::read_loop(int fd, uint64_t generation) {
     if (s.ok()) {
       s = net::read_full(fd, frame + kFrameHeaderBytes, frame_body_bytes(header.type), Clock::now() + silence_limit_,
                     &stop_connection_);
+    }
+    if (s.ok()) {
+      s = read_tag(fd, *seal, frame, kFrameHeaderBytes + frame_body_bytes(header.type), Clock::now() + silence_limit_,
+                   &stop_connection_);
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (!s.ok() || generation != generation_) {
@@ -326,7 +358,12 @@ Result<uint64_t> TcpChannel::stream_for(Millis duration) {
   uint64_t sent = 0;
   Status s;
   while (s.ok() && Clock::now() < until) {
-    s = net::write_full(fd, header, sizeof(header), block.data(), block.size(), until + Millis(5000), &stop_connection_);
+    trust::FrameSeal& seal = *out_seal_;
+    seal.begin(header, sizeof(header));
+    s = write_payload(fd, header, sizeof(header), block.data(), block.size(), nullptr, until + Millis(5000));
+    uint8_t tag[trust::kTagBytes];
+    seal.finish(tag);
+    if (s.ok()) s = net::write_full(fd, tag, seal.overhead(), nullptr, 0, until + Millis(5000), &stop_connection_);
     if (s.ok()) sent += kFrame;
   }
   lock.lock();

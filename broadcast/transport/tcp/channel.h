@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "broadcast/transport/handshake.h"
 #include "broadcast/transport/tcp/wire.h"
 
 namespace deltacast::tcp {
@@ -44,11 +45,21 @@ class TcpChannel : public Channel {
   };
   using RecordPtr = std::shared_ptr<Record>;
 
+  struct Connection {
+    int fd = -1;
+    net::Session session;
+  };
+
   void run();
-  void read_loop(int fd, uint64_t generation);
-  Result<int> dial();
-  // Writes one SLICE frame (the writer thread's).
+  void read_loop(int fd, uint64_t generation, trust::FrameSeal* seal);
+  Result<Connection> dial();
+  // Writes one SLICE frame, sealed as it goes (the writer thread's).
   Status write_slice(int fd, const SliceRef& slice, const uint8_t* data);
+  // Writes `lead` (a frame's header, begun on the outgoing seal) and `bytes` of payload through the
+  // seal, piece by piece: encrypted into scratch_ in an encrypted session, else written as they
+  // are and tagged right after (still in cache); each piece hashed into `hash` if given.
+  Status write_payload(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
+                       ContentHashStream* hash, Clock::time_point deadline);
   // With mu_ held: tears down connection `generation` and fails what it held.
   void disconnect(uint64_t generation, const Status& why);
   void fail(const RecordPtr& record, const Status& why);
@@ -70,6 +81,11 @@ class TcpChannel : public Channel {
   std::atomic<bool> stop_connection_{false};
   bool streaming_ = false;
   ContentHashStream hash_;  // the writer's, for checksums sent after the payload
+  // The connection's seals: outgoing the writer's (stream_for's while it streams), incoming its
+  // reader's; both replaced when a connection is dialled, after the last one's reader ended.
+  std::unique_ptr<trust::FrameSeal> out_seal_;
+  std::unique_ptr<trust::FrameSeal> in_seal_;
+  std::vector<uint8_t> scratch_;  // the writer's, for encrypted pieces
   std::thread reader_;
   std::thread writer_;  // last: it starts in the constructor and touches every member above
 };

@@ -128,19 +128,32 @@ void TcpListener::heartbeat_loop() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& c : connections_) {
       if (c->finished) continue;
-      // Never block here: a connection whose send buffer is full gets no heartbeat this round.
+      // Never wait here: a connection that is being written to, or whose send buffer has no room,
+      // gets no heartbeat this round. A heartbeat once sealed must go out whole (the peer counts
+      // frames), so one that cannot within a moment ends its connection.
       std::unique_lock<std::mutex> write(c->write_mu, std::try_to_lock);
-      if (write.owns_lock()) (void)send(c->fd, beat, sizeof(beat), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (!write.owns_lock() || !c->session.seals.outgoing) continue;
+      pollfd room{c->fd, POLLOUT, 0};
+      if (poll(&room, 1, 0) != 1 || (room.revents & POLLOUT) == 0) continue;
+      if (!write_sealed(c->fd, *c->session.seals.outgoing, beat, sizeof(beat), Clock::now() + Millis(200), &closed_).ok()) {
+        shutdown(c->fd, SHUT_RDWR);
+      }
     }
   }
 }
 
 Status TcpListener::handshake(Connection* c) {
   const auto deadline = Clock::now() + options_.handshake_timeout;
-  DC_RETURN_IF_ERROR(
-      net::shake_hands(c->fd, trust::Role::kServer, options_.trust, trust::Purpose::kData, deadline, &closed_).status());
+  auto session = net::shake_hands(c->fd, trust::Role::kServer, options_.trust, trust::Purpose::kData, deadline, &closed_);
+  DC_RETURN_IF_ERROR(session.status());
+  {
+    std::lock_guard<std::mutex> write(c->write_mu);
+    c->session = std::move(session).value();
+  }
   uint8_t hello[kFrameHeaderBytes + 24];
   DC_RETURN_IF_ERROR(net::read_full(c->fd, hello, sizeof(hello), deadline, &closed_).with_context("handshake"));
+  DC_RETURN_IF_ERROR(read_tag(c->fd, *c->session.seals.incoming, hello, sizeof(hello), deadline, &closed_)
+                         .with_context("handshake"));
   DC_ASSIGN_OR_RETURN(FrameHeader header, parse_frame_header(hello));
   if (header.type != kHello) return corrupt("handshake: expected HELLO, got frame type {}", header.type);
   const uint32_t protocol = load_le<uint32_t>(hello + 8);
@@ -151,12 +164,12 @@ Status TcpListener::handshake(Connection* c) {
   store_le<uint32_t>(ack + 8, kProtocolVersion);
   store_le<uint32_t>(ack + 12, 0);
   std::lock_guard<std::mutex> write(c->write_mu);
-  return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, deadline, &closed_);
+  return write_sealed(c->fd, *c->session.seals.outgoing, ack, sizeof(ack), deadline, &closed_);
 }
 
-Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body,
+Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* head,
                                   std::vector<uint8_t>& discard, ContentHashStream& hash) {
-  SliceRef slice = decode_slice_header(body);
+  SliceRef slice = decode_slice_header(head + kFrameHeaderBytes);
   const bool trailer = (frame.flags & kChecksumTrailer) != 0;
   if (trailer && slice.checksum != 0) return corrupt("slice {} has a checksum in its header and after it", slice.index);
   if (slice.length == 0 || slice.length > options_.max_slice_bytes) {
@@ -170,29 +183,40 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
                       }));
   // A slow sender must still finish a started frame in time: no slow-loris.
   const auto deadline = Clock::now() + options_.frame_timeout;
+  trust::FrameSeal& seal = *c->session.seals.incoming;
+  seal.begin_open(head, kFrameHeaderBytes + kSliceHeaderBytes);
   Status s;
   if (landing.bytes != nullptr) {
-    // Hashed piece by piece as it lands, while each piece is still in cache: the check costs
-    // no second pass over memory.
+    // Opened (decrypted or tagged) and hashed piece by piece as it lands, while each piece is
+    // still in cache: the checks cost no second pass over memory. Nothing counts until the tag
+    // held (complete() below).
     hash.reset();
     for (uint32_t done = 0; s.ok() && done < slice.length;) {
       const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
       s = net::read_full(c->fd, landing.bytes + done, n, deadline, &closed_);
-      if (s.ok()) hash.update(landing.bytes + done, n);
+      if (s.ok()) {
+        seal.add_open(landing.bytes + done, landing.bytes + done, n);
+        hash.update(landing.bytes + done, n);
+      }
       done += n;
     }
   } else {
     for (uint32_t left = slice.length; s.ok() && left > 0;) {  // a duplicate: read and throw away
       const uint32_t n = std::min<uint32_t>(left, static_cast<uint32_t>(discard.size()));
       s = net::read_full(c->fd, discard.data(), n, deadline, &closed_);
+      if (s.ok()) seal.add_open(discard.data(), discard.data(), n);
       left -= n;
     }
   }
   if (s.ok() && trailer) {
     uint8_t checksum[kChecksumTrailerBytes];
     s = net::read_full(c->fd, checksum, sizeof(checksum), deadline, &closed_);
+    seal.add_open(checksum, checksum, sizeof(checksum));
     slice.checksum = load_le<uint64_t>(checksum);
   }
+  // A slice that fails its tag was altered in flight (or is not from this session): refused like a
+  // corrupt one, and the connection dropped; the sender re-sends it and judges the rail.
+  if (s.ok()) s = check_tag(c->fd, seal, deadline, &closed_);
   if (!s.ok()) {
     sink_->complete(slice, landing, false);  // the slot goes back to missing
     return s.with_context(fmt::format("payload of slice {}", slice.index));
@@ -205,7 +229,8 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   store_le<uint32_t>(ack + 16, slice.index);
   store_le<uint32_t>(ack + 20, accepted ? 0 : 1);
   std::lock_guard<std::mutex> write(c->write_mu);
-  return net::write_full(c->fd, ack, sizeof(ack), nullptr, 0, Clock::now() + options_.frame_timeout, &closed_);
+  return write_sealed(c->fd, *c->session.seals.outgoing, ack, sizeof(ack), Clock::now() + options_.frame_timeout,
+                      &closed_);
 }
 
 void TcpListener::serve(Connection* c) {
@@ -221,23 +246,29 @@ void TcpListener::serve(Connection* c) {
       s = header.status();
       break;
     }
+    const size_t head_bytes = kFrameHeaderBytes + frame_body_bytes(header->type);
     s = net::read_full(c->fd, frame + kFrameHeaderBytes, frame_body_bytes(header->type), Clock::now() + options_.frame_timeout,
                   &closed_);
     if (!s.ok()) break;
     switch (header->type) {
       case kSlice:
-        s = receive_slice(c, *header, frame + kFrameHeaderBytes, discard, hash);
+        s = receive_slice(c, *header, frame, discard, hash);
         break;
       case kHeartbeat:
+        s = read_tag(c->fd, *c->session.seals.incoming, frame, head_bytes, Clock::now() + options_.frame_timeout, &closed_);
         break;
       case kStream: {
-        // The plain-stream baseline: raw bytes, read and dropped.
+        // The plain-stream baseline: bytes read, opened like a slice's, and dropped.
+        trust::FrameSeal& seal = *c->session.seals.incoming;
+        seal.begin_open(frame, head_bytes);
         const uint64_t bytes = load_le<uint64_t>(frame + kFrameHeaderBytes);
         for (uint64_t left = bytes; s.ok() && left > 0;) {
           const size_t n = std::min<uint64_t>(left, discard.size());
           s = net::read_full(c->fd, discard.data(), n, Clock::now() + options_.frame_timeout, &closed_);
+          if (s.ok()) seal.add_open(discard.data(), discard.data(), n);
           left -= n;
         }
+        if (s.ok()) s = check_tag(c->fd, seal, Clock::now() + options_.frame_timeout, &closed_);
         break;
       }
       default:

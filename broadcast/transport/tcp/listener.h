@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "broadcast/transport/handshake.h"
 #include "broadcast/transport/tcp/wire.h"
 
 namespace deltacast::tcp {
@@ -37,7 +38,8 @@ class TcpListener : public Listener {
   struct Connection {
     int fd = -1;
     std::string peer;
-    std::mutex write_mu;
+    std::mutex write_mu;  // and the outgoing seal (acknowledgements, heartbeats)
+    net::Session session;  // the handshake's: incoming seal for serve(), outgoing under write_mu
     std::atomic<bool> finished{false};
     std::atomic<int64_t> superseded_slice{-1};  // set when a newer copy took over this connection's slice
     std::thread thread;
@@ -47,7 +49,8 @@ class TcpListener : public Listener {
   void accept_loop(int listen_fd);
   void serve(Connection* c);
   Status handshake(Connection* c);
-  Status receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* body, std::vector<uint8_t>& discard,
+  // `head`: the frame's header and body, as read.
+  Status receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* head, std::vector<uint8_t>& discard,
                        ContentHashStream& hash);
   void heartbeat_loop();
   void drop(Connection* c, const Status& why);

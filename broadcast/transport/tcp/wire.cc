@@ -32,4 +32,27 @@ Result<FrameHeader> parse_frame_header(const uint8_t* in) {
   return FrameHeader{in[4], in[5]};
 }
 
+Status write_sealed(int fd, trust::FrameSeal& seal, const uint8_t* frame, size_t bytes, Clock::time_point deadline,
+                    const std::atomic<bool>* stop) {
+  uint8_t tag[trust::kTagBytes];
+  seal.seal(frame, bytes, nullptr, 0, tag);
+  return net::write_full(fd, frame, bytes, tag, seal.overhead(), deadline, stop);
+}
+
+Status check_tag(int fd, trust::FrameSeal& seal, Clock::time_point deadline, const std::atomic<bool>* stop) {
+  uint8_t tag[trust::kTagBytes] = {};
+  if (seal.overhead() > 0) DC_RETURN_IF_ERROR(net::read_full(fd, tag, seal.overhead(), deadline, stop));
+  return seal.check(tag) ? Status() : tag_failed();
+}
+
+Status read_tag(int fd, trust::FrameSeal& seal, const uint8_t* frame, size_t bytes, Clock::time_point deadline,
+                const std::atomic<bool>* stop) {
+  seal.begin_open(frame, bytes);
+  return check_tag(fd, seal, deadline, stop);
+}
+
+Status tag_failed() {
+  return corrupt("a frame failed its authentication tag (altered, dropped, replayed or not from this session)");
+}
+
 }  // namespace deltacast::tcp

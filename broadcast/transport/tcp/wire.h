@@ -13,6 +13,7 @@
 
 #include "broadcast/transport/slice_header.h"
 #include "broadcast/transport/socket.h"
+#include "core/trust/frame_seal.h"
 
 namespace deltacast::tcp {
 
@@ -51,5 +52,22 @@ void write_frame_header(uint8_t* out, uint8_t type, uint8_t flags = 0);
 Result<FrameHeader> parse_frame_header(const uint8_t* in);
 
 using net::Clock;
+
+// Every frame after the trust handshake, HELLO included, is sealed with the connection's session
+// (core/trust/frame_seal.h): its header and fixed body are authenticated as associated data, its
+// payload (a slice's, a stream's, and a slice's checksum trailer) authenticated or encrypted, and
+// the tag (16 bytes; none in an insecure session) follows the payload. Both ends count frames in
+// each direction, so a frame altered, dropped, replayed or moved fails its tag.
+
+// Writes a frame without payload: `frame` (header and body, `bytes`), then its tag.
+Status write_sealed(int fd, trust::FrameSeal& seal, const uint8_t* frame, size_t bytes, Clock::time_point deadline,
+                    const std::atomic<bool>* stop);
+// Reads the tag after a frame without payload (`frame`: its header and body, already read) and
+// checks it; a frame that fails is refused and the connection must be dropped.
+Status read_tag(int fd, trust::FrameSeal& seal, const uint8_t* frame, size_t bytes, Clock::time_point deadline,
+                const std::atomic<bool>* stop);
+// Reads the tag after a frame whose payload went through seal.add_open() and checks it.
+Status check_tag(int fd, trust::FrameSeal& seal, Clock::time_point deadline, const std::atomic<bool>* stop);
+Status tag_failed();
 
 }  // namespace deltacast::tcp

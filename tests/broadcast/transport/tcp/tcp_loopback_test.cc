@@ -21,6 +21,8 @@
 #include "broadcast/transport/tcp/listener.h"
 #include "broadcast/transport/tcp/transport.h"
 #include "core/byte_io.h"
+#include "core/hash.h"
+#include "core/thread_pool.h"
 
 namespace deltacast {
 namespace {
@@ -28,9 +30,10 @@ namespace {
 using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x5eed;
 
-trust::Trust trust_of(uint64_t token) {
+trust::Trust trust_of(uint64_t token, trust::Protection mode = trust::Protection::kAuthenticated) {
   trust::Trust t;
   t.secret = trust::GroupSecret::from_legacy_token(token);
+  t.protection = mode;
   return t;
 }
 
@@ -38,22 +41,24 @@ struct Receiver {
   StagingArea staging;
   std::unique_ptr<tcp::TcpListener> listener;
 
-  explicit Receiver(int rails, ListenOptions options = {}) {
-    options.trust = trust_of(kToken);
+  explicit Receiver(int rails, ListenOptions options = {},
+                    trust::Protection mode = trust::Protection::kAuthenticated) {
+    options.trust = trust_of(kToken, mode);
     std::vector<Endpoint> endpoints;
     for (int r = 0; r < rails; ++r) endpoints.push_back({"127.0.0." + std::to_string(11 + r), 0});
     listener = tcp::TcpListener::create(endpoints, &staging, options).value();
   }
 };
 
-std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken, uint32_t slice_bytes = 0) {
+std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken, uint32_t slice_bytes = 0,
+                                     trust::Protection mode = trust::Protection::kAuthenticated) {
   tcp::TcpTransport transport;
   std::vector<std::unique_ptr<Channel>> channels;
   const auto endpoints = rx.listener->endpoints();
   for (size_t r = 0; r < endpoints.size(); ++r) {
     RailSpec rail{Endpoint{"127.0.0." + std::to_string(1 + r), 0}, endpoints[r], "rail" + std::to_string(r)};
     ChannelOptions options;
-    options.trust = trust_of(token);
+    options.trust = trust_of(token, mode);
     options.rail_index = static_cast<uint32_t>(r);
     channels.push_back(transport.connect(rail, options).value());
   }
@@ -118,6 +123,49 @@ TEST(TcpLoopback, ResetMidTransferLosesNothing) {
   EXPECT_EQ(rx.staging.progress(1).arrived, rx.staging.progress(1).slices);
 }
 
+class TcpProtection : public ::testing::TestWithParam<trust::Protection> {};
+
+TEST_P(TcpProtection, TransfersAreByteExactWithAndWithoutChecksumsAhead) {
+  Receiver rx(2, {}, GetParam());
+  auto sender = make_sender(rx, kToken, 256 << 10, GetParam());
+  const auto data = pattern((6 << 20) + 12345, 31);
+  ASSERT_TRUE(rx.staging.expect(1, data.size(), 256 << 10).ok());
+  // Checksums given (as a round gives them), then computed as the payload goes out.
+  ThreadPool pool(1);
+  const auto leaves = content_hash_leaves(data.data(), data.size(), pool);
+  auto r = sender->send(1, data.data(), data.size(), leaves);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
+  auto got = rx.staging.bytes(1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  ASSERT_TRUE(rx.staging.expect(2, data.size(), 256 << 10).ok());
+  r = sender->send(2, data.data(), data.size());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(rx.staging.wait(2, milliseconds(2000)).ok());
+  got = rx.staging.bytes(2);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  EXPECT_EQ(rx.staging.progress(2).rejected, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TcpProtection,
+                         ::testing::Values(trust::Protection::kInsecure, trust::Protection::kAuthenticated,
+                                           trust::Protection::kEncrypted),
+                         [](const ::testing::TestParamInfo<trust::Protection>& mode) {
+                           return std::string(trust::protection_name(mode.param));
+                         });
+
+TEST(TcpLoopback, LessProtectionThanTheReceiverRequiresIsRefusedNamingTheModes) {
+  Receiver rx(1, {}, trust::Protection::kEncrypted);
+  auto sender = make_sender(rx, kToken, 0, trust::Protection::kInsecure);
+  const auto data = pattern(1 << 20, 3);
+  ASSERT_TRUE(rx.staging.expect(1, data.size()).ok());
+  ASSERT_FALSE(sender->send(1, data.data(), data.size()).ok());
+  std::string all;
+  for (const auto& d : rx.listener->recent_drops()) all += d + "\n";
+  EXPECT_NE(all.find("the peer offers insecure; this side requires encrypted"), std::string::npos) << all;
+  EXPECT_EQ(rx.staging.progress(1).arrived, 0u);
+}
+
 TEST(TcpLoopback, WrongSecretIsRefused) {
   Receiver rx(1);
   auto sender = make_sender(rx, kToken + 1);
@@ -147,19 +195,56 @@ struct RawClient {
   void put(const std::vector<uint8_t>& bytes) { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
   // The trust handshake; false when it was refused.
   bool shake(uint64_t token = kToken) {
-    return net::shake_hands(fd, trust::Role::kClient, trust_of(token), trust::Purpose::kData,
-                            net::Clock::now() + milliseconds(2000))
-        .ok();
+    auto s = net::shake_hands(fd, trust::Role::kClient, trust_of(token), trust::Purpose::kData,
+                              net::Clock::now() + milliseconds(2000));
+    if (s.ok()) session = std::move(s).value();
+    return s.ok();
   }
   void hello() {
     ASSERT_TRUE(shake());
     std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24);
     tcp::write_frame_header(h.data(), tcp::kHello);
     store_le<uint32_t>(h.data() + 8, tcp::kProtocolVersion);
-    put(h);
-    uint8_t ack[16];
-    ASSERT_EQ(recv(fd, ack, sizeof(ack), MSG_WAITALL), 16);
+    put_sealed(h, h.size());
+    uint8_t ack[tcp::kFrameHeaderBytes + 8];
+    ASSERT_EQ(recv(fd, ack, sizeof(ack), MSG_WAITALL), static_cast<ssize_t>(sizeof(ack)));
+    ASSERT_TRUE(tcp::read_tag(fd, *session.seals.incoming, ack, sizeof(ack), net::Clock::now() + milliseconds(2000),
+                              nullptr)
+                    .ok());
   }
+  // Seals `frame` as the session's next frame (its first `head` bytes are the header and body)
+  // and sends it with its tag.
+  std::vector<uint8_t> sealed(std::vector<uint8_t> frame, size_t head) {
+    trust::FrameSeal& seal = *session.seals.outgoing;
+    seal.begin(frame.data(), head);
+    seal.add(frame.data() + head, frame.data() + head, frame.size() - head);
+    uint8_t tag[trust::kTagBytes];
+    seal.finish(tag);
+    frame.insert(frame.end(), tag, tag + seal.overhead());
+    return frame;
+  }
+  void put_sealed(const std::vector<uint8_t>& frame, size_t head) { put(sealed(frame, head)); }
+  // Reads frames until an acknowledgement (skipping the receiver's heartbeats), each opened with
+  // the session; returns its status (0 in place, 1 rejected) or -1 when the connection ended
+  // first or a frame failed its tag.
+  int read_ack() {
+    for (;;) {
+      uint8_t frame[tcp::kFrameHeaderBytes + 40];
+      if (recv(fd, frame, tcp::kFrameHeaderBytes, MSG_WAITALL) != static_cast<ssize_t>(tcp::kFrameHeaderBytes)) return -1;
+      const uint8_t type = frame[4];
+      const size_t body = tcp::frame_body_bytes(type);
+      if (body == 0 || recv(fd, frame + tcp::kFrameHeaderBytes, body, MSG_WAITALL) != static_cast<ssize_t>(body)) {
+        return -1;
+      }
+      if (!tcp::read_tag(fd, *session.seals.incoming, frame, tcp::kFrameHeaderBytes + body,
+                         net::Clock::now() + milliseconds(2000), nullptr)
+               .ok()) {
+        return -1;
+      }
+      if (type == tcp::kAck) return static_cast<int>(load_le<uint32_t>(frame + tcp::kFrameHeaderBytes + 12));
+    }
+  }
+  net::Session session;
   std::vector<uint8_t> slice_frame(const SliceRef& s) {
     std::vector<uint8_t> f(tcp::kFrameHeaderBytes + 40);
     tcp::write_frame_header(f.data(), tcp::kSlice);
@@ -258,19 +343,6 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
   }
 }
 
-// Reads frames until an acknowledgement (skipping the receiver's heartbeats); returns its status
-// (0 in place, 1 rejected) or -1 when the connection ended first.
-int read_ack(int fd) {
-  for (;;) {
-    uint8_t header[tcp::kFrameHeaderBytes];
-    if (recv(fd, header, sizeof(header), MSG_WAITALL) != static_cast<ssize_t>(sizeof(header))) return -1;
-    const uint8_t type = header[4];
-    std::vector<uint8_t> body(tcp::frame_body_bytes(type));
-    if (body.empty() || recv(fd, body.data(), body.size(), MSG_WAITALL) != static_cast<ssize_t>(body.size())) return -1;
-    if (type == tcp::kAck) return static_cast<int>(load_le<uint32_t>(body.data() + 12));
-  }
-}
-
 // A slice whose checksum follows its payload (how a sender that hashes while it sends writes it).
 std::vector<uint8_t> trailer_frame(const SliceRef& s, const uint8_t* payload, uint64_t trailer) {
   std::vector<uint8_t> f(tcp::kFrameHeaderBytes + kSliceHeaderBytes);
@@ -294,14 +366,15 @@ TEST(TcpLoopback, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
 
   RawClient client(at);
   client.hello();
-  client.put(trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0 ^ 1));  // a wrong trailer
-  EXPECT_EQ(read_ack(client.fd), 1);  // rejected, the connection kept
+  constexpr size_t kHead = tcp::kFrameHeaderBytes + kSliceHeaderBytes;
+  client.put_sealed(trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0 ^ 1), kHead);  // a wrong trailer
+  EXPECT_EQ(client.read_ack(), 1);  // rejected, the connection kept
   EXPECT_EQ(rx.staging.progress(1).arrived, 0u);
   EXPECT_EQ(rx.staging.progress(1).rejected, 1u);
-  client.put(trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0));
-  EXPECT_EQ(read_ack(client.fd), 0);
-  client.put(trailer_frame({1, data.size(), slice, 1, slice, 0}, data.data() + slice, sum1));
-  EXPECT_EQ(read_ack(client.fd), 0);
+  client.put_sealed(trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0), kHead);
+  EXPECT_EQ(client.read_ack(), 0);
+  client.put_sealed(trailer_frame({1, data.size(), slice, 1, slice, 0}, data.data() + slice, sum1), kHead);
+  EXPECT_EQ(client.read_ack(), 0);
   ASSERT_TRUE(rx.staging.wait(1, milliseconds(1000)).ok());
   const auto got = rx.staging.bytes(1);
   EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
@@ -313,18 +386,72 @@ TEST(TcpLoopback, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
   // A header checksum as well as a trailer, or a flag on a frame that has no trailer: dropped.
   RawClient both(at);
   both.hello();
-  both.put(trailer_frame({1, data.size(), slice, 0, slice, sum0}, data.data(), sum0));
+  both.put_sealed(trailer_frame({1, data.size(), slice, 0, slice, sum0}, data.data(), sum0), kHead);
   EXPECT_TRUE(both.dropped(milliseconds(2000)));
   RawClient flagged(at);
   flagged.hello();
   std::vector<uint8_t> beat(tcp::kFrameHeaderBytes + 8, 0);
   tcp::write_frame_header(beat.data(), tcp::kHeartbeat, tcp::kChecksumTrailer);
-  flagged.put(beat);
+  flagged.put_sealed(beat, beat.size());
   EXPECT_TRUE(flagged.dropped(milliseconds(2000)));
   std::string all;
   for (const auto& d : rx.listener->recent_drops()) all += d + "\n";
   EXPECT_NE(all.find("checksum in its header and after it"), std::string::npos) << all;
   EXPECT_NE(all.find("flags"), std::string::npos) << all;
+}
+
+// An on-path attacker holding no secret: it can rewrite a slice and the checksum beside it, but
+// not the tag. Altered, replayed or reordered, the frame is refused, its connection dropped, and
+// nothing of it counts; a proper sender's frames still land.
+TEST(TcpLoopback, SlicesAlteredReplayedOrReorderedInFlightAreRefused) {
+  Receiver rx(1);
+  const Endpoint at = rx.listener->endpoints()[0];
+  const uint32_t slice = 64 << 10;
+  const auto data = pattern(2 * slice, 23);
+  ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
+  const uint64_t sum0 = content_hash(data.data(), slice);
+  constexpr size_t kHead = tcp::kFrameHeaderBytes + kSliceHeaderBytes;
+  const auto frame0 = trailer_frame({1, data.size(), slice, 0, slice, 0}, data.data(), sum0);
+
+  RawClient altered(at);
+  altered.hello();
+  auto forged = altered.sealed(frame0, kHead);
+  // The attacker's edit: a payload byte and the trailer's checksum to match it.
+  std::vector<uint8_t> edited(data.begin(), data.begin() + slice);
+  edited[100] ^= 0xff;
+  forged[kHead + 100] ^= 0xff;
+  store_le<uint64_t>(forged.data() + kHead + slice, content_hash(edited.data(), slice));
+  altered.put(forged);
+  EXPECT_EQ(altered.read_ack(), -1);
+  EXPECT_TRUE(altered.dropped(milliseconds(2000)));
+
+  RawClient replayed(at);
+  replayed.hello();
+  const auto once = replayed.sealed(frame0, kHead);
+  replayed.put(once);
+  EXPECT_EQ(replayed.read_ack(), 0);
+  replayed.put(once);  // the same bytes again
+  EXPECT_EQ(replayed.read_ack(), -1);
+
+  RawClient reordered(at);
+  reordered.hello();
+  const auto first = reordered.sealed(frame0, kHead);
+  const auto second = reordered.sealed(trailer_frame({1, data.size(), slice, 1, slice, 0}, data.data() + slice,
+                                                     content_hash(data.data() + slice, slice)),
+                                       kHead);
+  reordered.put(second);
+  EXPECT_EQ(reordered.read_ack(), -1);
+
+  // Only the replayed client's first, genuine frame landed.
+  EXPECT_EQ(rx.staging.progress(1).arrived, 1u);
+  std::string all;
+  for (const auto& d : rx.listener->recent_drops()) all += d + "\n";
+  EXPECT_NE(all.find("authentication tag"), std::string::npos) << all;
+  auto sender = make_sender(rx, kToken, slice);
+  ASSERT_TRUE(sender->send(1, data.data(), data.size()).ok());
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
+  const auto got = rx.staging.bytes(1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
 }
 
 TEST(TcpLoopback, RefusedConnectionsAreAClearError) {
