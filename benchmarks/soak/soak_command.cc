@@ -49,6 +49,7 @@ struct SoakArgs {
   int port = 7400;
   bool json = false;
   bool verbose = false;
+  TrustArgs trust{"0x50a6", "authenticated"};  // authenticated unless asked otherwise, as deployments run
 };
 
 // The learning rates versions are published at: from a trickle of changes to a flood.
@@ -123,7 +124,7 @@ Soak::Soak(const SoakArgs& args, NetnsTestbed& testbed)
       testbed_(testbed),
       start_(Clock::now()),
       cluster_(SoakClusterOptions{&testbed, args.consumers, static_cast<uint16_t>(args.port), args.elements,
-                                  SoakClusterOptions{}.trust, args.verbose},
+                                  args.trust, args.verbose},
                [this](const std::string& consumer, const Json& event) { on_event(consumer, event); }),
       schedule_(schedule_options(args)),
       // Each stream its own seed: the faults' times do not depend on how many versions went out.
@@ -433,6 +434,7 @@ Json Soak::report(double seconds_run) const {
   r["consumers"] = args_.consumers;
   r["rails"] = args_.rails;
   r["rail_rate"] = args_.rail_rate;
+  r["protection"] = args_.trust.protection;
   r["elements"] = args_.elements;
   r["seed"] = args_.seed;
   r["fault_log"] = fault_log_;
@@ -509,6 +511,7 @@ void add_soak_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32));
   cmd->add_option("--seed", args->seed, "Seed of the faults, the densities and the trace")->capture_default_str();
+  add_trust_options(cmd, args->trust, "0x50a6");
   cmd->add_option("--fault-every", args->fault_every, "Mean seconds between rail and consumer faults")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 3600.0));

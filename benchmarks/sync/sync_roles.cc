@@ -261,6 +261,7 @@ Json sync_report_json(const SyncArgs& args, const SyncRun& run, const std::strin
               {"consumers", args.consumers},
               {"rails", args.rails},
               {"transport", run.transport},
+              {"protection", args.trust.protection},
               {"device", args.device},
               {"rail_rate", args.netns ? Json(args.rail_rate) : Json()},
               {"elements", args.elements},

@@ -385,6 +385,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   for (const auto& r : args.rail_rates) shaped += rate_to_bps(r) / 1e9;
   nlohmann::json report = {{"role", args.role},
                            {"transport", std::string(s.transport.transport->name())},
+                           {"protection", args.trust.protection},
                            {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
                                                                                 : nlohmann::json(s.transport.fallback)},
                            {"mode", args.mode},

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""What the trust modes cost, measured in one run: deltacast-bench wire (a transfer sprayed over
+several loopback rails) and deltacast-bench sync (a full version, then sparse versions, to
+consumer processes) under --protection insecure, authenticated and encrypted, the modes
+interleaved round by round (the order rotating) so that the machine's noise falls on all of
+them alike. Reports each mode's median and its ratio to insecure's median.
+
+  python3 benchmarks/wire/trust_cost.py build/bin/deltacast-bench [--rounds 5] [--bytes 536870912]
+      [--rails 3] [--sync-elements 16777216] [--sync-versions 4] [--rail-rate 3gbit] [--json out.json]
+
+On loopback the transfer runs as fast as the CPUs copy, so every pass over the bytes shows in
+full; --rail-rate puts each process in a network namespace with every rail shaped to that rate
+(needs root), where the network is the bound, as on a cluster.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+MODES = ["insecure", "authenticated", "encrypted"]
+
+
+def run(command, timeout):
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        sys.exit(f"trust_cost: {' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+def shaped(args, per_rail):
+    """The flags that shape the rails (wire takes a rate per rail, sync one for every port)."""
+    if not args.rail_rate:
+        return []
+    return ["--netns", "--rail-rate", ",".join([args.rail_rate] * args.rails) if per_rail else args.rail_rate]
+
+
+def wire_run(bench, args, mode):
+    """Gbit/s of one transfer, and the mode the bench says it ran."""
+    report = run([bench, "wire", "--rails", str(args.rails), "--bytes", str(args.bytes), "--trials", "1",
+                  "--baseline-seconds", "0", "--json", "--protection", mode, *shaped(args, per_rail=True)],
+                 timeout=600)
+    return report["aggregate_gbps"], report["protection"]
+
+
+def sync_seconds(bench, args, mode):
+    """The median time of the run's sparse versions (every one exact, or the run fails)."""
+    report = run([bench, "sync", "--consumers", "2", "--rails", "2", "--elements", str(args.sync_elements),
+                  "--versions", str(args.sync_versions), "--gloo", "off", "--no-dense", "--json",
+                  "--protection", mode, *shaped(args, per_rail=False)], timeout=900)
+    if not report["all_exact"]:
+        sys.exit(f"trust_cost: sync under {mode} was not exact")
+    sparse = [row["seconds"] for row in report["versions"] if not row["full"]]
+    return statistics.median(sparse)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bench")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--bytes", type=int, default=512 << 20)
+    parser.add_argument("--rails", type=int, default=3)
+    parser.add_argument("--sync-elements", type=int, default=1 << 24)
+    parser.add_argument("--sync-versions", type=int, default=4)
+    parser.add_argument("--rail-rate", help="shape every rail to this tbf rate (e.g. 3gbit) in network namespaces")
+    parser.add_argument("--json", help="write the figures here as well")
+    args = parser.parse_args()
+
+    wire = {m: [] for m in MODES}
+    sync = {m: [] for m in MODES}
+    ran = {m: [] for m in MODES}
+    for r in range(args.rounds):
+        order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
+        for mode in order:
+            gbps, protection = wire_run(args.bench, args, mode)
+            wire[mode].append(gbps)
+            ran[mode].append(protection)
+            sync[mode].append(sync_seconds(args.bench, args, mode))
+        print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+
+    figures = {"rounds": args.rounds, "bytes": args.bytes, "rails": args.rails, "sync_elements": args.sync_elements,
+               "rail_rate": args.rail_rate, "modes": {}}
+    base_wire = statistics.median(wire["insecure"])
+    base_sync = statistics.median(sync["insecure"])
+    print(f"| mode | wire Gbit/s (median of {args.rounds}) | vs insecure | sparse version s (median) | vs insecure |")
+    print("|---|---|---|---|---|")
+    for mode in MODES:
+        w, s = statistics.median(wire[mode]), statistics.median(sync[mode])
+        figures["modes"][mode] = {"protection": ran[mode], "wire_gbps": wire[mode], "wire_median_gbps": w,
+                                  "wire_ratio": w / base_wire, "sync_seconds": sync[mode], "sync_median_seconds": s,
+                                  "sync_ratio": s / base_sync}
+        print(f"| {mode} | {w:.2f} | {w / base_wire:.2f}x | {s:.4f} | {s / base_sync:.2f}x |")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(figures, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
