@@ -56,6 +56,15 @@ std::map<std::string, double> parse(const std::string& text) {
   return samples;
 }
 
+// Every sample of `name` (any labels), one per line: what a failure shows.
+std::string samples_of(const std::map<std::string, double>& samples, const std::string& name) {
+  std::string out;
+  for (const auto& [key, value] : samples) {
+    if (key == name || key.rfind(name + "{", 0) == 0) out += key + " " + std::to_string(value) + "\n";
+  }
+  return out;
+}
+
 // The sum of every sample of `name` (any labels).
 double total(const std::map<std::string, double>& samples, const std::string& name) {
   double sum = 0;
@@ -115,7 +124,8 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
 
   const auto produced = parse(scrape(*trainer.producer->metrics_endpoint()));
   ASSERT_FALSE(produced.empty()) << "no metrics from the producer";
-  EXPECT_EQ(produced.at("deltacast_info{protection=\"authenticated\",role=\"producer\",transport=\"tcp\"}"), 1);
+  EXPECT_EQ(produced.count("deltacast_info{role=\"producer\",transport=\"tcp\",protection=\"authenticated\"}"), 1u)
+      << samples_of(produced, "deltacast_info");
   EXPECT_EQ(produced.at("deltacast_version"), 3);
   EXPECT_EQ(produced.at("deltacast_versions_total"), 3);
   EXPECT_EQ(produced.at("deltacast_commits_total"), 6);
@@ -135,8 +145,8 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
     encrypted += key.find("protection=\"encrypted\"") != std::string::npos ? value : 0;
     authenticated += key.find("protection=\"authenticated\"") != std::string::npos ? value : 0;
   }
-  EXPECT_EQ(encrypted, 1);
-  EXPECT_EQ(authenticated, 1);
+  EXPECT_EQ(encrypted, 1) << samples_of(produced, "deltacast_member_info");
+  EXPECT_EQ(authenticated, 1) << samples_of(produced, "deltacast_member_info");
   EXPECT_EQ(total(produced, "deltacast_member_committed_version"), 6);
   // The producer's rails carried each version to the heads of the chains at least once.
   EXPECT_GE(total(produced, "deltacast_rail_bytes_total"), static_cast<double>(stats.wire_bytes));
@@ -158,10 +168,13 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
     ASSERT_FALSE(consumed.empty()) << "no metrics from a consumer";
     const bool encrypting = r->consumer->protection() == trust::Protection::kEncrypted;
     const std::string mode = encrypting ? "encrypted" : "authenticated";
-    EXPECT_EQ(consumed.at("deltacast_control_link_info{protection=\"" + mode + "\"}"), 1);
+    EXPECT_EQ(consumed.count("deltacast_control_link_info{protection=\"" + mode + "\"}"), 1u)
+        << samples_of(consumed, "deltacast_control_link_info");
     EXPECT_EQ(count(consumed, "deltacast_info"), 1);
     for (const auto& [key, value] : consumed) {
-      if (key.rfind("deltacast_info{", 0) == 0) EXPECT_NE(key.find("protection=\"" + mode + "\""), std::string::npos) << key;
+      if (key.rfind("deltacast_info{", 0) == 0) {
+        EXPECT_NE(key.find("protection=\"" + mode + "\""), std::string::npos) << key;
+      }
     }
     EXPECT_EQ(consumed.at("deltacast_version"), 3);
     EXPECT_EQ(consumed.at("deltacast_connected"), 1);
