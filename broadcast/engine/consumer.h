@@ -77,6 +77,7 @@ struct ConsumerState {
   uint64_t version = 0;     // committed; 0: nothing yet
   uint64_t held_epoch = 0;  // of the producer that sent `version` (a new producer numbers its versions afresh)
   bool connected = false;
+  std::string protection;  // what its control link runs (the mode both ends agreed on; empty: never joined)
   bool refused = false;   // the coordinator refused this consumer for good
   Status last_error;
   // Since start: versions received and verified, committed, and failed (not received, not
@@ -132,6 +133,8 @@ class Consumer {
   std::shared_mutex& tensors_mutex() { return tensors_mu_; }
   std::vector<Endpoint> data_endpoints() const { return listener_->endpoints(); }
   std::string_view transport() const { return transport_->name(); }
+  // What this consumer requires of every connection.
+  trust::Protection protection() const { return options_.trust.protection; }
   // Its relay's rails to each child it forwards to (by member id).
   std::map<uint32_t, std::vector<RailTelemetry>> rail_telemetry() const { return relay_.telemetry_by_child(); }
   // Where its Prometheus metrics are served (ConsumerOptions::metrics), if they are.

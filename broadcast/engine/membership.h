@@ -49,6 +49,7 @@ struct MemberRecord {
   std::string name;
   std::string node;        // the host it runs on (empty: a node of its own)
   std::string peer;        // control connection's remote address
+  std::string protection;  // what its control link runs (the mode both ends agreed on)
   PeerEndpoints rails;     // data endpoints, one per rail
   bool defers_commit = false;  // a sharded group's member: a round is done with it once it staged the version
   std::shared_ptr<const HeldRanges> held;  // what it holds of the producer's tensors; null: everything

@@ -653,6 +653,7 @@ ProducerStats Producer::stats() const {
   ProducerStats s;
   s.members = membership_->snapshot();
   s.transport = std::string(transport_->name());
+  s.protection = std::string(trust::protection_name(options_.trust.protection));
   for (const auto& m : s.members) {
     if (auto r = rates_.rates(m.id)) s.rates[m.id] = *r;
   }

@@ -119,6 +119,7 @@ struct ProducerStats {
   uint64_t lost = 0;
   uint64_t last_done = 0;      // the newest version whose round ended (0: none)
   std::string transport;       // the data transport in use
+  std::string protection;      // what this producer requires of every connection (trust::Protection's name)
   std::vector<MemberRecord> members;
   std::map<uint32_t, MemberRates> rates;  // what the rate book knows of each member
 

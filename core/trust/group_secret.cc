@@ -125,6 +125,7 @@ Result<GroupSecret> GroupSecret::parse(std::string_view spec) {
   if (take("hex:")) return from_hex(spec);
   if (take("file:")) return from_file(std::string(spec));
   if (take("pass:")) return from_passphrase(spec);
+  if (take("legacy:")) return parse_legacy(trimmed(spec));
   if (take("env:")) {
     const char* value = std::getenv(std::string(spec).c_str());
     if (value == nullptr || *value == '\0') return not_found("secret: the environment variable {} is not set", spec);

@@ -33,7 +33,7 @@ class GroupSecret {
   static GroupSecret from_legacy_token(uint64_t token);
   // One text for command lines and the environment: "hex:<64 digits>", "file:<path>",
   // "env:<NAME>" (the variable holds any of these forms), "pass:<passphrase>", or an unsigned
-  // integer (legacy token, decimal or 0x-hex).
+  // integer (legacy token, decimal or 0x-hex), also as "legacy:<integer>".
   static Result<GroupSecret> parse(std::string_view spec);
 
   static constexpr int kPassphraseRounds = 200000;

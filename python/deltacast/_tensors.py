@@ -59,7 +59,7 @@ def capsules(items):
     return names, caps, dtypes, keep
 
 
-SECRET_PREFIXES = ("hex:", "file:", "env:", "pass:")
+SECRET_PREFIXES = ("hex:", "file:", "env:", "pass:", "legacy:")
 
 
 def parse_token(token):
@@ -75,7 +75,7 @@ def parse_token(token):
     if isinstance(token, int):
         if not 0 <= token < 2 ** 64:
             raise InvalidArgumentError("an integer token must lie in [0, 2**64)")
-        return str(token)
+        return f"legacy:{token}"
     if isinstance(token, (bytes, bytearray, memoryview)):
         raw = bytes(token)
         if len(raw) != 32:

@@ -53,6 +53,8 @@ def test_the_secret_in_every_form_is_the_same_secret(tmp_path):
     finally:
         del os.environ["DELTACAST_TEST_TRUST_SECRET"]
     sync_once({"token": "a long passphrase"}, {"token": "pass:a long passphrase"})
+    # The legacy integer token, as an int and as the text a worker is sent (deltacast-bench's form too).
+    sync_once({"token": 12345}, {"token": "legacy:12345"})
 
 
 def test_a_wrong_secret_and_a_downgrade_are_refused_naming_why():

@@ -59,7 +59,7 @@ void add_counts(MetricsSink& sink, std::span<const Count> counts) {
 void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
   const ProducerStats stats = producer.stats();
   sink.gauge("deltacast_info", "Always 1; the labels say what this process is", 1.0,
-             {{"role", "producer"}, {"transport", stats.transport}});
+             {{"role", "producer"}, {"transport", stats.transport}, {"protection", stats.protection}});
   sink.gauge("deltacast_version", "The newest version published", static_cast<double>(stats.version));
   sink.gauge("deltacast_versions_queued", "Versions published whose rounds have not ended",
              static_cast<double>(stats.queued));
@@ -112,6 +112,8 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
     const bool at_tails =
         last && std::find(last->slow.begin(), last->slow.end(), m.name) != last->slow.end();
     sink.gauge("deltacast_member_alive", "1 while the member is connected", m.alive ? 1.0 : 0.0, labels);
+    sink.gauge("deltacast_member_info", "Always 1; the labels say what the member's control link runs", 1.0,
+               {{"member", m.name}, {"id", std::to_string(m.id)}, {"protection", m.protection}});
     sink.gauge("deltacast_member_slow", "1 while the rate book holds the member slow", rates.slow ? 1.0 : 0.0, labels);
     sink.gauge("deltacast_member_at_tails", "1 if the newest ended round placed the member at the chains' tails",
                at_tails ? 1.0 : 0.0, labels);
@@ -129,7 +131,14 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
 void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
   const ConsumerState state = consumer.state();
   sink.gauge("deltacast_info", "Always 1; the labels say what this process is", 1.0,
-             {{"role", "consumer"}, {"transport", std::string(consumer.transport())}, {"id", std::to_string(state.id)}});
+             {{"role", "consumer"},
+              {"transport", std::string(consumer.transport())},
+              {"id", std::to_string(state.id)},
+              {"protection", std::string(trust::protection_name(consumer.protection()))}});
+  if (!state.protection.empty()) {
+    sink.gauge("deltacast_control_link_info", "Always 1; the labels say what the control link to the producer runs",
+               1.0, {{"protection", state.protection}});
+  }
   sink.gauge("deltacast_version", "The newest version committed", static_cast<double>(state.version));
   sink.gauge("deltacast_connected", "1 while joined to a producer", state.connected ? 1.0 : 0.0);
   const Count counts[] = {

@@ -61,7 +61,7 @@ def _receiver(holder, key, model, handle, token, rails, tp_rank, tp_size, name, 
                              join_timeout=left(deadline), tp_rank=tp_rank, tp_size=tp_size,
                              in_place=in_place, group_id=handle.group, rollback=rollback)
 
-    return receiver_for(holder, key, model, handle.coordinator, handle.group, make, (in_place, rollback))
+    return receiver_for(holder, key, model, handle.coordinator, handle.group, make, (in_place, rollback, False))
 
 
 def _reported(handle, worker, work, place=(None, None)):

@@ -25,7 +25,7 @@ import time
 
 from .. import _core
 from .._dtypes import torch_dtype_of
-from .._tensors import parse_token
+from .._tensors import parse_protection, parse_token
 from ..engine import Consumer
 from ..errors import TimeoutError, UpdateError
 from ..group import whole
@@ -50,13 +50,14 @@ class ModelReceiver:
     the model does not say it as vLLM models do (packed_modules_mapping)."""
 
     def __init__(self, model, coordinator, token=None, rails=None, name=None, join_timeout=60.0, tp_rank=0,
-                 tp_size=1, in_place=True, group_id="", rollback=True, packed_modules=None):
+                 tp_size=1, in_place=True, group_id="", rollback=True, packed_modules=None, encrypt=False):
         import torch
         deadline = time.monotonic() + float(join_timeout)
-        found = json.loads(_core.find_group([coordinator], parse_token(token), float(join_timeout)))
+        found = json.loads(_core.find_group([coordinator], parse_token(token), float(join_timeout),
+                                            protection=parse_protection(encrypt, False)))
         logical = {t["name"]: (t["dtype"], tuple(t["shape"])) for t in found["tensors"]}
         self.model, self.group, self.rollback = model, (coordinator, group_id), rollback
-        self.settings = (bool(in_place), bool(rollback))  # what receiver_for keeps a receiver for
+        self.settings = (bool(in_place), bool(rollback), bool(encrypt))  # what receiver_for keeps a receiver for
         self.broken = False
         candidates = parameters_holding_checkpoint_bytes(model) if in_place else {}
         if packed_modules is None:
@@ -89,7 +90,7 @@ class ModelReceiver:
         self._in_place_tensors = [params[n] for n in self.plan.in_place]
         self._state, self._committed = None, False
         self.consumer = Consumer(items, layout=pieces, connect=coordinator, token=token, rails=rails, name=name,
-                                 join_timeout=left(deadline), commit="on_request")
+                                 join_timeout=left(deadline), commit="on_request", encrypt=encrypt)
         self._received = 0
         log.info("deltacast: %d parameters written in place, %d checkpoint tensors through the engine's loader",
                  len(self.plan.in_place), len(self.staging))
@@ -310,9 +311,9 @@ def staged_in_time(consumer, version, deadline, who=""):
     return False
 
 
-def receiver_for(holder, key, model, coordinator, group_id, make, settings=(True, True)):
+def receiver_for(holder, key, model, coordinator, group_id, make, settings=(True, True, False)):
     """The receiver kept in `holder[key]`, made anew by `make()` for another group, other settings
-    ((in_place, rollback), as `make()` passes them to ModelReceiver) or a model it no longer fits;
+    ((in_place, rollback, encrypt), as `make()` passes them to ModelReceiver) or a model it no longer fits;
     the one it replaces is closed (the new one joins anew: a full version)."""
     receiver = holder.get(key)
     if receiver is not None and (receiver.group != (coordinator, group_id) or receiver.settings != tuple(settings)

@@ -24,6 +24,7 @@ import os
 import socket
 import time
 
+from .._tensors import parse_token
 from ..environment import rails_or_env, token_or_env
 from ..errors import InvalidArgumentError
 from ..inference import ModelReceiver, receiver_for
@@ -40,14 +41,15 @@ last_update = {}  # what the last request did here (version, in_place, loaded, s
 
 
 def update_request(coordinator, version, *, group="", token=None, rails=None, timeout=300.0, in_place=True,
-                   rollback=True):
+                   rollback=True, encrypt=False):
     """The ``named_tensors`` of an update_weights_from_tensor request that makes every worker hold
     `version` of the group whose coordinator is at `coordinator` ("host:port"). `group`: the id the
     trainer gave its group (a later trainer at the same address is another group). `token`: the
     group's token (None: each worker's DELTACAST_TOKEN). `rails`: the workers' NIC addresses (None:
     DELTACAST_RAILS there, else one). `timeout`: seconds the join or the update may take.
     `in_place=False` sends every tensor through the model's load_weights; `rollback=False` keeps
-    no copy of what load_weights overwrites (a failed update may then leave a mix)."""
+    no copy of what load_weights overwrites (a failed update may then leave a mix); `encrypt=True`:
+    the workers' connections are encrypted (AES-256-GCM), not only authenticated."""
     import torch
     if not isinstance(coordinator, str) or ":" not in coordinator:
         raise InvalidArgumentError(f"coordinator: {coordinator!r} is not host:port")
@@ -57,7 +59,8 @@ def update_request(coordinator, version, *, group="", token=None, rails=None, ti
         raise InvalidArgumentError(f"timeout: {timeout!r} is not a number of seconds")
     if rails is not None and (isinstance(rails, str) or not all(isinstance(r, str) for r in rails)):
         raise InvalidArgumentError(f"rails: {rails!r} is not a list of addresses")
-    spec = {"coordinator": coordinator, "version": version, "group": str(group), "token": token,
+    spec = {"coordinator": coordinator, "version": version, "group": str(group),
+            "token": parse_token(token) if token is not None else None, "encrypt": bool(encrypt),
             "rails": list(rails) if rails is not None else None, "timeout": float(timeout),
             "in_place": bool(in_place), "rollback": bool(rollback)}
     return [(SPEC_NAME, torch.frombuffer(bytearray(json.dumps(spec).encode()), dtype=torch.uint8))]
@@ -123,14 +126,14 @@ def load(model, named_tensors):
     tp_rank, tp_size, agree = tensor_parallel()
     name = f"{socket.gethostname()} sglang tp rank {tp_rank} of {tp_size} (pid {os.getpid()})"
 
-    settings = (bool(spec.get("in_place", True)), bool(spec.get("rollback", True)))
+    settings = (bool(spec.get("in_place", True)), bool(spec.get("rollback", True)), bool(spec.get("encrypt", False)))
 
     def make():
         return ModelReceiver(model, spec["coordinator"], token=token_or_env(spec.get("token")),
                              rails=rails_or_env(spec.get("rails")) or None, name=name,
                              join_timeout=max(0.0, deadline - time.monotonic()), tp_rank=tp_rank, tp_size=tp_size,
                              in_place=settings[0], group_id=spec.get("group", ""), rollback=settings[1],
-                             packed_modules=packed_modules_of(model))
+                             packed_modules=packed_modules_of(model), encrypt=settings[2])
 
     def receiver():
         return receiver_for(_receivers, "model", model, spec["coordinator"], spec.get("group", ""), make, settings)

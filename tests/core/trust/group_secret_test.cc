@@ -75,6 +75,7 @@ TEST(GroupSecret, LegacyTokensMapToDistinctSecretsAndNoSecretIsTokenZero) {
   ASSERT_TRUE(decimal.ok() && hex.ok());
   EXPECT_EQ(*decimal, GroupSecret::from_legacy_token(0xdead));
   EXPECT_EQ(*hex, GroupSecret::from_legacy_token(0xdead));
+  EXPECT_EQ(*GroupSecret::parse("legacy:57005"), GroupSecret::from_legacy_token(0xdead));
 }
 
 TEST(GroupSecret, TheFingerprintNamesTheSecretWithoutShowingIt) {

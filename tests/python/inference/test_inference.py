@@ -238,19 +238,19 @@ class _KeptReceiver:
         self.closed = True
 
 
-@pytest.mark.parametrize("change", ["nothing", "group", "coordinator", "in_place", "rollback", "model"])
+@pytest.mark.parametrize("change", ["nothing", "group", "coordinator", "in_place", "rollback", "encrypt", "model"])
 def test_a_kept_receiver_serves_only_its_group_settings_and_model(change):
     made = []
 
     def make():
-        made.append(_KeptReceiver(("c:1", "g"), (True, True)))
+        made.append(_KeptReceiver(("c:1", "g"), (True, True, False)))
         return made[-1]
 
     holder = {}
-    first = receiver_for(holder, "model", object(), "c:1", "g", make, (True, True))
+    first = receiver_for(holder, "model", object(), "c:1", "g", make, (True, True, False))
     first._stale = change == "model"
     ask = {"coordinator": "c:2" if change == "coordinator" else "c:1", "group": "h" if change == "group" else "g",
-           "settings": (change != "in_place", change != "rollback")}
+           "settings": (change != "in_place", change != "rollback", change == "encrypt")}
     again = receiver_for(holder, "model", object(), ask["coordinator"], ask["group"], make, ask["settings"])
     if change == "nothing":
         assert again is first and len(made) == 1 and not first.closed

@@ -16,6 +16,7 @@ from typing import ClassVar
 from vllm.distributed.weight_transfer.base import TrainerInitInfo, TrainerWeightTransferEngine
 
 from ..._dtypes import deltacast_dtype_of_torch, torch_dtype_of
+from ..._tensors import parse_token
 from ...engine import Producer
 from ...errors import DTypeError, InvalidArgumentError, UpdateError
 from ...group import Group, Piece, whole
@@ -45,6 +46,7 @@ class DeltacastTrainerInitInfo(TrainerInitInfo):
     timeout: float = 300.0
     in_place: bool = True
     rollback: bool = True
+    encrypt: bool = False  # True: every connection encrypted (AES-256-GCM), not only authenticated
     send_token: bool = True
     value_codec: str = "ulp"
     transport: str = "tcp"
@@ -130,7 +132,8 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
             self.producer = Producer(self._buffers, listen=f"{self._host()}:0", token=info.token,
                                      rails=info.rails, value_codec=info.value_codec, transport=info.transport,
                                      group=group, rank=info.rank, world_size=info.world_size, shards=self._pieces,
-                                     coordinator=info.coordinator, register_timeout=info.timeout)
+                                     coordinator=info.coordinator, register_timeout=info.timeout,
+                                     encrypt=info.encrypt)
         if info.rank == 0 and self.producer is None:
             raise InvalidArgumentError("shards: rank 0 hosts the group and must publish at least one tensor")
         self.coordinator = self._ranks.from_zero(self.producer.coordinator if self.producer else None)
@@ -171,7 +174,8 @@ class DeltacastTrainerWeightTransferEngine(TrainerWeightTransferEngine[Deltacast
         try:
             self.client.init_weight_transfer_engine({
                 "coordinator": self.coordinator, "group": self.group_id,
-                "token": str(info.token) if info.send_token and info.token is not None else None,
+                "token": parse_token(info.token) if info.send_token and info.token is not None else None,
+                "encrypt": bool(info.encrypt),
                 "timeout": float(info.timeout), "in_place": bool(info.in_place), "rollback": bool(info.rollback),
                 "reply": f"{self._host()}:{listener.port}", "nonce": listener.nonce})
             listener.wait_all(time.monotonic() + 10.0)

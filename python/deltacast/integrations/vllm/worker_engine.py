@@ -37,6 +37,7 @@ class DeltacastWorkerInitInfo(WeightTransferInitInfo):
     timeout: float = 300.0            # seconds one join or one update may take
     in_place: bool = True             # False: every tensor through vLLM's reload
     rollback: bool = True             # False: no copy of what a reload overwrites (a failed update may leave a mix)
+    encrypt: bool = False             # True: connections encrypted (AES-256-GCM), not only authenticated
     reply: str = ""                   # host:port of the trainer's report listener: each worker says it joined
     nonce: str = ""
 
@@ -90,10 +91,10 @@ class DeltacastWeightTransferEngine(WeightTransferEngine[DeltacastWorkerInitInfo
                                  rails=rails_or_env(info.rails) or None, name=self.name,
                                  join_timeout=max(0.0, deadline - time.monotonic()), tp_rank=self._tp_rank,
                                  tp_size=self._tp_size, in_place=info.in_place, group_id=info.group,
-                                 rollback=info.rollback)
+                                 rollback=info.rollback, encrypt=info.encrypt)
 
         return receiver_for(self._receivers, "model", self.model, info.coordinator, info.group, make,
-                            (info.in_place, info.rollback))
+                            (info.in_place, info.rollback, info.encrypt))
 
     def start_weight_update(self):
         if self._init is None:

@@ -56,6 +56,15 @@ std::map<std::string, double> parse(const std::string& text) {
   return samples;
 }
 
+// Every sample of `name` (any labels), one per line: what a failure shows.
+std::string samples_of(const std::map<std::string, double>& samples, const std::string& name) {
+  std::string out;
+  for (const auto& [key, value] : samples) {
+    if (key == name || key.rfind(name + "{", 0) == 0) out += key + " " + std::to_string(value) + "\n";
+  }
+  return out;
+}
+
 // The sum of every sample of `name` (any labels).
 double total(const std::map<std::string, double>& samples, const std::string& name) {
   double sum = 0;
@@ -99,6 +108,7 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
     c.rails = loopback_rails();
     c.name = name;
     c.metrics = Endpoint{"127.0.0.1", 0};
+    if (std::string(name) == "b") c.trust.protection = trust::Protection::kEncrypted;
     rollouts.push_back(std::make_unique<testing::Rollout>(trainer.trace->manifest(), trainer.producer->address(), c));
     ASSERT_TRUE(rollouts.back()->consumer->start(kWait).ok());
   }
@@ -114,7 +124,8 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
 
   const auto produced = parse(scrape(*trainer.producer->metrics_endpoint()));
   ASSERT_FALSE(produced.empty()) << "no metrics from the producer";
-  EXPECT_EQ(produced.at("deltacast_info{role=\"producer\",transport=\"tcp\"}"), 1);
+  EXPECT_EQ(produced.count("deltacast_info{role=\"producer\",transport=\"tcp\",protection=\"authenticated\"}"), 1u)
+      << samples_of(produced, "deltacast_info");
   EXPECT_EQ(produced.at("deltacast_version"), 3);
   EXPECT_EQ(produced.at("deltacast_versions_total"), 3);
   EXPECT_EQ(produced.at("deltacast_commits_total"), 6);
@@ -126,6 +137,16 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
   EXPECT_GT(produced.at("deltacast_last_version_density{kind=\"delta\"}"), 0);
   EXPECT_EQ(produced.at("deltacast_members{state=\"alive\"}"), 2);
   EXPECT_EQ(total(produced, "deltacast_member_alive"), 2);
+  // Each member's control link, in the mode its two ends agreed on: the encrypting consumer's is
+  // encrypted, the other's authenticated.
+  double encrypted = 0, authenticated = 0;
+  for (const auto& [key, value] : produced) {
+    if (key.rfind("deltacast_member_info{", 0) != 0) continue;
+    encrypted += key.find("protection=\"encrypted\"") != std::string::npos ? value : 0;
+    authenticated += key.find("protection=\"authenticated\"") != std::string::npos ? value : 0;
+  }
+  EXPECT_EQ(encrypted, 1) << samples_of(produced, "deltacast_member_info");
+  EXPECT_EQ(authenticated, 1) << samples_of(produced, "deltacast_member_info");
   EXPECT_EQ(total(produced, "deltacast_member_committed_version"), 6);
   // The producer's rails carried each version to the heads of the chains at least once.
   EXPECT_GE(total(produced, "deltacast_rail_bytes_total"), static_cast<double>(stats.wire_bytes));
@@ -145,6 +166,16 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
   for (auto& r : rollouts) {
     const auto consumed = parse(scrape(*r->consumer->metrics_endpoint()));
     ASSERT_FALSE(consumed.empty()) << "no metrics from a consumer";
+    const bool encrypting = r->consumer->protection() == trust::Protection::kEncrypted;
+    const std::string mode = encrypting ? "encrypted" : "authenticated";
+    EXPECT_EQ(consumed.count("deltacast_control_link_info{protection=\"" + mode + "\"}"), 1u)
+        << samples_of(consumed, "deltacast_control_link_info");
+    EXPECT_EQ(count(consumed, "deltacast_info"), 1);
+    for (const auto& [key, value] : consumed) {
+      if (key.rfind("deltacast_info{", 0) == 0) {
+        EXPECT_NE(key.find("protection=\"" + mode + "\""), std::string::npos) << key;
+      }
+    }
     EXPECT_EQ(consumed.at("deltacast_version"), 3);
     EXPECT_EQ(consumed.at("deltacast_connected"), 1);
     EXPECT_EQ(consumed.at("deltacast_staged_total"), 3);
