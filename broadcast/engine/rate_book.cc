@@ -101,9 +101,11 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
     const MemberRates* r = rates_of(id);
     if (r == nullptr || r->capacity <= 0) continue;  // never a bottleneck, or kept up long enough
     const double rate = r->known();
-    // A sender about as slow as this member explains it (a port slow both ways).
+    // A sender about as slow as this member explains it (a port slow both ways), but only a
+    // member not yet at the tails: there it is fed by whoever ends the chains, and a feeder held
+    // back by this member's own pace (its relay buffers full) measures slow for that very reason.
     const MemberRates* sender = rates_of(r->capacity_from);
-    if (r->capacity_from != kProducerSender && sender != nullptr && sender->capacity > 0 &&
+    if (!r->slow && r->capacity_from != kProducerSender && sender != nullptr && sender->capacity > 0 &&
         rate >= kSlowFraction * sender->known()) {
       continue;
     }

@@ -11,7 +11,8 @@
 //    it was the bottleneck of its chain, and that sum is its capacity, unless
 //    the sender explains the wait: a sender whose several links all waited had
 //    its own uplink as the limit (the producer feeding every chain's head), and
-//    a sender itself measured about as slow has a port slow both ways.
+//    a sender itself measured about as slow has a port slow both ways (an
+//    excuse a member at the tails never gets: its feeders are held back by it).
 //
 // A member measured as a bottleneck at under kSlowFraction of the healthy rate
 // (the upper median of what the others are known to take) is slow. At the tails

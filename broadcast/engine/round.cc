@@ -234,6 +234,14 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // The producer's own links into the chains' heads go to the rate book with everyone else's.
   for (const auto& [child, sample] : relay_.child_links()) rates_.record(kProducerSender, child, sample);
   rates_.close_round(slice_bytes);
+  if (log().should_log(spdlog::level::debug)) {
+    for (uint32_t id : targets) {
+      if (const auto r = rates_.rates(id)) {
+        log().debug("version {}: member {} inbound {:.0f} MB/s, capacity {:.0f} MB/s from {}, slow {}, kept up {}",
+                    spec.version, id, r->inbound / 1e6, r->capacity / 1e6, r->capacity_from, r->slow, r->kept_up_rounds);
+      }
+    }
+  }
   relay_.end();
   const control::Done done{spec.version};
   for (uint32_t id : targets) {

@@ -112,6 +112,28 @@ TEST(RateBook, TheChildOfAPortSlowBothWaysIsExplainedByIt) {
   EXPECT_EQ(book.judge({1, 2, 3, 4, 5}).slow, std::vector<uint32_t>{3});
 }
 
+TEST(RateBook, AFeederHeldBackByASlowTailDoesNotExcuseIt) {
+  // What two-core netns runs reported with member 6 throttled to 30% and at the tails: a feeder
+  // whose relay buffers filled waiting on 6 measured as a bottleneck itself, at times under 1/0.6
+  // of 6's rate (yet not slow against the others), which made 6 look "explained" by it, and 6
+  // left the tails every other round. At the tails no feeder excuses it.
+  RateBook book;
+  const auto round = [&](double feeder_rate) {
+    book.record(kProducerSender, 1, kept_up(195e6));
+    book.record(1, 2, kept_up(190e6));
+    book.record(2, 3, kept_up(188e6));
+    book.record(3, 4, kept_up(192e6));
+    book.record(4, 5, waited(feeder_rate));
+    book.record(5, 6, waited(73e6));
+    book.close_round();
+    const SlowVerdict v = book.judge(kSix);
+    book.adopt(kSix, v);
+    return v.slow;
+  };
+  ASSERT_EQ(round(160e6), std::vector<uint32_t>{6});
+  for (double feeder : {118e6, 150e6, 116e6, 119e6}) EXPECT_EQ(round(feeder), std::vector<uint32_t>{6}) << feeder;
+}
+
 TEST(RateBook, SlowestIsLast) {
   RateBook book;
   book.record(1, 2, waited(0.3e9));
