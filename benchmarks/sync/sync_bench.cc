@@ -199,7 +199,7 @@ void add_sync_command(CLI::App& app) {
                   "Role consumer: the host it counts as (default: the host name); consumers of one node take each "
                   "version over its rails once");
   cmd->add_flag("--commands", args->commands,
-                "Role producer: take commands on stdin (members N, publish [full|LR], republish, wait V, check V, hash, stats, quit)");
+                "Role producer: take commands on stdin (members N, publish [full|LR], republish, wait V, check V, hash, save PATH, stats, quit)");
   cmd->add_flag("--hash-commits", args->hash_commits,
                 "Role consumer: each 'committed' event carries the producer epoch and the model's hash (soak checks)");
   cmd->add_flag("--die-with-parent", args->die_with_parent, "Exit when the parent process does");

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -463,6 +464,21 @@ bool run_command(SyncProducer& sync, const std::string& line) {
       emit(check_json(*report));
     } else {
       emit({{"event", "error"}, {"error", report.status().to_string()}});
+    }
+  } else if (command == "save") {
+    // save PATH: the published model's bytes, every tensor in manifest order (what a test needs to
+    // look for the model in a capture of the wire).
+    std::ofstream out(argument, std::ios::binary | std::ios::trunc);
+    uint64_t bytes = 0;
+    for (const TensorView& t : sync.trace().published()) {
+      out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes()));
+      bytes += t.nbytes();
+    }
+    out.close();
+    if (out) {
+      emit({{"event", "saved"}, {"path", argument}, {"version", p.stats().version}, {"bytes", bytes}});
+    } else {
+      emit({{"event", "error"}, {"error", fmt::format("save: cannot write '{}'", argument)}});
     }
   } else if (command == "stats") {
     const ProducerStats stats = p.stats();

@@ -285,8 +285,9 @@ void Consumer::connect_loop() {
     }
     auto fd = net::open_socket(options_.netns);
     Status s = fd.status();
+    Endpoint coordinator;
     if (fd.ok()) {
-      const Endpoint& coordinator = options_.coordinators[attempt++ % options_.coordinators.size()];
+      coordinator = options_.coordinators[attempt++ % options_.coordinators.size()];
       s = net::connect_socket(*fd, Endpoint{"0.0.0.0", 0}, coordinator, Millis(1000));
       if (s.ok()) s = join(*fd);
       if (!s.ok()) ::close(*fd);
@@ -295,6 +296,7 @@ void Consumer::connect_loop() {
       backoff = options_.reconnect_min;
       continue;
     }
+    log().info("consumer {}: no join through {}: {}", options_.name, coordinator.to_string(), s.message());
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (state_.refused) return;

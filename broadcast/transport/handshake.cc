@@ -43,7 +43,11 @@ Status write_hello(int fd, const Hello& hello, Clock::time_point deadline, const
 }
 
 Status wrong_secret(std::string_view who) {
-  return permission_denied("handshake: wrong secret ({} does not hold this group's secret)", who);
+  // A replayed or altered handshake fails the same proof: the message names both causes.
+  return permission_denied(
+      "handshake: wrong secret ({} does not hold this group's secret, or the handshake was replayed or altered on "
+      "the way)",
+      who);
 }
 
 }  // namespace

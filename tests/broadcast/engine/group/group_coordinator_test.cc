@@ -110,7 +110,8 @@ TEST(GroupCoordinator, WrongSecretsOtherWorldsAndOverlapsAreRefusedNamingWhat) {
   auto c = coordinator();
   ASSERT_TRUE(c);
   const std::string refused_secret =
-      "PERMISSION_DENIED: handshake: wrong secret (the peer does not hold this group's secret)";
+      "PERMISSION_DENIED: handshake: wrong secret (the peer does not hold this group's secret, or the handshake was "
+      "replayed or altered on the way)";
   EXPECT_EQ(answer(*c, registration(0, half(0)), /*token=*/1), refused_secret);
   EXPECT_EQ(answer(*c, control::FindGroup{control::kProtocolVersion}, /*token=*/1), refused_secret);
   // A wrong secret is final: find_group does not ask again until its time is up.
