@@ -37,14 +37,14 @@ FrameSeal::FrameSeal(const Key& key, Protection mode) : mode_(mode), cipher_(std
 
 FrameSeal::~FrameSeal() = default;
 
-void FrameSeal::start(bool encrypting, const void* header, size_t header_size) {
+void FrameSeal::start(bool encrypting, uint64_t number, const void* header, size_t header_size) {
   if (broken_) throw std::logic_error("FrameSeal: a frame failed its tag; the connection must be dropped");
   encrypting_ = encrypting;
   if (mode_ == Protection::kInsecure) return;
   // The nonce: 4 zero bytes and the frame's sequence number. Each direction has its own key, so
   // no (key, nonce) pair is ever used twice.
   uint8_t iv[12] = {};
-  store_le<uint64_t>(iv + 4, sequence_);
+  store_le<uint64_t>(iv + 4, number);
   EVP_CIPHER_CTX* ctx = cipher_->ctx;
   const auto init = encrypting ? EVP_EncryptInit_ex : EVP_DecryptInit_ex;
   require(init(ctx, EVP_aes_256_gcm(), nullptr, cipher_->key.data(), iv), "init");
@@ -79,7 +79,7 @@ void FrameSeal::process(const void* in, void* out, size_t size) {
   }
 }
 
-void FrameSeal::begin(const void* header, size_t header_size) { start(true, header, header_size); }
+void FrameSeal::begin(const void* header, size_t header_size) { start(true, sequence_, header, header_size); }
 
 void FrameSeal::add(const void* in, void* out, size_t size) { process(in, out, size); }
 
@@ -92,12 +92,16 @@ void FrameSeal::finish(uint8_t tag[kTagBytes]) {
   require(EVP_CIPHER_CTX_ctrl(cipher_->ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag), "tag");
 }
 
-void FrameSeal::begin_open(const void* header, size_t header_size) { start(false, header, header_size); }
+void FrameSeal::begin_open(const void* header, size_t header_size) { start(false, sequence_, header, header_size); }
 
 void FrameSeal::add_open(const void* in, void* out, size_t size) { process(in, out, size); }
 
 bool FrameSeal::check(const uint8_t tag[kTagBytes]) {
   ++sequence_;
+  return verify(tag);
+}
+
+bool FrameSeal::verify(const uint8_t tag[kTagBytes]) {
   if (mode_ == Protection::kInsecure) return true;
   uint8_t copy[kTagBytes];
   std::memcpy(copy, tag, kTagBytes);
@@ -121,6 +125,26 @@ bool FrameSeal::open(const void* header, size_t header_size, uint8_t* payload, s
   begin_open(header, header_size);
   add_open(payload, payload, size);
   return check(tag);
+}
+
+void FrameSeal::tag_numbered(uint64_t number, const void* header, size_t header_size, const uint8_t* payload,
+                             size_t size, uint8_t tag[kTagBytes]) {
+  if (mode_ == Protection::kEncrypted) throw std::logic_error("FrameSeal: numbered frames are tagged, not encrypted");
+  start(true, number, header, header_size);
+  process(payload, const_cast<uint8_t*>(payload), size);  // tagged only: nothing is written
+  if (mode_ == Protection::kInsecure) return;
+  int len = 0;
+  uint8_t rest[16];
+  require(EVP_EncryptFinal_ex(cipher_->ctx, rest, &len), "final");
+  require(EVP_CIPHER_CTX_ctrl(cipher_->ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag), "tag");
+}
+
+bool FrameSeal::check_numbered(uint64_t number, const void* header, size_t header_size, const uint8_t* payload,
+                               size_t size, const uint8_t tag[kTagBytes]) {
+  if (mode_ == Protection::kEncrypted) throw std::logic_error("FrameSeal: numbered frames are tagged, not encrypted");
+  start(false, number, header, header_size);
+  process(payload, const_cast<uint8_t*>(payload), size);
+  return verify(tag);
 }
 
 SessionSeals seals_for(const SessionKeys& keys, Role role) {

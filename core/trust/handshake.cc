@@ -89,15 +89,6 @@ bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, c
   return CRYPTO_memcmp(expected.data(), received, kProofBytes) == 0;
 }
 
-uint64_t connection_credential(const GroupSecret& secret) {
-  constexpr std::string_view kLabel = "deltacast rdma connection credential v1";
-  uint8_t mac[32];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.bytes().data(), static_cast<int>(secret.bytes().size()),
-       reinterpret_cast<const uint8_t*>(kLabel.data()), kLabel.size(), mac, &len);
-  return load_le<uint64_t>(mac);
-}
-
 SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode) {
   uint8_t salt[2 * kNonceBytes];
   std::memcpy(salt, client.nonce.data(), kNonceBytes);

@@ -61,12 +61,6 @@ Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hel
 bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
                     const uint8_t received[kProofBytes]);
 
-// A fixed 64-bit value derived from the secret (HMAC-SHA256 under a label of its own): what an RDMA
-// connection request carries, whose private data has no room for the exchange above. It reveals
-// nothing of the secret, but one recorded request can be replayed to be accepted on that path;
-// docs/DESIGN.md ("Trust") lists it among what is not yet protected.
-uint64_t connection_credential(const GroupSecret& secret);
-
 struct SessionKeys {
   Key client_to_server{};
   Key server_to_client{};

@@ -13,7 +13,9 @@
 // Attacks on a grant the receiver gave for a genuine offer: stale-imm (a write
 // carrying another immediate than the grant's), short-write (fewer bytes than
 // the slice), overrun (more bytes than the granted window), late-write (a
-// second write once the first was answered: the grant is revoked by then).
+// second write once the first was answered: the grant is revoked by then),
+// forged-slice (other bytes than the offer's tag covers, as an attacker on the
+// path would write them).
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 
@@ -82,7 +84,7 @@ int main(int argc, char** argv) {
   std::string rail_text, attack;
   std::string token = "0";
   const std::set<std::string> offer_attacks = {"bad-magic", "slot-range", "oversize", "slice-range", "double-offer", "send"};
-  const std::set<std::string> write_attacks = {"stale-imm", "short-write", "overrun", "late-write"};
+  const std::set<std::string> write_attacks = {"stale-imm", "short-write", "overrun", "late-write", "forged-slice"};
   std::set<std::string> all = offer_attacks;
   all.insert(write_attacks.begin(), write_attacks.end());
   app.add_option("--rail", rail_text, "LOCAL=REMOTE:PORT")->required();
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", secret.status().to_string());
     return 2;
   }
-  auto link = dial(*rail, ConnectData{trust::connection_credential(*secret), 0}, 4, QpTimeouts{},
+  auto link = dial(*rail, 0, trust::Trust{*secret, trust::Protection::kAuthenticated}, 4, QpTimeouts{},
                    std::chrono::seconds(30));
   if (!link.ok()) {
     fmt::print(stderr, "{}: no connection: {}\n", attack, link.status().to_string());
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
   const uint32_t imm = verbs::SlotTable::immediate(0, 1);
   const auto send_offer = [&](SliceRef slice, uint32_t with_imm, uint32_t length = kOfferBytes) {
     encode_offer(slice, with_imm, offer);
+    c.tag_offer(offer, payload, kSliceBytes);  // the genuine slice's tag: the receiver must get past it
     if (attack == "bad-magic") std::memset(offer, 0, 4);
     return c.queues.queue_pair->send(1, {length == kOfferBytes ? offer : payload, length, registration->lkey()});
   };
@@ -166,8 +169,13 @@ int main(int argc, char** argv) {
   if (attack == "stale-imm") posted = write(kSliceBytes, imm + (1u << 16));
   if (attack == "short-write") posted = write(kSliceBytes / 16, imm);
   if (attack == "overrun") posted = write(2 * kSliceBytes, imm);
+  if (attack == "forged-slice") {
+    payload[100] ^= 0x40;
+    posted = write(kSliceBytes, imm);
+  }
   if (attack == "late-write") {
-    // A whole write of the wrong bytes: answered (rejected), which closes the grant; then again.
+    // A whole write of the tagged bytes, whose checksum is not the offer's: answered (rejected),
+    // which closes the grant; then again.
     posted = write(kSliceBytes, imm);
     if (posted.ok() && (await(c, std::chrono::seconds(20), &reply, &why) != Outcome::kAnswered ||
                         reply.kind != ReplyKind::kRejected)) {

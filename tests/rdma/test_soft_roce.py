@@ -60,6 +60,7 @@ ATTACKS = {
     "short-write": "a write of 4096 bytes for slice 0",
     "overrun": REFUSED_BY_THE_NIC,
     "late-write": REFUSED_BY_THE_NIC,
+    "forged-slice": "failed its authentication tag",
 }
 
 

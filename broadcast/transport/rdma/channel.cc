@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "broadcast/transport/rdma/verbs/device_events.h"
-#include "core/trust/handshake.h"
 #include "core/log.h"
 
 namespace deltacast::rdma {
@@ -109,7 +108,7 @@ Status RdmaChannel::connect_once() {
   // The handshake takes several round trips through the receiver's kernel and its serving
   // thread: more than a TCP connect, hence a floor.
   const Millis connect_timeout = std::max(options_.connect_timeout, Millis(3000));
-  DC_ASSIGN_OR_RETURN(c->link, dial(rail_, ConnectData{trust::connection_credential(options_.trust.secret), options_.rail_index}, config_.slots_per_connection,
+  DC_ASSIGN_OR_RETURN(c->link, dial(rail_, options_.rail_index, options_.trust, config_.slots_per_connection,
                                     config_.timeouts, connect_timeout));
   Dialed& link = *c->link;
   const uint32_t slots = std::min(link.remote.slot_count, config_.slots_per_connection);
@@ -228,6 +227,7 @@ void RdmaChannel::pump() {
     const uint32_t slot = verbs::SlotTable::slot_of(imm);
     uint8_t* offer = c.offers.data() + static_cast<size_t>(slot) * kOfferBytes;
     encode_offer(record.slice, imm, offer);
+    c.link->tag_offer(offer, record.data, record.slice.length);
     inflight_.emplace(id, std::move(record));
     const Status posted = c.link->queues.queue_pair->send(
         kOfferSendTag | slot, {offer, static_cast<uint32_t>(kOfferBytes), c.offer_registration.lkey()});
@@ -305,7 +305,12 @@ void RdmaChannel::run() {
       if (Clock::now() >= next_attempt) {
         Status s = connect_once();
         if (!s.ok()) {
-          log().debug("rdma: {}: connect failed: {}", rail_.to_string(), s.to_string());
+          // A refusal over the secret or the mode is worth telling; a receiver not there yet is not.
+          if (s.code() == StatusCode::kPermissionDenied) {
+            log().warn("rdma: {}: connect refused: {}", rail_.to_string(), s.to_string());
+          } else {
+            log().debug("rdma: {}: connect failed: {}", rail_.to_string(), s.to_string());
+          }
           next_attempt = Clock::now() + backoff;
           backoff = std::min(backoff * 2, Millis(1000));
         } else {

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -30,6 +31,8 @@ std::string peer_of(rdma_cm_id* id) {
 struct Grant {
   bool open = false;
   uint32_t imm = 0;
+  uint64_t number = 0;                // the offer's place in the connection: its tag's number
+  std::array<uint8_t, kOfferBytes> offer{};  // as it came: what its tag covers, and the tag
   SliceRef slice;
   Landing landing;
   verbs::Registration window;  // exactly the slice's bytes, writable by the peer
@@ -59,6 +62,12 @@ struct RdmaListener::Connection {
   verbs::Registration reply_registration;
   uint32_t slot_count = 0;
   std::vector<Grant> grants;  // by slot
+  // The handshake: the sender's proof is its first message; nothing else is taken before it holds.
+  trust::Hello client_hello, server_hello;
+  trust::Protection mode = trust::Protection::kAuthenticated;
+  bool proven = false;
+  std::unique_ptr<trust::FrameSeal> seal;  // checks the offers' tags (sender to receiver)
+  uint64_t offers_taken = 0;               // the next offer's number
   uint64_t slices_in_place = 0;  // written by the peer's NIC into staging and accepted
   uint64_t bytes_in_place = 0;
 
@@ -157,6 +166,12 @@ void RdmaListener::on_cm_event(rdma_cm_event* event) {
     accept(id, data.data(), data.size());
     return;
   }
+  // A sender that refused this receiver's accept (its proof, its mode) says why in the rejection.
+  const std::string reason =
+      type == RDMA_CM_EVENT_REJECTED && event->param.conn.private_data != nullptr
+          ? std::string(static_cast<const char*>(event->param.conn.private_data),
+                        strnlen(static_cast<const char*>(event->param.conn.private_data), event->param.conn.private_data_len))
+          : std::string();
   rdma_ack_cm_event(event);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
@@ -165,7 +180,8 @@ void RdmaListener::on_cm_event(rdma_cm_event* event) {
   } else if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
              type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE ||
              type == RDMA_CM_EVENT_REJECTED) {  // the sender gave up before our accept reached it
-    drop(it->second, unavailable("{}", rdma_event_str(type)));
+    drop(it->second, reason.empty() ? unavailable("{}", rdma_event_str(type))
+                                    : permission_denied("the sender refused this receiver: {}", reason));
   }
 }
 
@@ -190,9 +206,13 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   const std::string peer = peer_of(id);
   auto hello = decode_connect(static_cast<const uint8_t*>(private_data), length);
   if (!hello.ok()) return refuse(id, peer, hello.status());
-  if (hello->credential != trust::connection_credential(options_.trust.secret)) {
-    return refuse(id, peer, permission_denied("wrong secret"));
+  if (hello->hello.purpose != trust::Purpose::kData) {
+    return refuse(id, peer, permission_denied("handshake: the peer asked for {}; this is a consumer's data rail",
+                                              trust::purpose_name(hello->hello.purpose)));
   }
+  auto mode = trust::agree_protection(options_.trust.protection, hello->hello.mode);
+  if (!mode.ok()) return refuse(id, peer, mode.status());
+  if (Status plain = refuse_encryption(*mode); !plain.ok()) return refuse(id, peer, plain);
   if (connections_.size() >= config_.max_connections) {
     return refuse(id, peer, resource_exhausted("already {} connections", connections_.size()));
   }
@@ -203,6 +223,13 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   c->peer = peer;
   c->slot_count = config_.slots_per_connection;
   c->grants.resize(c->slot_count);
+  c->client_hello = hello->hello;
+  c->server_hello = trust::fresh_hello(options_.trust.protection, trust::Purpose::kData);
+  c->mode = *mode;
+  c->seal = std::move(trust::seals_for(trust::derive_keys(options_.trust.secret, c->client_hello, c->server_hello,
+                                                          c->mode),
+                                       trust::Role::kServer)
+                          .incoming);
   const uint32_t depth = kReceivesPerSlot * c->slot_count;
   const auto set_up = [&]() -> Status {
     Device& d = **device;
@@ -225,7 +252,10 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
     DC_RETURN_IF_ERROR(qp.to_ready_to_receive());
     DC_RETURN_IF_ERROR(qp.to_ready_to_send());
     uint8_t reply[kAcceptBytes];
-    encode_accept(AcceptData{c->slot_count, config_.max_slice_bytes}, reply);
+    encode_accept(AcceptData{c->slot_count, config_.max_slice_bytes, c->server_hello,
+                             trust::prove(options_.trust.secret, trust::Role::kServer, c->client_hello,
+                                          c->server_hello)},
+                  reply);
     rdma_conn_param param{};
     param.private_data = reply;
     param.private_data_len = sizeof(reply);
@@ -260,8 +290,9 @@ bool RdmaListener::serve_some(Connection* c) {
     }
     if (wc[i].opcode != IBV_WC_RECV && wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) continue;  // a reply left
     uint8_t* buffer = c->receives.data() + wc[i].wr_id * kOfferBytes;
-    failed = wc[i].opcode == IBV_WC_RECV ? serve_offer(*c, buffer, wc[i].byte_len)
-                                         : serve_write(*c, ntohl(wc[i].imm_data), wc[i].byte_len);
+    failed = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM ? serve_write(*c, ntohl(wc[i].imm_data), wc[i].byte_len)
+             : c->proven                                ? serve_offer(*c, buffer, wc[i].byte_len)
+                                                        : serve_proof(*c, buffer, wc[i].byte_len);
     if (failed.ok()) {
       failed = c->queues.queue_pair->post_recv(
           wc[i].wr_id, {buffer, static_cast<uint32_t>(kOfferBytes), c->receive_registration.lkey()});
@@ -271,8 +302,20 @@ bool RdmaListener::serve_some(Connection* c) {
   return *n > 0;
 }
 
+Status RdmaListener::serve_proof(Connection& c, const uint8_t* message, uint32_t length) {
+  DC_ASSIGN_OR_RETURN(trust::Proof proof, decode_proof(message, length));
+  if (!trust::proof_is_right(options_.trust.secret, trust::Role::kClient, c.client_hello, c.server_hello,
+                             proof.data())) {
+    return permission_denied("handshake: wrong secret (the peer does not hold this group's secret, or the handshake "
+                             "was replayed or altered on the way)");
+  }
+  c.proven = true;
+  return Status();
+}
+
 Status RdmaListener::serve_offer(Connection& c, const uint8_t* message, uint32_t length) {
   DC_ASSIGN_OR_RETURN(Offer offer, decode_offer(message, length, c.slot_count, config_.max_slice_bytes));
+  const uint64_t number = c.offers_taken++;  // counted whatever comes of it: the sender counts every offer
   Grant& grant = c.grants[verbs::SlotTable::slot_of(offer.imm)];
   if (grant.open) {
     return corrupt("offer in slot {} while its grant for slice {} is open", verbs::SlotTable::slot_of(offer.imm),
@@ -296,7 +339,8 @@ Status RdmaListener::serve_offer(Connection& c, const uint8_t* message, uint32_t
     sink_->complete(offer.slice, landing, false);
     return window.status().with_context(fmt::format("lending slice {}'s place", offer.slice.index));
   }
-  grant = Grant{true, offer.imm, offer.slice, std::move(landing), std::move(*window), std::move(superseded)};
+  grant = Grant{true, offer.imm, number, {}, offer.slice, std::move(landing), std::move(*window), std::move(superseded)};
+  std::memcpy(grant.offer.data(), message, kOfferBytes);
   return reply(c, Reply{offer.imm, ReplyKind::kGranted, reinterpret_cast<uint64_t>(grant.landing.bytes),
                         grant.window.rkey()});
 }
@@ -311,6 +355,14 @@ Status RdmaListener::serve_write(Connection& c, uint32_t imm, uint32_t length) {
   if (length != slice.length) {
     sink_->complete(slice, landing, false);
     return corrupt("a write of {} bytes for slice {}, which has {}", length, slice.index, slice.length);
+  }
+  // The tag first: the bytes landed where only this grant let them, and its window is closed.
+  if (c.mode != trust::Protection::kInsecure &&
+      !c.seal->check_numbered(grant.number, grant.offer.data(), kOfferTaggedBytes, landing.bytes, slice.length,
+                              grant.offer.data() + kOfferTaggedBytes)) {
+    sink_->complete(slice, landing, false);
+    return corrupt("slice {} of transfer {} failed its authentication tag (altered on the way, or not from this "
+                   "session)", slice.index, slice.transfer);
   }
   const bool verified = checksum_matches(slice, landing.bytes);
   const bool accepted = sink_->complete(slice, landing, verified);

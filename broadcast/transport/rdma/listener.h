@@ -45,6 +45,8 @@ class RdmaListener : public Listener {
   Result<Device*> device_for(ibv_context* context);
   // Serves up to a few of the connection's completions; true when there were any.
   bool serve_some(Connection* c);
+  // The sender's first message: its proof of the secret (a wrong one drops the connection).
+  Status serve_proof(Connection& c, const uint8_t* message, uint32_t length);
   Status serve_offer(Connection& c, const uint8_t* message, uint32_t length);
   Status serve_write(Connection& c, uint32_t imm, uint32_t length);
   Status reply(Connection& c, const Reply& answer);

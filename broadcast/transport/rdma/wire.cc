@@ -18,9 +18,9 @@ namespace deltacast::rdma {
 void encode_connect(const ConnectData& data, uint8_t* out) {
   store_le<uint32_t>(out, kMagic);
   store_le<uint32_t>(out + 4, kProtocolVersion);
-  store_le<uint64_t>(out + 8, data.credential);
-  store_le<uint32_t>(out + 16, data.rail_index);
-  store_le<uint32_t>(out + 20, 0);
+  store_le<uint32_t>(out + 8, data.rail_index);
+  store_le<uint32_t>(out + 12, 0);
+  trust::encode_hello(data.hello, out + 16);
 }
 
 Result<ConnectData> decode_connect(const uint8_t* in, size_t length) {
@@ -29,7 +29,8 @@ Result<ConnectData> decode_connect(const uint8_t* in, size_t length) {
   if (const uint32_t v = load_le<uint32_t>(in + 4); v != kProtocolVersion) {
     return mismatch("connect request speaks protocol {}, this receiver {}", v, kProtocolVersion);
   }
-  return ConnectData{load_le<uint64_t>(in + 8), load_le<uint32_t>(in + 16)};
+  DC_ASSIGN_OR_RETURN(trust::Hello hello, trust::decode_hello(in + 16, trust::kHelloBytes));
+  return ConnectData{load_le<uint32_t>(in + 8), hello};
 }
 
 void encode_accept(const AcceptData& data, uint8_t* out) {
@@ -38,6 +39,8 @@ void encode_accept(const AcceptData& data, uint8_t* out) {
   store_le<uint32_t>(out + 4, kProtocolVersion);
   store_le<uint32_t>(out + 8, data.slot_count);
   store_le<uint32_t>(out + 12, data.max_slice_bytes);
+  trust::encode_hello(data.hello, out + 16);
+  std::memcpy(out + 16 + trust::kHelloBytes, data.proof.data(), trust::kProofBytes);
 }
 
 Result<AcceptData> decode_accept(const uint8_t* in, size_t length) {
@@ -46,11 +49,35 @@ Result<AcceptData> decode_accept(const uint8_t* in, size_t length) {
   if (const uint32_t v = load_le<uint32_t>(in + 4); v != kProtocolVersion) {
     return mismatch("receiver speaks protocol {}, this sender {}", v, kProtocolVersion);
   }
-  const AcceptData d{load_le<uint32_t>(in + 8), load_le<uint32_t>(in + 12)};
+  AcceptData d{load_le<uint32_t>(in + 8), load_le<uint32_t>(in + 12), {}, {}};
   if (d.slot_count == 0 || d.slot_count > (1u << 16) || d.max_slice_bytes == 0) {
     return corrupt("receiver takes {} offers at once, slices up to {} bytes", d.slot_count, d.max_slice_bytes);
   }
+  DC_ASSIGN_OR_RETURN(d.hello, trust::decode_hello(in + 16, trust::kHelloBytes));
+  std::memcpy(d.proof.data(), in + 16 + trust::kHelloBytes, trust::kProofBytes);
   return d;
+}
+
+void encode_proof(const trust::Proof& proof, uint8_t out[kOfferBytes]) {
+  std::memset(out, 0, kOfferBytes);
+  store_le<uint32_t>(out, kProofMagic);
+  std::memcpy(out + 8, proof.data(), proof.size());
+}
+
+Result<trust::Proof> decode_proof(const uint8_t* in, size_t length) {
+  if (length != kOfferBytes || load_le<uint32_t>(in) != kProofMagic) {
+    return permission_denied("handshake: the sender's first message is no proof ({} bytes); it must prove the "
+                             "secret before offering anything", length);
+  }
+  trust::Proof proof;
+  std::memcpy(proof.data(), in + 8, proof.size());
+  return proof;
+}
+
+void Dialed::tag_offer(uint8_t* offer, const uint8_t* payload, uint32_t length) {
+  const uint64_t number = offers_sent++;
+  if (mode == trust::Protection::kInsecure) return;
+  seal->tag_numbered(number, offer, kOfferTaggedBytes, payload, length, offer + kOfferTaggedBytes);
 }
 
 void encode_offer(const SliceRef& slice, uint32_t imm, uint8_t* out) {
@@ -266,14 +293,23 @@ std::string printable(const void* data, size_t length) {
 
 Dialed::~Dialed() {
   reply_registration = verbs::Registration();
+  proof_registration = verbs::Registration();
   queues.destroy();
   if (pd != nullptr) ibv_dealloc_pd(pd);
   if (id != nullptr) rdma_destroy_id(id);
   if (events != nullptr) rdma_destroy_event_channel(events);
 }
 
-Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t slots,
-                                     const QpTimeouts& timeouts, std::chrono::milliseconds timeout) {
+Status refuse_encryption(trust::Protection mode) {
+  if (mode != trust::Protection::kEncrypted) return Status();
+  return permission_denied("RDMA rails do not encrypt (the NIC reads slices where they lie): give TCP rails for an "
+                           "encrypted session, or authenticated for RDMA");
+}
+
+Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, const trust::Trust& trust,
+                                     uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout) {
+  DC_RETURN_IF_ERROR(refuse_encryption(trust.protection));
+  const ConnectData hello{rail_index, trust::fresh_hello(trust.protection, trust::Purpose::kData)};
   auto c = std::make_unique<Dialed>();
   c->events = rdma_create_event_channel();
   if (c->events == nullptr) return io_error("rdma_create_event_channel: {}", std::strerror(errno));
@@ -336,14 +372,42 @@ Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& he
   auto accepted = decode_accept(static_cast<const uint8_t*>(response->param.conn.private_data),
                                 response->param.conn.private_data_len);
   rdma_ack_cm_event(response);
-  if (!accepted.ok()) {
-    rdma_reject(c->id, nullptr, 0);
-    return accepted.status();
+  // The receiver's terms and its proof: a receiver that does not hold the secret (or an accept
+  // replayed or altered on the way) gets nothing of this side's.
+  const auto checked = [&]() -> Status {
+    DC_RETURN_IF_ERROR(accepted.status());
+    if (accepted->hello.purpose != trust::Purpose::kData) {
+      return permission_denied("handshake: the peer is no consumer's data rail ({})",
+                               trust::purpose_name(accepted->hello.purpose));
+    }
+    DC_ASSIGN_OR_RETURN(c->mode, trust::agree_protection(trust.protection, accepted->hello.mode));
+    DC_RETURN_IF_ERROR(refuse_encryption(c->mode));
+    if (!trust::proof_is_right(trust.secret, trust::Role::kServer, hello.hello, accepted->hello,
+                               accepted->proof.data())) {
+      return permission_denied("handshake: wrong secret (the receiver does not hold this group's secret, or the "
+                               "handshake was replayed or altered on the way)");
+    }
+    return Status();
+  }();
+  if (!checked.ok()) {
+    // The reason rides in the rejection, so the receiver names it too.
+    const std::string reason = checked.message().substr(0, 140);
+    rdma_reject(c->id, reason.c_str(), static_cast<uint8_t>(reason.size() + 1));
+    return checked;
   }
   c->remote = *accepted;
+  c->seal = std::move(
+      trust::seals_for(trust::derive_keys(trust.secret, hello.hello, accepted->hello, c->mode), trust::Role::kClient)
+          .outgoing);
+  c->proof = AlignedBuffer(kOfferBytes);
+  encode_proof(trust::prove(trust.secret, trust::Role::kClient, hello.hello, accepted->hello), c->proof.data());
+  DC_ASSIGN_OR_RETURN(c->proof_registration, verbs::register_host(c->pd, c->proof.data(), c->proof.size(), 0));
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_receive());
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_send());
   if (rdma_establish(c->id) != 0) return unavailable("rdma_establish: {}", std::strerror(errno));
+  // The proof is this side's first SEND: the receiver takes no offer before it.
+  DC_RETURN_IF_ERROR(c->queues.queue_pair->send(
+      kProofSendTag, {c->proof.data(), static_cast<uint32_t>(kOfferBytes), c->proof_registration.lkey()}));
   ibv_qp_attr applied{};
   ibv_qp_init_attr init{};
   if (ibv_query_qp(c->queues.qp, &applied, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) == 0) {

@@ -2,17 +2,27 @@
 // both ends share.
 //
 // A connection is set up with the RDMA connection manager over the rail's IP
-// addresses. The sender's connect request carries CONNECT private data
-// (u32 magic "DCR1", u32 protocol, u64 credential (trust::connection_credential), u32 rail index, u32 reserved);
-// the receiver's accept carries ACCEPT private data (u32 magic, u32 protocol,
-// u32 offer slots, u32 largest slice, 16 bytes reserved).
+// addresses, and the trust handshake (core/trust/handshake.h) rides in it:
+// - the sender's connect request carries CONNECT private data (u32 magic
+//   "DCR1", u32 protocol, u32 rail index, u32 reserved, its 40-byte HELLO);
+// - the receiver's accept carries ACCEPT private data (u32 magic, u32 protocol,
+//   u32 offer slots, u32 largest slice, its HELLO, its 32-byte PROOF);
+// - the sender checks that proof and SENDs its own first, as a PROOF message
+//   (u32 magic "DCP1", u32 reserved, PROOF, 24 bytes reserved). The receiver
+//   takes no offer before that proof holds; a wrong one drops the connection.
+// The sender needs nothing replayable: both proofs cover both fresh nonces.
 //
 // Slices go straight from the sender's memory to their place in the
 // receiver's staging memory, with no copy on either end, and a peer can only
 // write where the receiver told it to:
 // 1. The sender SENDs an OFFER (u32 magic, u32 immediate, the same 40-byte
-//    slice header as on TCP, 16 bytes reserved) from one of its offer slots;
-//    the immediate (slot | sequence << 16, verbs::SlotTable) names it.
+//    slice header as on TCP, a 16-byte tag) from one of its offer slots;
+//    the immediate (slot | sequence << 16, verbs::SlotTable) names it. The
+//    tag is AES-256-GCM's GMAC under the session's sender-to-receiver key over
+//    the offer's first 48 bytes and the slice's payload, numbered by the
+//    offer's place in the connection (the n-th offer sent is the n-th taken:
+//    SENDs arrive in order), so no offer or payload can be altered, replayed
+//    or moved from another connection. Insecure sessions leave it zero.
 // 2. The receiver validates the header like any untrusted frame, asks its
 //    SliceSink where the slice goes, registers exactly those bytes for remote
 //    writes (in the connection's own protection domain) and answers with a
@@ -22,10 +32,16 @@
 // 3. The sender writes the slice from its registered memory to that address
 //    with one RDMA WRITE with the offer's immediate.
 // 4. The receiver deregisters the grant (a late or repeated write now fails
-//    at the NIC and ends the connection), checks the slice's checksum where
-//    it landed, and answers IN PLACE or REJECTED, which frees the slot.
+//    at the NIC and ends the connection), checks the offer's tag over the
+//    bytes where they landed (a slice that fails drops the connection: it was
+//    altered on the way) and then the slice's checksum, and answers IN PLACE
+//    or REJECTED, which frees the slot. Nothing counts before both held.
 // A write whose immediate matches no open grant, or whose length is not the
-// slice's, drops the connection.
+// slice's, drops the connection. Replies are not tagged: one altered on the
+// way can only send a slice to another place the receiver granted on the same
+// connection, where its tag fails, or report a slice refused (it is re-sent).
+// RDMA rails do not encrypt (the NIC reads the slices where they are); an
+// encrypted session is refused on them.
 #pragma once
 
 #include <rdma/rdma_cma.h>
@@ -39,31 +55,44 @@
 #include "broadcast/transport/rdma/verbs/memory.h"
 #include "broadcast/transport/rdma/verbs/queue_pair.h"
 #include "core/aligned_buffer.h"
+#include "core/trust/frame_seal.h"
+#include "core/trust/handshake.h"
+#include "core/trust/trust.h"
 
 namespace deltacast::rdma {
 
-inline constexpr uint32_t kMagic = 0x31524344;  // "DCR1"
-// 3: slice checksums are content hashes (core/hash.h); 4: the connection credential replaces the token.
-inline constexpr uint32_t kProtocolVersion = 4;
-inline constexpr size_t kConnectBytes = 24;
-inline constexpr size_t kAcceptBytes = 32;
+inline constexpr uint32_t kMagic = 0x31524344;       // "DCR1"
+inline constexpr uint32_t kProofMagic = 0x31504344;  // "DCP1"
+// 3: slice checksums are content hashes (core/hash.h); 4: a credential replaced the token;
+// 5: the trust handshake in the connection's private data and a PROOF message, tagged offers.
+inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr size_t kConnectBytes = 16 + trust::kHelloBytes;                      // 56: all a request holds
+inline constexpr size_t kAcceptBytes = 16 + trust::kHelloBytes + trust::kProofBytes;  // 88
 inline constexpr size_t kOfferBytes = 64;
+inline constexpr size_t kOfferTaggedBytes = 48;  // what the tag covers of the offer; the tag follows
 inline constexpr size_t kReplyBytes = 32;
 
 struct ConnectData {
-  uint64_t credential = 0;
   uint32_t rail_index = 0;
+  trust::Hello hello;
 };
 void encode_connect(const ConnectData& data, uint8_t* out);
+// Refuses other magic, another protocol, and a malformed hello, saying which.
 Result<ConnectData> decode_connect(const uint8_t* in, size_t length);
 
 struct AcceptData {
   uint32_t slot_count = 0;       // offers in flight at once
   uint32_t max_slice_bytes = 0;  // the largest slice the receiver takes
+  trust::Hello hello;            // the receiver's
+  trust::Proof proof{};          // the receiver's proof over both hellos
 };
 void encode_accept(const AcceptData& data, uint8_t* out);
 // Checks what a sender can check: a sane number of slots and slice limit.
 Result<AcceptData> decode_accept(const uint8_t* in, size_t length);
+
+// The sender's proof, its first SEND on the connection (an offer slot's size).
+void encode_proof(const trust::Proof& proof, uint8_t out[kOfferBytes]);
+Result<trust::Proof> decode_proof(const uint8_t* in, size_t length);
 
 struct Offer {
   uint32_t imm = 0;
@@ -142,8 +171,15 @@ inline constexpr uint64_t kOfferSendTag = 1ull << 61;
 // final reply on the sender.
 inline constexpr uint32_t kReceivesPerSlot = 2;
 
+// RDMA rails do not encrypt: an encrypted mode is refused, naming what to do instead.
+Status refuse_encryption(trust::Protection mode);
+
+// wr_id of the sender's PROOF message.
+inline constexpr uint64_t kProofSendTag = 1ull << 60;
+
 // The sender's end of one connection, handshake done: a queue pair in RTS
-// with `kReceivesPerSlot * slots` reply receives posted, and the receiver's terms.
+// with `kReceivesPerSlot * slots` reply receives posted, the receiver's terms,
+// its PROOF on its way, and the seal that tags its offers.
 struct Dialed {
   rdma_event_channel* events = nullptr;
   rdma_cm_id* id = nullptr;
@@ -152,6 +188,14 @@ struct Dialed {
   AlignedBuffer replies;
   verbs::Registration reply_registration;
   AcceptData remote;
+  trust::Protection mode = trust::Protection::kAuthenticated;  // what the two ends agreed on
+  std::unique_ptr<trust::FrameSeal> seal;  // tags offers (sender to receiver)
+  uint64_t offers_sent = 0;                // the next offer's number
+  AlignedBuffer proof;                     // the PROOF message, registered while it goes out
+  verbs::Registration proof_registration;
+
+  // Tags the offer in `offer` (its first kOfferTaggedBytes written) for `payload`, numbering it.
+  void tag_offer(uint8_t* offer, const uint8_t* payload, uint32_t length);
 
   Dialed() = default;
   Dialed(const Dialed&) = delete;
@@ -160,9 +204,10 @@ struct Dialed {
 };
 
 // Connects from the rail's local address to the receiver within `timeout`,
-// for `slots` offers in flight; every failure names its step (and a refusal,
-// the receiver's reason).
-Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, const ConnectData& hello, uint32_t slots,
-                                     const QpTimeouts& timeouts, std::chrono::milliseconds timeout);
+// for `slots` offers in flight, proving `trust`'s secret and checking the
+// receiver's proof; every failure names its step (and a refusal, the
+// receiver's reason; a wrong proof, PERMISSION_DENIED).
+Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, const trust::Trust& trust,
+                                     uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout);
 
 }  // namespace deltacast::rdma

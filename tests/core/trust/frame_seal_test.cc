@@ -149,6 +149,43 @@ INSTANTIATE_TEST_SUITE_P(Modes, FrameSealModes, ::testing::Values(Protection::kA
                            return std::string(protection_name(mode.param));
                          });
 
+TEST(FrameSeal, NumberedFramesCheckInAnyOrderAndOnlyUnderTheirNumber) {
+  const SessionKeys keys = keys_for(Protection::kAuthenticated);
+  FrameSeal sender(keys.client_to_server, keys.mode), receiver(keys.client_to_server, keys.mode);
+  std::vector<Frame> frames;
+  for (uint32_t n = 0; n < 4; ++n) {
+    Frame f{random_bytes(48, 10 * n), random_bytes(1000 + 7 * n, 10 * n + 1)};
+    sender.tag_numbered(n, f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), f.tag);
+    // The same tag as the reference's for that number: the payload is only tagged.
+    std::vector<uint8_t> unused;
+    EXPECT_EQ(std::vector<uint8_t>(f.tag, f.tag + kTagBytes), reference_tag(keys.client_to_server, n, f, false, &unused));
+    frames.push_back(std::move(f));
+  }
+  EXPECT_EQ(sender.sequence(), 0u) << "numbered frames leave the counted sequence alone";
+  const auto check = [&](FrameSeal& seal, uint64_t n, const Frame& f) {
+    return seal.check_numbered(n, f.header.data(), f.header.size(), f.payload.data(), f.payload.size(), f.tag);
+  };
+  for (uint64_t n : {2u, 0u, 3u, 1u}) EXPECT_TRUE(check(receiver, n, frames[n])) << n;
+  // Under another number (a replayed or moved frame), with a flipped payload bit or header bit: refused.
+  FrameSeal a(keys.client_to_server, keys.mode), b(keys.client_to_server, keys.mode), c(keys.client_to_server, keys.mode);
+  EXPECT_FALSE(check(a, 1, frames[0]));
+  Frame flipped = frames[1];
+  flipped.payload[999] ^= 0x10;
+  EXPECT_FALSE(check(b, 1, flipped));
+  flipped = frames[1];
+  flipped.header[3] ^= 1;
+  EXPECT_FALSE(check(c, 1, flipped));
+  // The other direction's key opens nothing.
+  FrameSeal wrong_way(keys.server_to_client, keys.mode);
+  EXPECT_FALSE(check(wrong_way, 0, frames[0]));
+  // An encrypting seal does not number frames: its payloads must change, and these are read-only.
+  const SessionKeys encrypted = keys_for(Protection::kEncrypted);
+  FrameSeal encrypting(encrypted.client_to_server, encrypted.mode);
+  uint8_t tag[kTagBytes];
+  EXPECT_THROW(encrypting.tag_numbered(0, frames[0].header.data(), 48, frames[0].payload.data(), 10, tag),
+               std::logic_error);
+}
+
 TEST(FrameSeal, InsecureAddsNothingAndChecksNothing) {
   const SessionKeys keys = keys_for(Protection::kInsecure);
   auto sender = seals_for(keys, Role::kClient), receiver = seals_for(keys, Role::kServer);

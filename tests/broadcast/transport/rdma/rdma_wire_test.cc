@@ -3,6 +3,7 @@
 // connection lacks or more bytes than the receiver takes, whatever the bytes.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -12,24 +13,39 @@
 namespace deltacast::rdma {
 namespace {
 
-TEST(RdmaWire, ConnectAndAcceptRoundTrip) {
+TEST(RdmaWire, ConnectAcceptAndProofRoundTrip) {
+  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
+  const trust::Hello server = trust::fresh_hello(trust::Protection::kInsecure, trust::Purpose::kData);
   uint8_t hello[kConnectBytes];
-  encode_connect(ConnectData{0xabcdef, 3}, hello);
+  static_assert(kConnectBytes <= 56, "all an RDMA connect request holds");
+  encode_connect(ConnectData{3, client}, hello);
   auto c = decode_connect(hello, sizeof(hello));
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->credential, 0xabcdefu);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->rail_index, 3u);
+  EXPECT_EQ(c->hello.nonce, client.nonce);
+  EXPECT_EQ(c->hello.mode, trust::Protection::kAuthenticated);
+  trust::Proof proof;
+  for (size_t i = 0; i < proof.size(); ++i) proof[i] = static_cast<uint8_t>(3 * i + 1);
   uint8_t reply[kAcceptBytes];
-  encode_accept(AcceptData{8, 64u << 20}, reply);
+  encode_accept(AcceptData{8, 64u << 20, server, proof}, reply);
   auto a = decode_accept(reply, sizeof(reply));
-  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->slot_count, 8u);
   EXPECT_EQ(a->max_slice_bytes, 64u << 20);
+  EXPECT_EQ(a->hello.nonce, server.nonce);
+  EXPECT_EQ(a->hello.mode, trust::Protection::kInsecure);
+  EXPECT_EQ(a->proof, proof);
+  uint8_t message[kOfferBytes];
+  encode_proof(proof, message);
+  auto p = decode_proof(message, sizeof(message));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, proof);
 }
 
 TEST(RdmaWire, MalformedConnectionDataIsRefused) {
+  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
   uint8_t hello[kConnectBytes];
-  encode_connect(ConnectData{1, 0}, hello);
+  encode_connect(ConnectData{0, client}, hello);
   EXPECT_FALSE(decode_connect(hello, kConnectBytes - 1).ok()) << "short";
   EXPECT_FALSE(decode_connect(nullptr, 0).ok()) << "none at all (another program's connect)";
   hello[0] ^= 1;
@@ -37,13 +53,60 @@ TEST(RdmaWire, MalformedConnectionDataIsRefused) {
   hello[0] ^= 1;
   hello[4] = 9;
   EXPECT_EQ(decode_connect(hello, sizeof(hello)).status().code(), StatusCode::kMismatch) << "other protocol";
+  encode_connect(ConnectData{0, client}, hello);
+  hello[16] ^= 1;  // the hello's magic: a peer without authentication
+  EXPECT_EQ(decode_connect(hello, sizeof(hello)).status().code(), StatusCode::kPermissionDenied);
   uint8_t reply[kAcceptBytes];
-  encode_accept(AcceptData{0, 4096}, reply);
+  encode_accept(AcceptData{0, 4096, client, {}}, reply);
   EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "no slots";
-  encode_accept(AcceptData{(1u << 16) + 1, 4096}, reply);
+  encode_accept(AcceptData{(1u << 16) + 1, 4096, client, {}}, reply);
   EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "more slots than an immediate can name";
-  encode_accept(AcceptData{4, 0}, reply);
+  encode_accept(AcceptData{4, 0, client, {}}, reply);
   EXPECT_FALSE(decode_accept(reply, sizeof(reply)).ok()) << "no slice fits";
+  encode_accept(AcceptData{4, 4096, client, {}}, reply);
+  EXPECT_FALSE(decode_accept(reply, kAcceptBytes - 1).ok()) << "the proof cut off";
+  uint8_t message[kOfferBytes];
+  encode_proof(trust::Proof{}, message);
+  EXPECT_EQ(decode_proof(message, kOfferBytes - 1).status().code(), StatusCode::kPermissionDenied) << "short";
+  encode_offer(SliceRef{1, 4096, 4096, 0, 4096, 0}, 1, message);
+  EXPECT_EQ(decode_proof(message, kOfferBytes).status().code(), StatusCode::kPermissionDenied)
+      << "an offer before the proof";
+}
+
+TEST(RdmaWire, AnOffersTagCoversItsHeaderAndPayloadUnderItsNumber) {
+  const trust::GroupSecret secret = trust::GroupSecret::from_legacy_token(5);
+  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
+  const trust::Hello server = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
+  const trust::SessionKeys keys = trust::derive_keys(secret, client, server, trust::Protection::kAuthenticated);
+  Dialed sender;
+  sender.mode = keys.mode;
+  sender.seal = std::move(trust::seals_for(keys, trust::Role::kClient).outgoing);
+  std::vector<uint8_t> payload(4096);
+  std::mt19937 rng(3);
+  for (auto& b : payload) b = static_cast<uint8_t>(rng());
+  uint8_t first[kOfferBytes], second[kOfferBytes];
+  const SliceRef slice{9, 8192, 4096, 0, 4096, 0x77};
+  encode_offer(slice, 1, first);
+  sender.tag_offer(first, payload.data(), 4096);
+  encode_offer(slice, 1, second);
+  sender.tag_offer(second, payload.data(), 4096);
+  EXPECT_NE(std::memcmp(first + kOfferTaggedBytes, second + kOfferTaggedBytes, trust::kTagBytes), 0)
+      << "the same offer twice carries two tags (its number differs)";
+  const auto holds = [&](uint64_t number, const uint8_t* offer, const std::vector<uint8_t>& bytes) {
+    auto seal = std::move(trust::seals_for(keys, trust::Role::kServer).incoming);
+    return seal->check_numbered(number, offer, kOfferTaggedBytes, bytes.data(), bytes.size(),
+                                offer + kOfferTaggedBytes);
+  };
+  EXPECT_TRUE(holds(1, second, payload));
+  EXPECT_TRUE(holds(0, first, payload));
+  EXPECT_FALSE(holds(1, first, payload)) << "an offer replayed in another place";
+  std::vector<uint8_t> forged = payload;
+  forged[4000] ^= 2;
+  EXPECT_FALSE(holds(0, first, forged)) << "a payload altered on the way";
+  uint8_t altered[kOfferBytes];
+  std::memcpy(altered, first, kOfferBytes);
+  altered[20] ^= 1;  // in the slice header
+  EXPECT_FALSE(holds(0, altered, payload)) << "a header altered on the way";
 }
 
 TEST(RdmaWire, OffersAreCheckedAgainstTheSlotsAndTheLimit) {
