@@ -418,7 +418,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
 }
 
 Result<TransportChoice> choose_transport(const WireArgs& args) {
-  DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(args.transport));
+  DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(args.transport, args.trust.protection == "encrypted"));
   if (args.netns && choice.transport->name() == "rdma") {
     return invalid_argument("--netns needs --transport tcp: RDMA devices are not namespace-aware here; run "
                             "--role recv and --role send on RDMA hosts instead");

@@ -69,7 +69,8 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   if (options.rails.empty()) return invalid_argument("a consumer needs at least one data rail address");
   if (options.coordinators.empty()) return invalid_argument("a consumer needs the producer's address");
   DC_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport,
-                      resolve_transport(options.transport, options.transport_backend));
+                      resolve_transport(options.transport, options.transport_backend,
+                                        options.trust.protection == trust::Protection::kEncrypted));
   std::unique_ptr<Consumer> c(
       new Consumer(std::move(manifest), std::move(tensors), std::move(options), std::move(transport)));
   c->device_applier_ = std::move(device_applier);

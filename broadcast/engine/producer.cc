@@ -84,7 +84,8 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   if (options.rails.empty()) options.rails.push_back(Endpoint{"0.0.0.0", 0});
   DC_ASSIGN_OR_RETURN(DeltaEncoder encoder, DeltaEncoder::create(manifest, options.codec));
   DC_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport,
-                      resolve_transport(options.transport, options.transport_backend));
+                      resolve_transport(options.transport, options.transport_backend,
+                                        options.trust.protection == trust::Protection::kEncrypted));
   std::unique_ptr<Producer> p(new Producer(std::move(manifest), std::move(tensors), std::move(options), std::move(encoder)));
   p->transport_ = std::move(transport);
   p->device_encoder_ = std::move(device_encoder);

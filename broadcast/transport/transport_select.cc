@@ -11,7 +11,7 @@
 
 namespace deltacast {
 
-Result<TransportChoice> open_transport(std::string_view name) {
+Result<TransportChoice> open_transport(std::string_view name, bool encrypted) {
   TransportChoice choice;
   if (name == "tcp") {
     choice.transport = std::make_unique<tcp::TcpTransport>();
@@ -19,6 +19,11 @@ Result<TransportChoice> open_transport(std::string_view name) {
   }
   if (name != "rdma" && name != "auto") return invalid_argument("unknown transport '{}' (tcp, rdma or auto)", name);
 #if DELTACAST_HAVE_RDMA
+  if (encrypted && name == "auto") {
+    // Not a fallback to warn of: what "auto" means for an encrypted session.
+    choice.transport = std::make_unique<tcp::TcpTransport>();
+    return choice;
+  }
   auto ports = verbs::discover_rdma_ports();
   if (ports.ok()) {
     choice.transport = std::make_unique<rdma::RdmaTransport>();
@@ -36,9 +41,10 @@ Result<TransportChoice> open_transport(std::string_view name) {
   return choice;
 }
 
-Result<std::shared_ptr<Transport>> resolve_transport(std::string_view name, std::shared_ptr<Transport> given) {
+Result<std::shared_ptr<Transport>> resolve_transport(std::string_view name, std::shared_ptr<Transport> given,
+                                                     bool encrypted) {
   if (given) return given;
-  DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(name));
+  DC_ASSIGN_OR_RETURN(TransportChoice choice, open_transport(name, encrypted));
   return std::shared_ptr<Transport>(std::move(choice.transport));
 }
 

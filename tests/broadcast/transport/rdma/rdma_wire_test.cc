@@ -7,8 +7,11 @@
 #include <random>
 #include <vector>
 
+#include "broadcast/transport/rail.h"
+#include "broadcast/transport/rdma/transport.h"
 #include "broadcast/transport/rdma/verbs/slot_table.h"
 #include "broadcast/transport/rdma/wire.h"
+#include "broadcast/transport/transport_select.h"
 
 namespace deltacast::rdma {
 namespace {
@@ -107,6 +110,29 @@ TEST(RdmaWire, AnOffersTagCoversItsHeaderAndPayloadUnderItsNumber) {
   std::memcpy(altered, first, kOfferBytes);
   altered[20] ^= 1;  // in the slice header
   EXPECT_FALSE(holds(0, altered, payload)) << "a header altered on the way";
+}
+
+TEST(RdmaWire, EncryptedSessionsAreRefusedOnRdmaAndAutoPicksTcpForThem) {
+  RdmaTransport rdma;
+  ChannelOptions channel;
+  channel.trust.protection = trust::Protection::kEncrypted;
+  auto rail = parse_rail("127.0.0.1=127.0.0.1:1", 0);
+  ASSERT_TRUE(rail.ok());
+  auto connected = rdma.connect(*rail, channel);
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(connected.status().message().find("TCP rails"), std::string::npos) << connected.status().to_string();
+  ListenOptions listen;
+  listen.trust.protection = trust::Protection::kEncrypted;
+  auto listening = rdma.listen({Endpoint{"127.0.0.1", 0}}, nullptr, listen);
+  ASSERT_FALSE(listening.ok());
+  EXPECT_EQ(listening.status().code(), StatusCode::kPermissionDenied);
+  // "auto" means TCP for an encrypted session (no fallback to report); "rdma" stays what was asked.
+  auto chosen = open_transport("auto", /*encrypted=*/true);
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_EQ(chosen->transport->name(), "tcp");
+  EXPECT_TRUE(chosen->fallback.empty()) << chosen->fallback;
+  EXPECT_FALSE(open_transport("infiniband").ok());
 }
 
 TEST(RdmaWire, OffersAreCheckedAgainstTheSlotsAndTheLimit) {
