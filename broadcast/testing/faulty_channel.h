@@ -45,6 +45,7 @@ class FaultyChannel : public Channel {
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return inner_->rail(); }
+  std::optional<trust::Protection> protection() const override { return inner_->protection(); }
 
  private:
   struct Held {

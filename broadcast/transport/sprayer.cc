@@ -440,6 +440,7 @@ std::vector<RailTelemetry> Sprayer::telemetry() const {
     t.state = rail.health.state(now);
     t.bandwidth_bps = rail.estimate.bandwidth();
     t.inflight_bytes = rail.estimate.inflight();
+    t.protection = rail.channel->protection();
     out.push_back(t);
   }
   return out;

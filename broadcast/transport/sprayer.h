@@ -63,6 +63,7 @@ struct RailTelemetry {
   uint64_t timeouts = 0;       // sends that missed their deadline
   uint64_t resent_slices = 0;  // slices this rail failed that had to go again
   uint64_t probes = 0;
+  std::optional<trust::Protection> protection;  // what the rail's connection runs (see Channel::protection)
 };
 
 struct SprayEvent {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -63,6 +64,9 @@ class Channel {
   virtual void reset() = 0;
   virtual void close() = 0;
   virtual const RailSpec& rail() const = 0;
+  // What the current connection's two ends agreed on (the stronger of their requirements), or
+  // nothing before the first connection and on backends without sessions.
+  virtual std::optional<trust::Protection> protection() const { return std::nullopt; }
 };
 
 // Waits until `channel` is connected and taking slices; false when `timeout` passed first.

@@ -33,6 +33,13 @@ void collect_rails(MetricsSink& sink, const std::map<uint32_t, std::vector<RailT
                  t.bandwidth_bps, labels);
       sink.gauge("deltacast_rail_inflight_bytes", "Bytes in flight on the rail", static_cast<double>(t.inflight_bytes),
                  labels);
+      if (t.protection) {
+        MetricLabels with_mode = labels;
+        with_mode.emplace_back("protection", std::string(trust::protection_name(*t.protection)));
+        sink.gauge("deltacast_rail_protection_info",
+                   "1, labelled with what the rail's connection runs (insecure, authenticated or encrypted)", 1.0,
+                   std::move(with_mode));
+      }
       for (RailState state : kStates) {
         MetricLabels with_state = labels;
         with_state.emplace_back("state", std::string(rail_state_name(state)));

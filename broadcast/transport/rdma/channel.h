@@ -38,6 +38,10 @@ class RdmaChannel : public Channel {
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return rail_; }
+  std::optional<trust::Protection> protection() const override {
+    const int agreed = agreed_.load();
+    return agreed < 0 ? std::nullopt : std::optional<trust::Protection>(static_cast<trust::Protection>(agreed));
+  }
 
  private:
   struct Record {
@@ -73,6 +77,7 @@ class RdmaChannel : public Channel {
   std::atomic<bool> closed_{false};
   std::atomic<bool> reset_requested_{false};
   std::atomic<bool> connected_{false};
+  std::atomic<int> agreed_{-1};  // the last connection's trust::Protection (-1: none yet)
   std::atomic<bool> port_down_{false};
   // Owned by the connection thread.
   std::unique_ptr<Connection> connection_;

@@ -29,6 +29,10 @@ class TcpChannel : public Channel {
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return rail_; }
+  std::optional<trust::Protection> protection() const override {
+    const int agreed = agreed_.load();
+    return agreed < 0 ? std::nullopt : std::optional<trust::Protection>(static_cast<trust::Protection>(agreed));
+  }
 
   // Writes raw bytes outside the slice protocol for `duration` (the
   // plain-stream baseline of deltacast-bench wire); returns how many.
@@ -78,6 +82,7 @@ class TcpChannel : public Channel {
   Clock::time_point last_heard_{};
   Clock::time_point last_written_{};
   std::atomic<bool> closed_{false};
+  std::atomic<int> agreed_{-1};  // the last connection's trust::Protection (-1: none yet)
   std::atomic<bool> stop_connection_{false};
   bool streaming_ = false;
   ContentHashStream hash_;  // the writer's, for checksums sent after the payload

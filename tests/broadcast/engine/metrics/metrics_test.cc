@@ -155,6 +155,16 @@ TEST(Metrics, AScrapeOfALiveProducerAndConsumersShowsTheRun) {
   EXPECT_GE(rails, 2);
   EXPECT_EQ(total(produced, "deltacast_rail_state"), rails);
   EXPECT_EQ(count(produced, "deltacast_rail_state"), 4 * rails);
+  // Each rail's connection in the mode its two ends agreed on: encrypted into the encrypting
+  // consumer, authenticated into the other.
+  const std::string b_child = "child=\"" + std::to_string(rollouts[1]->consumer->state().id) + "\"";
+  EXPECT_EQ(total(produced, "deltacast_rail_protection_info"), rails) << samples_of(produced, "deltacast_rail_protection_info");
+  for (const auto& [key, value] : produced) {
+    if (key.rfind("deltacast_rail_protection_info{", 0) != 0) continue;
+    const bool into_b = key.find(b_child) != std::string::npos;
+    EXPECT_NE(key.find(into_b ? "protection=\"encrypted\"" : "protection=\"authenticated\""), std::string::npos)
+        << key;
+  }
   double healthy = 0;
   for (const auto& [key, value] : produced) {
     if (key.rfind("deltacast_rail_state{", 0) == 0 && key.find("state=\"healthy\"") != std::string::npos) healthy += value;
