@@ -316,6 +316,7 @@ std::string PyConsumer::state() const {
               {"commits", s.commits},
               {"failures", s.failures},
               {"received_bytes", s.received_bytes},
+              {"protection", s.protection},
               {"last_receive_seconds", s.last_receive_seconds},
               {"last_apply_seconds", s.last_apply_seconds}}
       .dump();

@@ -193,6 +193,7 @@ std::string PyGroupConsumer::state() const {
               {"ranks", s.ranks},
               {"rank_versions", s.rank_versions},
               {"received_bytes", s.received_bytes},
+              {"protections", s.protections},
               {"transport", std::string(engine().transport())},
               {"last_error", s.last_error.ok() ? "" : s.last_error.to_string()}}
       .dump();

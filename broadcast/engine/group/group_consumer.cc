@@ -205,6 +205,7 @@ GroupConsumerState GroupConsumer::state() const {
     const ConsumerState part = c->state();
     s.rank_versions.push_back(part.version);
     s.received_bytes += part.received_bytes;
+    s.protections.push_back(part.protection);
     if (s.last_error.ok()) s.last_error = part.last_error;
   }
   return s;

@@ -36,6 +36,7 @@ struct GroupConsumerState {
   std::vector<uint32_t> ranks;  // the ranks this process takes pieces from
   std::vector<uint64_t> rank_versions;  // committed per such rank (all equal to `version` between commits)
   uint64_t received_bytes = 0;          // since start, over every rank's consumer
+  std::vector<std::string> protections;  // what each rank's control link runs (empty: not joined yet)
   Status last_error;
 };
 

@@ -34,7 +34,7 @@ from verl.workers.rollout.utils import ensure_async_iterator
 
 from .. import _core
 from .._dtypes import deltacast_dtype_of_torch, torch_dtype_of
-from .._tensors import parse_token
+from .._tensors import parse_protection, parse_token
 from ..coordinator import Coordinator
 from ..engine import Consumer, Producer
 from ..errors import InvalidArgumentError, UpdateError
@@ -87,18 +87,20 @@ class DeltacastCheckpointEngine(CheckpointEngine):
     """verl's CheckpointEngine over deltacast. engine_kwargs: ``token`` (default: $DELTACAST_TOKEN),
     ``rails`` (this process's NIC addresses), ``transport`` ("tcp", "rdma", "auto"), ``timeout``
     (seconds a sync may take, 600), ``agree_timeout`` (seconds rollout workers wait for each other
-    once they have a version, 60), ``changed_only`` (yield only changed tensors, True).
+    once they have a version, 60), ``changed_only`` (yield only changed tensors, True), ``encrypt``
+    (every connection encrypted with AES-256-GCM, not only authenticated; False; TCP rails).
     ``bucket_size`` is verl's and unused: deltacast sizes its own buckets."""
 
     wire_format = "named_tensors"
 
     def __init__(self, bucket_size, is_master=False, token=None, rails=None, transport="tcp", timeout=600.0,
-                 agree_timeout=60.0, changed_only=True):
+                 agree_timeout=60.0, changed_only=True, encrypt=False):
         self.is_master = bool(is_master)
         self.token = token if token is not None else os.environ.get("DELTACAST_TOKEN")
         self.rails, self.transport = rails, transport
         self.timeout, self.agree_timeout = float(timeout), float(agree_timeout)
         self.changed_only = bool(changed_only)
+        self.encrypt = bool(encrypt)
         self.role = None
         self._reserved = None        # trainer rank 0: the coordinator's port, held from prepare()
         self._coordinator = None     # trainer rank 0: the group's coordinator
@@ -142,7 +144,7 @@ class DeltacastCheckpointEngine(CheckpointEngine):
         self.coordinator, self.agreement_name = coordinator, agreement
         if self.is_master and self._coordinator is None:
             self._reserved.close()
-            self._coordinator = Coordinator(world_size, listen=coordinator, token=self.token)
+            self._coordinator = Coordinator(world_size, listen=coordinator, token=self.token, encrypt=self.encrypt)
             self._agreement = ray.remote(Agreement).options(name=agreement, get_if_exists=True,
                                                             num_cpus=0).remote()
 
@@ -207,7 +209,7 @@ class DeltacastCheckpointEngine(CheckpointEngine):
         self._producer = Producer(items, listen=f"{_node_ip()}:0", token=self.token, rails=self.rails,
                                   transport=self.transport, group=group, rank=self.rank,
                                   world_size=self.world_size, shards=shards, coordinator=self.coordinator,
-                                  host_coordinator=False, register_timeout=self.timeout)
+                                  host_coordinator=False, register_timeout=self.timeout, encrypt=self.encrypt)
 
     # -- rollout side ---------------------------------------------------------------------------
 
@@ -237,13 +239,14 @@ class DeltacastCheckpointEngine(CheckpointEngine):
 
     def _join(self, deadline):
         found = json.loads(_core.find_group([self.coordinator], parse_token(self.token),
-                                            max(1.0, deadline - time.monotonic())))
+                                            max(1.0, deadline - time.monotonic()),
+                                            parse_protection(self.encrypt, False)))
         self._model = {t["name"]: torch.zeros(tuple(t["shape"]) or (), dtype=torch_dtype_of(t["dtype"]))
                        for t in found["tensors"]}
         layout = {name: whole(name, tuple(t.shape)) for name, t in self._model.items()}
         self._consumer = Consumer(list(self._model.items()), layout=layout, connect=self.coordinator,
                                   token=self.token, rails=self.rails, transport=self.transport,
-                                  name=f"verl-rollout-{self.rank}", commit="on_request",
+                                  name=f"verl-rollout-{self.rank}", commit="on_request", encrypt=self.encrypt,
                                   join_timeout=max(1.0, deadline - time.monotonic()))
 
     async def _newest_staged(self, held, deadline):

@@ -1,7 +1,8 @@
 """deltacast as verl's checkpoint engine, through verl's own CheckpointEngineManager and
 CheckpointEngineWorker on a Ray cluster on this CPU: 2 trainer ranks training a real tiny Llama,
-2 rollout replicas of one worker each. Every rollout worker must hold the trainer's weights bit
-for bit after each sync, and after the first sync only the change crosses the network."""
+2 rollout replicas of one worker each, every connection encrypted (engine_kwargs encrypt=True).
+Every rollout worker must hold the trainer's weights bit for bit after each sync, and after the
+first sync only the change crosses the network."""
 import os
 import signal
 import threading
@@ -36,7 +37,8 @@ class Cluster:
         self.model_config = HFModelConfig(path=model_dir)
         self.engine_config = CheckpointEngineConfig(
             backend="deltacast", custom_backend_module="deltacast.integrations.verl",
-            engine_kwargs={"deltacast": {"token": "verl-test", "timeout": 120, "agree_timeout": 15}})
+            engine_kwargs={"deltacast": {"token": "verl-test", "timeout": 120, "agree_timeout": 15,
+                                         "encrypt": True}})
         self.rollout_config = RolloutConfig(name="vllm", tensor_model_parallel_size=1,
                                             checkpoint_engine=self.engine_config)
         pool = RayResourcePool(process_on_nodes=[2], use_gpu=False, max_colocate_count=1)
@@ -87,6 +89,8 @@ def test_syncs_are_exact_and_carry_the_change(cluster):
             assert_exact(trainer_states[0], state, f"rollout worker {worker} after sync {step}")
         dense = sum(t.numel() * t.element_size() for t in trainer_states[0].values())
         received = [stats_of(group)["received_bytes"] for group in cluster.rollouts]
+        # encrypt=True in engine_kwargs reaches every rollout worker's link to every trainer rank.
+        assert all(set(stats_of(group)["protections"]) == {"encrypted"} for group in cluster.rollouts)
         per_sync = [now - before for now, before in zip(received, received_before)]
         received_before = received
         wire = sum(v for k, v in metrics.items() if k.endswith("/wire_bytes"))
