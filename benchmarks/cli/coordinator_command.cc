@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cli/bench_commands.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 #include "broadcast/engine/group/group_coordinator.h"
 #include "sync/sync_roles.h"
 

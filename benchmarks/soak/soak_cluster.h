@@ -16,7 +16,7 @@
 #include "cli/child_process.h"
 #include "core/status.h"
 #include "testbed/netns_testbed.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 
 namespace deltacast::bench {
 

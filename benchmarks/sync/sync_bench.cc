@@ -17,7 +17,7 @@
 #include "cli/plot.h"
 #include "sync/sync_group.h"
 #include "cli/bench_util.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 #include "sync/sync_roles.h"
 #include "testbed/netns_testbed.h"
 

@@ -15,7 +15,7 @@
 
 #include "broadcast/engine/group/group_consumer.h"
 #include "cli/child_process.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 #include "core/hash.h"
 #include "core/held_ranges.h"
 #include "sparse/trace/model_layout.h"

@@ -18,7 +18,7 @@
 #include "core/parallel_memory.h"
 #include "sync/gloo_baseline.h"
 #include "sparse/trace/model_layout.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 
 namespace deltacast::bench {
 

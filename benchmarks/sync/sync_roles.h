@@ -21,7 +21,7 @@
 #include "core/thread_pool.h"
 #include "broadcast/engine/producer.h"
 #include "sparse/trace/rl_trace.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 
 namespace deltacast::bench {
 
@@ -46,7 +46,7 @@ struct SyncArgs {
   std::string listen;                       // producer role: control address
   std::vector<std::string> connect;         // consumer role: producer address(es)
   std::vector<std::string> rail_addresses;  // either role: this side's address per rail
-  TrustArgs trust;  // --token (default 0xdc5eed) and --protection (cli/secret_option.h)
+  TrustArgs trust;  // --token (default 0xdc5eed) and --protection (cli/trust_options.h)
   std::string name;
   std::string node;  // role consumer: the host it counts as (empty: the host name)
   int producers = 1;                        // trainer ranks (sync_group.h); above 1: a sharded trainer

@@ -27,7 +27,7 @@
 #include "core/aligned_buffer.h"
 #include "core/hash.h"
 #include "cli/plot.h"
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 #include "testbed/netns_testbed.h"
 #include "wire/wire_metrics.h"
 

@@ -119,12 +119,9 @@ void Membership::admit(int fd) {
     ::close(fd);
     return;
   }
+  // A group request never gets here: its handshake names the coordinator's purpose, refused above.
   const auto* join = std::get_if<control::Join>(&*message);
-  const bool group_request =
-      std::holds_alternative<control::Register>(*message) || std::holds_alternative<control::FindGroup>(*message);
-  Status s = join != nullptr ? check_join(*join)
-                             : corrupt("expected a join, got '{}'{}", control::type_name(*message),
-                                       group_request ? " (this is a producer's control port, not the group's coordinator)" : "");
+  Status s = join != nullptr ? check_join(*join) : corrupt("expected a join, got '{}'", control::type_name(*message));
   MemberRecord record;
   if (s.ok()) {
     record.name = join->name;

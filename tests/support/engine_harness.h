@@ -11,16 +11,13 @@
 #include "broadcast/engine/producer.h"
 #include "sparse/trace/rl_trace.h"
 #include "support/test_tensors.h"
+#include "support/test_trust.h"
 
 namespace deltacast::testing {
 
 inline constexpr uint64_t kEngineToken = 0xfeed;
-// The trust of a test group: a secret made from a legacy token (kEngineToken unless given).
-inline trust::Trust engine_trust(uint64_t token = kEngineToken) {
-  trust::Trust t;
-  t.secret = trust::GroupSecret::from_legacy_token(token);
-  return t;
-}
+// The trust of an engine test's group (kEngineToken unless given).
+inline trust::Trust engine_trust(uint64_t token = kEngineToken) { return test_trust(token); }
 inline constexpr std::chrono::milliseconds kEngineWait{20000};
 
 struct Trainer {

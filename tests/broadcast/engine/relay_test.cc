@@ -11,16 +11,12 @@
 #include "broadcast/testing/fake/transport.h"
 #include "broadcast/transport/staging.h"
 #include "core/hash.h"
+#include "support/test_trust.h"
 
 namespace deltacast {
 namespace {
 
 using std::chrono::milliseconds;
-trust::Trust relay_trust() {
-  trust::Trust t;
-  t.secret = trust::GroupSecret::from_legacy_token(0x7e1a);
-  return t;
-}
 constexpr uint32_t kSliceBytes = 4096;
 
 fake::FakeNetwork network;
@@ -39,7 +35,7 @@ Relay make_relay() {
   RelayOptions options;
   options.transport = transport;
   options.local_rails = {{"10.0.0.1", 0}};
-  options.channel.trust = relay_trust();
+  options.channel.trust = testing::test_trust(0x7e1a);
   options.spray.stall_timeout = milliseconds(2000);
   return Relay(options);
 }
@@ -141,7 +137,7 @@ TEST(Relay, ReportsASilentChildOnlyWhileItHearsItself) {
   RelayOptions options;
   options.transport = transport;
   options.local_rails = {{"10.0.0.1", 0}};
-  options.channel.trust = relay_trust();
+  options.channel.trust = testing::test_trust(0x7e1a);
   options.spray.stall_timeout = milliseconds(5000);
   options.unreachable_after = milliseconds(300);
   Relay relay(options);

@@ -14,6 +14,7 @@
 #include "broadcast/engine/group/group_client.h"
 #include "broadcast/transport/socket.h"
 #include "core/byte_io.h"
+#include "support/test_trust.h"
 
 namespace deltacast {
 namespace {
@@ -21,11 +22,6 @@ namespace {
 using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x6006;
 
-trust::Trust trust_of(uint64_t token) {
-  trust::Trust t;
-  t.secret = trust::GroupSecret::from_legacy_token(token);
-  return t;
-}
 
 std::vector<TensorSpec> tensors() { return {{"q", DType::kBF16, {8, 4}}, {"e", DType::kF32, {10}}}; }
 
@@ -45,7 +41,7 @@ control::Register registration(uint32_t r, std::vector<LocalTensorSpec> pieces, 
 std::unique_ptr<GroupCoordinator> coordinator(std::vector<TensorSpec> logical = tensors(), uint16_t port = 0) {
   GroupCoordinatorOptions o;
   o.listen = Endpoint{"127.0.0.1", port};
-  o.trust = trust_of(kToken);
+  o.trust = testing::test_trust(kToken);
   o.request_timeout = milliseconds(300);
   auto c = GroupCoordinator::create(std::move(logical), 2, o);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
@@ -55,7 +51,7 @@ std::unique_ptr<GroupCoordinator> coordinator(std::vector<TensorSpec> logical = 
 GroupClientOptions client(const GroupCoordinator& c, uint64_t token = kToken) {
   GroupClientOptions o;
   o.coordinators = {c.address()};
-  o.trust = trust_of(token);
+  o.trust = testing::test_trust(token);
   o.request_timeout = milliseconds(1000);
   return o;
 }

@@ -15,17 +15,13 @@
 
 #include "broadcast/engine/producer.h"
 #include "support/test_tensors.h"
+#include "support/test_trust.h"
 
 namespace deltacast {
 namespace {
 
 using std::chrono::milliseconds;
 using testing::TensorSet;
-trust::Trust group_trust() {
-  trust::Trust t;
-  t.secret = trust::GroupSecret::from_legacy_token(0x5eed);
-  return t;
-}
 constexpr milliseconds kWait{20000};
 
 std::vector<Endpoint> loopback_rails() { return {{"127.0.0.1", 0}, {"127.0.0.2", 0}}; }
@@ -88,7 +84,7 @@ struct Rank {
   void start() {
     ProducerOptions o;
     o.listen = address;
-    o.trust = group_trust();
+    o.trust = testing::test_trust(0x5eed);
     o.rails = loopback_rails();
     o.codec.threads = 1;
     o.round.stall_timeout = milliseconds(5000);
@@ -125,7 +121,7 @@ struct Process {
   }
   static ConsumerOptions options(uint64_t r, uint64_t n) {
     ConsumerOptions o;
-    o.trust = group_trust();
+    o.trust = testing::test_trust(0x5eed);
     o.rails = loopback_rails();
     o.name = fmt::format("tp{}of{}", r, n);
     o.threads = 1;
@@ -443,7 +439,7 @@ TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
   std::vector<GroupRank> ranks;
   for (uint64_t r = 0; r < 4; ++r) ranks.push_back({trainer_rank(r), {{"127.0.0.1", 1}}, nullptr});
   ConsumerOptions o;
-  o.trust = group_trust();
+  o.trust = testing::test_trust(0x5eed);
   o.rails = loopback_rails();
   const auto refused = [&](std::vector<LocalTensorSpec> layout, std::vector<GroupRank> group, const std::string& says) {
     auto c = GroupConsumer::create(specs, std::move(layout), given, std::move(group), o);

@@ -23,6 +23,7 @@
 #include "core/byte_io.h"
 #include "core/hash.h"
 #include "core/thread_pool.h"
+#include "support/test_trust.h"
 
 namespace deltacast {
 namespace {
@@ -30,20 +31,13 @@ namespace {
 using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x5eed;
 
-trust::Trust trust_of(uint64_t token, trust::Protection mode = trust::Protection::kAuthenticated) {
-  trust::Trust t;
-  t.secret = trust::GroupSecret::from_legacy_token(token);
-  t.protection = mode;
-  return t;
-}
-
 struct Receiver {
   StagingArea staging;
   std::unique_ptr<tcp::TcpListener> listener;
 
   explicit Receiver(int rails, ListenOptions options = {},
                     trust::Protection mode = trust::Protection::kAuthenticated) {
-    options.trust = trust_of(kToken, mode);
+    options.trust = testing::test_trust(kToken, mode);
     std::vector<Endpoint> endpoints;
     for (int r = 0; r < rails; ++r) endpoints.push_back({"127.0.0." + std::to_string(11 + r), 0});
     listener = tcp::TcpListener::create(endpoints, &staging, options).value();
@@ -58,7 +52,7 @@ std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken
   for (size_t r = 0; r < endpoints.size(); ++r) {
     RailSpec rail{Endpoint{"127.0.0." + std::to_string(1 + r), 0}, endpoints[r], "rail" + std::to_string(r)};
     ChannelOptions options;
-    options.trust = trust_of(token, mode);
+    options.trust = testing::test_trust(token, mode);
     options.rail_index = static_cast<uint32_t>(r);
     channels.push_back(transport.connect(rail, options).value());
   }
@@ -101,7 +95,7 @@ TEST(TcpLoopback, ResetMidTransferLosesNothing) {
   const auto endpoints = rx.listener->endpoints();
   for (size_t r = 0; r < 2; ++r) {
     ChannelOptions options;
-    options.trust = trust_of(kToken);
+    options.trust = testing::test_trust(kToken);
     channels.push_back(transport.connect({Endpoint{"127.0.0.1", 0}, endpoints[r], "rail" + std::to_string(r)}, options).value());
     raw.push_back(channels.back().get());
   }
@@ -195,7 +189,7 @@ struct RawClient {
   void put(const std::vector<uint8_t>& bytes) { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
   // The trust handshake; false when it was refused.
   bool shake(uint64_t token = kToken) {
-    auto s = net::shake_hands(fd, trust::Role::kClient, trust_of(token), trust::Purpose::kData,
+    auto s = net::shake_hands(fd, trust::Role::kClient, testing::test_trust(token), trust::Purpose::kData,
                               net::Clock::now() + milliseconds(2000));
     if (s.ok()) session = std::move(s).value();
     return s.ok();

@@ -1,4 +1,4 @@
-#include "cli/secret_option.h"
+#include "cli/trust_options.h"
 
 #include <stdexcept>
 
