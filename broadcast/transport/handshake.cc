@@ -1,5 +1,7 @@
 #include "broadcast/transport/handshake.h"
 
+#include <exception>
+
 namespace deltacast::net {
 namespace {
 
@@ -50,10 +52,25 @@ Status wrong_secret(std::string_view who) {
       who);
 }
 
+Result<Session> shake_hands_or_throw(int fd, Role role, const trust::Trust& trust, trust::Purpose purpose,
+                                     Clock::time_point deadline, const std::atomic<bool>* stop);
+
 }  // namespace
 
 Result<Session> shake_hands(int fd, Role role, const trust::Trust& trust, trust::Purpose purpose,
                             Clock::time_point deadline, const std::atomic<bool>* stop) {
+  // libcrypto failing (no random bytes, no HKDF) fails this connection, not the thread serving it.
+  try {
+    return shake_hands_or_throw(fd, role, trust, purpose, deadline, stop);
+  } catch (const std::exception& e) {
+    return internal_error("handshake: {}", e.what());
+  }
+}
+
+namespace {
+
+Result<Session> shake_hands_or_throw(int fd, Role role, const trust::Trust& trust, trust::Purpose purpose,
+                                     Clock::time_point deadline, const std::atomic<bool>* stop) {
   const Hello mine = trust::fresh_hello(trust.protection, purpose);
   Hello client, server;
   trust::Protection mode;
@@ -94,5 +111,7 @@ Result<Session> shake_hands(int fd, Role role, const trust::Trust& trust, trust:
   session.seals = trust::seals_for(trust::derive_keys(trust.secret, client, server, mode), role);
   return session;
 }
+
+}  // namespace
 
 }  // namespace deltacast::net

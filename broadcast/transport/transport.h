@@ -64,7 +64,7 @@ class Channel {
   virtual void reset() = 0;
   virtual void close() = 0;
   virtual const RailSpec& rail() const = 0;
-  // What the current connection's two ends agreed on (the stronger of their requirements), or
+  // What the last connection's two ends agreed on (the stronger of their requirements), or
   // nothing before the first connection and on backends without sessions.
   virtual std::optional<trust::Protection> protection() const { return std::nullopt; }
 };

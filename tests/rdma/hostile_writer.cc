@@ -15,7 +15,8 @@
 // the slice), overrun (more bytes than the granted window), late-write (a
 // second write once the first was answered: the grant is revoked by then),
 // forged-slice (other bytes than the offer's tag covers, as an attacker on the
-// path would write them).
+// path would write them). Attacks on the handshake: no-proof (an offer where the
+// proof must come first), silent (connected, and never a proof).
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 
@@ -83,9 +84,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Breaks the RDMA offer and grant protocol against a receiver"};
   std::string rail_text, attack;
   std::string token = "0";
-  const std::set<std::string> offer_attacks = {"bad-magic", "slot-range", "oversize", "slice-range", "double-offer", "send"};
+  const std::set<std::string> offer_attacks = {"bad-magic",    "slot-range", "oversize", "slice-range",
+                                               "double-offer", "send",       "no-proof"};
   const std::set<std::string> write_attacks = {"stale-imm", "short-write", "overrun", "late-write", "forged-slice"};
   std::set<std::string> all = offer_attacks;
+  all.insert("silent");
   all.insert(write_attacks.begin(), write_attacks.end());
   app.add_option("--rail", rail_text, "LOCAL=REMOTE:PORT")->required();
   app.add_option("--token", token, "The receiver's group secret (as deltacast-bench's --token)")->required();
@@ -101,8 +104,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", secret.status().to_string());
     return 2;
   }
+  const bool withhold_proof = attack == "no-proof" || attack == "silent";
   auto link = dial(*rail, 0, trust::Trust{*secret, trust::Protection::kAuthenticated}, 4, QpTimeouts{},
-                   std::chrono::seconds(30));
+                   std::chrono::seconds(30), !withhold_proof);
   if (!link.ok()) {
     fmt::print(stderr, "{}: no connection: {}\n", attack, link.status().to_string());
     return 2;
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
   };
   Reply reply;
   std::string why;
+  if (attack == "silent") return report(await(c, std::chrono::seconds(20), &reply, &why), why);
 
   if (offer_attacks.count(attack) != 0) {
     SliceRef slice = kSlice;

@@ -61,6 +61,8 @@ ATTACKS = {
     "overrun": REFUSED_BY_THE_NIC,
     "late-write": REFUSED_BY_THE_NIC,
     "forged-slice": "failed its authentication tag",
+    "no-proof": "it must prove the secret before offering anything",
+    "silent": "no proof of the secret within",
 }
 
 

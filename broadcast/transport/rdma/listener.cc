@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <exception>
 #include <cerrno>
 #include <cstring>
 
@@ -66,6 +67,7 @@ struct RdmaListener::Connection {
   trust::Hello client_hello, server_hello;
   trust::Protection mode = trust::Protection::kAuthenticated;
   bool proven = false;
+  std::chrono::steady_clock::time_point accepted_at;  // an unproven connection is dropped handshake_timeout after
   std::unique_ptr<trust::FrameSeal> seal;  // checks the offers' tags (sender to receiver)
   uint64_t offers_taken = 0;               // the next offer's number
   uint64_t slices_in_place = 0;  // written by the peer's NIC into staging and accepted
@@ -149,6 +151,7 @@ void RdmaListener::run() {
     for (auto& [raw, owned] : connections_) turn.push_back(raw);
     for (Connection* c : turn) busy = serve_some(c) || busy;
     drop_superseded();
+    drop_unproven();
     uint64_t drained = 0;
     (void)!read(wake_fd_, &drained, sizeof(drained));
   }
@@ -163,15 +166,22 @@ void RdmaListener::on_cm_event(rdma_cm_event* event) {
                               static_cast<const uint8_t*>(event->param.conn.private_data) +
                                   (event->param.conn.private_data ? event->param.conn.private_data_len : 0));
     rdma_ack_cm_event(event);
-    accept(id, data.data(), data.size());
+    // libcrypto failing (no random bytes, no HKDF) refuses this peer; it must not end the thread.
+    try {
+      accept(id, data.data(), data.size());
+    } catch (const std::exception& e) {
+      if (by_id_.count(id) != 0) {
+        drop(by_id_[id], internal_error("{}", e.what()));
+      } else {
+        refuse(id, peer_of(id), internal_error("{}", e.what()));
+      }
+    }
     return;
   }
   // A sender that refused this receiver's accept (its proof, its mode) says why in the rejection.
-  const std::string reason =
-      type == RDMA_CM_EVENT_REJECTED && event->param.conn.private_data != nullptr
-          ? std::string(static_cast<const char*>(event->param.conn.private_data),
-                        strnlen(static_cast<const char*>(event->param.conn.private_data), event->param.conn.private_data_len))
-          : std::string();
+  const std::string reason = type == RDMA_CM_EVENT_REJECTED
+                                 ? printable(event->param.conn.private_data, event->param.conn.private_data_len)
+                                 : std::string();
   rdma_ack_cm_event(event);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
@@ -223,6 +233,7 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   c->peer = peer;
   c->slot_count = config_.slots_per_connection;
   c->grants.resize(c->slot_count);
+  c->accepted_at = std::chrono::steady_clock::now();
   c->client_hello = hello->hello;
   c->server_hello = trust::fresh_hello(options_.trust.protection, trust::Purpose::kData);
   c->mode = *mode;
@@ -290,9 +301,13 @@ bool RdmaListener::serve_some(Connection* c) {
     }
     if (wc[i].opcode != IBV_WC_RECV && wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) continue;  // a reply left
     uint8_t* buffer = c->receives.data() + wc[i].wr_id * kOfferBytes;
-    failed = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM ? serve_write(*c, ntohl(wc[i].imm_data), wc[i].byte_len)
-             : c->proven                                ? serve_offer(*c, buffer, wc[i].byte_len)
-                                                        : serve_proof(*c, buffer, wc[i].byte_len);
+    try {  // libcrypto failing drops this connection; it must not end the thread
+      failed = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM ? serve_write(*c, ntohl(wc[i].imm_data), wc[i].byte_len)
+               : c->proven                                ? serve_offer(*c, buffer, wc[i].byte_len)
+                                                          : serve_proof(*c, buffer, wc[i].byte_len);
+    } catch (const std::exception& e) {
+      failed = internal_error("{}", e.what());
+    }
     if (failed.ok()) {
       failed = c->queues.queue_pair->post_recv(
           wc[i].wr_id, {buffer, static_cast<uint32_t>(kOfferBytes), c->receive_registration.lkey()});
@@ -380,6 +395,19 @@ Status RdmaListener::reply(Connection& c, const Reply& answer) {
   uint8_t* out = c.replies.data() + index * kReplyBytes;
   encode_reply(answer, out);
   return c.queues.queue_pair->send(index, {out, static_cast<uint32_t>(kReplyBytes), c.reply_registration.lkey()});
+}
+
+void RdmaListener::drop_unproven() {
+  // A peer that connects and never proves the secret would otherwise hold a connection (and a
+  // place under max_connections) for good, with no secret needed to open it.
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<Connection*> late;
+  for (auto& [raw, owned] : connections_) {
+    if (!owned->proven && now - owned->accepted_at > options_.handshake_timeout) late.push_back(raw);
+  }
+  for (Connection* c : late) {
+    drop(c, permission_denied("handshake: no proof of the secret within {} ms", options_.handshake_timeout.count()));
+  }
 }
 
 void RdmaListener::drop_superseded() {

@@ -52,6 +52,8 @@ class RdmaListener : public Listener {
   Status reply(Connection& c, const Reply& answer);
   // Connections one of whose grants a newer copy of its slice superseded: dropped, as over TCP.
   void drop_superseded();
+  // Connections whose sender has not proven the secret within handshake_timeout: dropped.
+  void drop_unproven();
   void drop(Connection* c, const Status& why);
   void refuse(rdma_cm_id* id, const std::string& peer, const Status& why);
   void note_drop(const std::string& peer, const Status& why);

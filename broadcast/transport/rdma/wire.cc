@@ -280,7 +280,6 @@ Result<int> poll_completions(ibv_cq* cq, ibv_wc* out, int max) {
 
 namespace deltacast::rdma {
 
-namespace {
 
 std::string printable(const void* data, size_t length) {
   std::string out;
@@ -288,8 +287,6 @@ std::string printable(const void* data, size_t length) {
   for (size_t i = 0; p != nullptr && i < length && p[i] != 0; ++i) out += std::isprint(p[i]) ? p[i] : '?';
   return out;
 }
-
-}  // namespace
 
 Dialed::~Dialed() {
   reply_registration = verbs::Registration();
@@ -307,7 +304,8 @@ Status refuse_encryption(trust::Protection mode) {
 }
 
 Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, const trust::Trust& trust,
-                                     uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout) {
+                                     uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout,
+                                     bool send_proof) {
   DC_RETURN_IF_ERROR(refuse_encryption(trust.protection));
   const ConnectData hello{rail_index, trust::fresh_hello(trust.protection, trust::Purpose::kData)};
   auto c = std::make_unique<Dialed>();
@@ -346,7 +344,8 @@ Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, 
   c->pd = ibv_alloc_pd(c->id->verbs);
   if (c->pd == nullptr) return io_error("ibv_alloc_pd: {}", std::strerror(errno));
   const uint32_t depth = kReceivesPerSlot * slots;
-  DC_RETURN_IF_ERROR(c->queues.create(c->id, c->pd, depth, timeouts, nullptr, nullptr));
+  // Sends: an offer and a write per slot, and the proof once.
+  DC_RETURN_IF_ERROR(c->queues.create(c->id, c->pd, depth + 1, timeouts, nullptr, nullptr));
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_init());
   c->replies = AlignedBuffer(depth * kReplyBytes);
   DC_ASSIGN_OR_RETURN(c->reply_registration,
@@ -406,8 +405,10 @@ Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, 
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_send());
   if (rdma_establish(c->id) != 0) return unavailable("rdma_establish: {}", std::strerror(errno));
   // The proof is this side's first SEND: the receiver takes no offer before it.
-  DC_RETURN_IF_ERROR(c->queues.queue_pair->send(
-      kProofSendTag, {c->proof.data(), static_cast<uint32_t>(kOfferBytes), c->proof_registration.lkey()}));
+  if (send_proof) {
+    DC_RETURN_IF_ERROR(c->queues.queue_pair->send(
+        kProofSendTag, {c->proof.data(), static_cast<uint32_t>(kOfferBytes), c->proof_registration.lkey()}));
+  }
   ibv_qp_attr applied{};
   ibv_qp_init_attr init{};
   if (ibv_query_qp(c->queues.qp, &applied, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init) == 0) {

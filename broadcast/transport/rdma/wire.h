@@ -37,9 +37,12 @@
 //    altered on the way) and then the slice's checksum, and answers IN PLACE
 //    or REJECTED, which frees the slot. Nothing counts before both held.
 // A write whose immediate matches no open grant, or whose length is not the
-// slice's, drops the connection. Replies are not tagged: one altered on the
-// way can only send a slice to another place the receiver granted on the same
-// connection, where its tag fails, or report a slice refused (it is re-sent).
+// slice's, drops the connection. Replies are not tagged: one altered or
+// injected on the way can send a slice to another place the receiver granted
+// on the same connection (its tag fails there), call a slice refused (it is
+// re-sent) or call it in place when it is not: the receiver never counted it,
+// so that version does not commit there (the consumer catches up as after any
+// failed round); nothing unverified ever counts.
 // RDMA rails do not encrypt (the NIC reads the slices where they are); an
 // encrypted session is refused on them.
 #pragma once
@@ -171,6 +174,10 @@ inline constexpr uint64_t kOfferSendTag = 1ull << 61;
 // final reply on the sender.
 inline constexpr uint32_t kReceivesPerSlot = 2;
 
+// A peer's text (a rejection's reason) as it may be logged: up to its first NUL, anything
+// unprintable replaced.
+std::string printable(const void* data, size_t length);
+
 // RDMA rails do not encrypt: an encrypted mode is refused, naming what to do instead.
 Status refuse_encryption(trust::Protection mode);
 
@@ -206,8 +213,10 @@ struct Dialed {
 // Connects from the rail's local address to the receiver within `timeout`,
 // for `slots` offers in flight, proving `trust`'s secret and checking the
 // receiver's proof; every failure names its step (and a refusal, the
-// receiver's reason; a wrong proof, PERMISSION_DENIED).
+// receiver's reason; a wrong proof, PERMISSION_DENIED). `send_proof` false
+// withholds this side's proof: only for testing the receiver's refusal.
 Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, const trust::Trust& trust,
-                                     uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout);
+                                     uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout,
+                                     bool send_proof = true);
 
 }  // namespace deltacast::rdma
