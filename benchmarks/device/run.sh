@@ -14,7 +14,8 @@
 # comparison), profile (Nsight Compute of each kernel), all (both, the quick
 # steps first: the checkpoint-engine comparison, about 5 minutes, comes last but one).
 # Single steps may be named instead: build, gpu, sanitizer, unit, kernels,
-# sync, sync-host, compat, sync-bench, profile.
+# sync, sync-host, compat, sync-bench, profile, trust (what authenticating and encrypting cost
+# on loopback with a core per rail end: deltacast-bench wire and sync under each protection).
 #
 # Output: $OUT (or build-gpu/out) gets log.txt (everything), report.txt (the
 # table) and results.tgz (every JSON and log): at most a few files, as a
@@ -181,6 +182,14 @@ sync_bench() {
   tail -n 12 "$res/sync-bench-cuda.txt" | tee -a "$res/report.txt"
 }
 
+trust_cost() {
+  # What authenticating and encrypting cost on loopback when each rail's sender and receiver have
+  # cores of their own (on two cores the passes over the bytes queue behind one another).
+  python3 benchmarks/wire/trust_cost.py build-gpu/bin/deltacast-bench --rounds 5 --json "$res/trust-cost.json" \
+    >"$res/trust-cost.txt" 2>&1 || { tail -n 20 "$res/trust-cost.txt"; return 1; }
+  tail -n 12 "$res/trust-cost.txt" | tee -a "$res/report.txt"
+}
+
 run_step() {
   case "$1" in
     build) step build 420 build ;;
@@ -193,6 +202,7 @@ run_step() {
     compat) step compat 420 compat ;;
     sync-bench) step deltacast-bench-sync 420 sync_bench ;;
     profile) OUT="$res" step profile 420 bash benchmarks/device/profile.sh ;;
+    trust) step trust-cost 300 trust_cost ;;
     *) echo "run.sh: unknown step '$1'"; overall=2 ;;
   esac
 }
@@ -200,7 +210,7 @@ run_step() {
 describe_machine
 use_carried_packages
 export root res elements
-export -f build gpu_tests unit_tests sanitizer kernels sync_python compat sync_bench
+export -f build gpu_tests unit_tests sanitizer kernels sync_python compat sync_bench trust_cost
 phases=("${@:-all}")
 for phase in "${phases[@]}"; do
   case "$phase" in

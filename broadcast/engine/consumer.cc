@@ -237,7 +237,7 @@ Status Consumer::join(int fd) {
     // Before the link exists, so that whatever its first message sets off sees this instance's id.
     std::lock_guard<std::mutex> lock(mu_);
     state_.id = id;
-    state_.protection = std::string(trust::protection_name(session->mode));
+    state_.protection = std::string(trust::protection_name(session->mode()));
     if (state_.held_epoch != epoch && state_.version != 0) {
       log().info("consumer {}: a new producer (epoch {:x}); version {} will be replaced by a full sync", options_.name,
                  epoch, state_.version);

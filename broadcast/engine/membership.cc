@@ -136,7 +136,7 @@ void Membership::admit(int fd) {
       }
     }
     record.peer = peer;
-    record.protection = std::string(trust::protection_name(session->mode));
+    record.protection = std::string(trust::protection_name(session->mode()));
     record.rails = join->rails;
     record.base = join->epoch == options_.epoch ? join->version : 0;
     record.committed = record.base;

@@ -14,7 +14,8 @@ namespace deltacast::net {
 
 struct Session {
   trust::SessionSeals seals;
-  trust::Protection mode = trust::Protection::kAuthenticated;
+  // What the two ends agreed on.
+  trust::Protection mode() const { return seals.outgoing->mode(); }
 };
 
 // `role`: kClient on the side that connected, kServer on the side that accepted.

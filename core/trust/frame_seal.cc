@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <stdexcept>
 
 #include "core/byte_io.h"
@@ -32,7 +33,8 @@ void require(int result, const char* what) {
 FrameSeal::FrameSeal(const Key& key, Protection mode) : mode_(mode), cipher_(std::make_unique<Cipher>()) {
   cipher_->key = key;
   cipher_->ctx = EVP_CIPHER_CTX_new();
-  if (cipher_->ctx == nullptr) throw std::runtime_error("libcrypto: no cipher context");
+  // libcrypto makes no context only when memory runs out: the same failure as any allocation.
+  if (cipher_->ctx == nullptr) throw std::bad_alloc();
 }
 
 FrameSeal::~FrameSeal() = default;

@@ -8,7 +8,6 @@
 #include <openssl/rand.h>
 
 #include <cstring>
-#include <stdexcept>
 
 #include "core/byte_io.h"
 
@@ -19,6 +18,15 @@ constexpr std::string_view kProofLabel = "deltacast proof v1";
 constexpr std::string_view kKeyLabel = "deltacast session keys v1";
 
 bool known_purpose(uint8_t p) { return p >= 1 && p <= 3; }
+
+std::string_view what_serves(Purpose purpose) {
+  switch (purpose) {
+    case Purpose::kControl: return "a producer's control port";
+    case Purpose::kData: return "a consumer's data rail";
+    case Purpose::kCoordinator: return "the group's coordinator";
+  }
+  return "unknown";
+}
 
 }  // namespace
 
@@ -31,13 +39,13 @@ std::string_view purpose_name(Purpose purpose) {
   return "unknown";
 }
 
-Hello fresh_hello(Protection mode, Purpose purpose) {
+Result<Hello> fresh_hello(Protection mode, Purpose purpose) {
   Hello hello;
   hello.mode = mode;
   hello.purpose = purpose;
   // A repeated nonce would let a recorded proof be replayed: no fallback to a weaker source.
   if (RAND_bytes(hello.nonce.data(), static_cast<int>(hello.nonce.size())) != 1) {
-    throw std::runtime_error("libcrypto's random source failed");
+    return internal_error("handshake: libcrypto's random source failed");
   }
   return hello;
 }
@@ -89,7 +97,29 @@ bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, c
   return CRYPTO_memcmp(expected.data(), received, kProofBytes) == 0;
 }
 
-SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode) {
+Result<Protection> agree_terms(Role self, Protection required, const Hello& client, const Hello& server) {
+  if (client.purpose != server.purpose) {
+    if (self == Role::kClient) {
+      return permission_denied("handshake: the peer is {}, not {}", what_serves(server.purpose),
+                               what_serves(client.purpose));
+    }
+    return permission_denied("handshake: the peer asked for {}; this is {}", what_serves(client.purpose),
+                             what_serves(server.purpose));
+  }
+  return agree_protection(required, self == Role::kClient ? server.mode : client.mode);
+}
+
+Status check_proof(const GroupSecret& secret, Role prover, const Hello& client, const Hello& server,
+                   const uint8_t received[kProofBytes]) {
+  if (proof_is_right(secret, prover, client, server, received)) return Status();
+  // A replayed or altered handshake fails the same proof: the message names both causes.
+  return permission_denied(
+      "handshake: wrong secret (the peer does not hold this group's secret, or the handshake was replayed or altered "
+      "on the way)");
+}
+
+Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server,
+                                Protection mode) {
   uint8_t salt[2 * kNonceBytes];
   std::memcpy(salt, client.nonce.data(), kNonceBytes);
   std::memcpy(salt + kNonceBytes, server.nonce.data(), kNonceBytes);
@@ -100,8 +130,10 @@ SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const He
 
   uint8_t out[2 * kKeyBytes];
   EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  if (kdf == nullptr) return internal_error("handshake: libcrypto offers no HKDF");
   EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
   EVP_KDF_free(kdf);
+  if (ctx == nullptr) return internal_error("handshake: libcrypto made no HKDF context");
   char digest[] = "SHA256";
   OSSL_PARAM params[] = {
       OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
@@ -113,7 +145,7 @@ SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const He
   };
   const int ok = EVP_KDF_derive(ctx, out, sizeof out, params);
   EVP_KDF_CTX_free(ctx);
-  if (ok != 1) throw std::runtime_error("libcrypto's HKDF failed");
+  if (ok != 1) return internal_error("handshake: libcrypto's HKDF failed");
 
   SessionKeys keys;
   std::memcpy(keys.client_to_server.data(), out, kKeyBytes);

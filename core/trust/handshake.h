@@ -48,8 +48,9 @@ struct Hello {
   Nonce nonce{};
 };
 
-// A hello with a nonce fresh from the operating system's random source.
-Hello fresh_hello(Protection mode, Purpose purpose);
+// A hello with a nonce fresh from the operating system's random source (an error if it fails:
+// there is no weaker fallback).
+Result<Hello> fresh_hello(Protection mode, Purpose purpose);
 void encode_hello(const Hello& hello, uint8_t out[kHelloBytes]);
 // Refuses other magic (a peer without authentication: an older deltacast, or not deltacast at
 // all), another version, and fields out of range, saying which.
@@ -61,12 +62,22 @@ Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hel
 bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
                     const uint8_t received[kProofBytes]);
 
+// The terms both ends check once both hellos are known, worded the same on every transport:
+// the same purpose (`self` says which end asks, so each names the mix-up its way), then the mode
+// the two run (agree_protection).
+Result<Protection> agree_terms(Role self, Protection required, const Hello& client, const Hello& server);
+// Whether `received` is the proof `prover` owes; a refusal says "wrong secret" and names the
+// other causes a failed proof has (a handshake replayed or altered on the way).
+Status check_proof(const GroupSecret& secret, Role prover, const Hello& client, const Hello& server,
+                   const uint8_t received[kProofBytes]);
+
 struct SessionKeys {
   Key client_to_server{};
   Key server_to_client{};
   Protection mode = Protection::kAuthenticated;
 };
 // Both directions' keys for the agreed `mode` (the same on both ends).
-SessionKeys derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode);
+Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server,
+                                Protection mode);
 
 }  // namespace deltacast::trust

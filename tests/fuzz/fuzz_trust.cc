@@ -33,7 +33,7 @@ std::unique_ptr<trust::FrameSeal> receiving_seal(trust::Protection mode) {
   client.nonce.fill(1);
   server.nonce.fill(2);
   client.mode = server.mode = mode;
-  return std::move(trust::seals_for(trust::derive_keys(fuzz_trust().secret, client, server, mode), trust::Role::kServer)
+  return std::move(trust::seals_for(trust::derive_keys(fuzz_trust().secret, client, server, mode).value(), trust::Role::kServer)
                        .incoming);
 }
 

@@ -21,7 +21,7 @@ void write_seed(const std::string& dir, const std::string& name, uint8_t pick, c
 
 std::vector<uint8_t> hello_bytes(trust::Protection mode, trust::Purpose purpose) {
   std::vector<uint8_t> bytes(trust::kHelloBytes);
-  trust::encode_hello(trust::fresh_hello(mode, purpose), bytes.data());
+  trust::encode_hello(trust::fresh_hello(mode, purpose).value(), bytes.data());
   return bytes;
 }
 
@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   }
   const trust::GroupSecret secret = trust::GroupSecret::from_legacy_token(1);
   for (auto mode : {trust::Protection::kAuthenticated, trust::Protection::kEncrypted}) {
-    auto seals = trust::seals_for(trust::derive_keys(secret, trust::fresh_hello(mode, trust::Purpose::kControl),
-                                                     trust::fresh_hello(mode, trust::Purpose::kControl), mode),
+    auto seals = trust::seals_for(trust::derive_keys(secret, trust::fresh_hello(mode, trust::Purpose::kControl).value(),
+                                                     trust::fresh_hello(mode, trust::Purpose::kControl).value(), mode).value(),
                                   trust::Role::kClient);
     const std::string text = R"({"type":"done","version":7})";
     std::vector<uint8_t> frame(8 + text.size() + trust::kTagBytes);

@@ -16,7 +16,7 @@ Commands on stdin, one JSON line each; every answer and report is a JSON line on
         ATTACK: flip, rewrite, drop, repeat, swap, splice, downgrade (a connection's first bytes)
     {"replay": "data"}  dial the destination of the earliest recorded data connection again and
                         play what its client sent, from its first byte
-    {"stats": true}     connections seen, bytes carried, attacks applied and how they ended
+    {"stats": true}     connections seen, bytes carried, attacks still armed, connections closed
 Reports: {"event": "applied", "attack": ..., "conn": N, ...} when an attack hits, and
 {"event": "closed", "conn": N, "by": "client"|"server", "after_attack": ATTACK|null} when a
 connection ends."""
@@ -37,7 +37,7 @@ lock = threading.Lock()
 out_lock = threading.Lock()
 armed = {}  # (kind, dir) -> attack
 recorded = {}  # conn id -> {"dst": (host, port), "kind": ..., "c2s": bytearray (first 4 MiB)}
-stats = {"connections": 0, "bytes": 0, "applied": [], "closed": []}
+stats = {"connections": 0, "bytes": 0, "closed": []}
 capture = None
 control_port = 0
 mark = 0

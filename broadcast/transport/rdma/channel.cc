@@ -128,7 +128,7 @@ Status RdmaChannel::connect_once() {
   port_down_ = false;
   log().debug("rdma: {} connected on {} port {} (queue pair {}), {} offers in flight, slices up to {} bytes",
               rail_.to_string(), device, link.id->port_num, link.queues.qp->qp_num, slots, link.remote.max_slice_bytes);
-  agreed_ = static_cast<int>(link.mode);
+  agreed_ = static_cast<int>(link.seal->mode());
   connection_ = std::move(c);
   connected_ = true;
   return Status();

@@ -65,10 +65,9 @@ struct RdmaListener::Connection {
   std::vector<Grant> grants;  // by slot
   // The handshake: the sender's proof is its first message; nothing else is taken before it holds.
   trust::Hello client_hello, server_hello;
-  trust::Protection mode = trust::Protection::kAuthenticated;
   bool proven = false;
   std::chrono::steady_clock::time_point accepted_at;  // an unproven connection is dropped handshake_timeout after
-  std::unique_ptr<trust::FrameSeal> seal;  // checks the offers' tags (sender to receiver)
+  std::unique_ptr<trust::FrameSeal> seal;  // checks the offers' tags (sender to receiver); its mode is the agreed one
   uint64_t offers_taken = 0;               // the next offer's number
   uint64_t slices_in_place = 0;  // written by the peer's NIC into staging and accepted
   uint64_t bytes_in_place = 0;
@@ -216,13 +215,13 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   const std::string peer = peer_of(id);
   auto hello = decode_connect(static_cast<const uint8_t*>(private_data), length);
   if (!hello.ok()) return refuse(id, peer, hello.status());
-  if (hello->hello.purpose != trust::Purpose::kData) {
-    return refuse(id, peer, permission_denied("handshake: the peer asked for {}; this is a consumer's data rail",
-                                              trust::purpose_name(hello->hello.purpose)));
-  }
-  auto mode = trust::agree_protection(options_.trust.protection, hello->hello.mode);
+  auto mine = trust::fresh_hello(options_.trust.protection, trust::Purpose::kData);
+  if (!mine.ok()) return refuse(id, peer, mine.status());
+  auto mode = trust::agree_terms(trust::Role::kServer, options_.trust.protection, hello->hello, *mine);
   if (!mode.ok()) return refuse(id, peer, mode.status());
   if (Status plain = refuse_encryption(*mode); !plain.ok()) return refuse(id, peer, plain);
+  auto keys = trust::derive_keys(options_.trust.secret, hello->hello, *mine, *mode);
+  if (!keys.ok()) return refuse(id, peer, keys.status());
   if (connections_.size() >= config_.max_connections) {
     return refuse(id, peer, resource_exhausted("already {} connections", connections_.size()));
   }
@@ -235,12 +234,8 @@ void RdmaListener::accept(rdma_cm_id* id, const void* private_data, size_t lengt
   c->grants.resize(c->slot_count);
   c->accepted_at = std::chrono::steady_clock::now();
   c->client_hello = hello->hello;
-  c->server_hello = trust::fresh_hello(options_.trust.protection, trust::Purpose::kData);
-  c->mode = *mode;
-  c->seal = std::move(trust::seals_for(trust::derive_keys(options_.trust.secret, c->client_hello, c->server_hello,
-                                                          c->mode),
-                                       trust::Role::kServer)
-                          .incoming);
+  c->server_hello = *mine;
+  c->seal = std::move(trust::seals_for(*keys, trust::Role::kServer).incoming);
   const uint32_t depth = kReceivesPerSlot * c->slot_count;
   const auto set_up = [&]() -> Status {
     Device& d = **device;
@@ -319,11 +314,8 @@ bool RdmaListener::serve_some(Connection* c) {
 
 Status RdmaListener::serve_proof(Connection& c, const uint8_t* message, uint32_t length) {
   DC_ASSIGN_OR_RETURN(trust::Proof proof, decode_proof(message, length));
-  if (!trust::proof_is_right(options_.trust.secret, trust::Role::kClient, c.client_hello, c.server_hello,
-                             proof.data())) {
-    return permission_denied("handshake: wrong secret (the peer does not hold this group's secret, or the handshake "
-                             "was replayed or altered on the way)");
-  }
+  DC_RETURN_IF_ERROR(
+      trust::check_proof(options_.trust.secret, trust::Role::kClient, c.client_hello, c.server_hello, proof.data()));
   c.proven = true;
   return Status();
 }
@@ -372,7 +364,7 @@ Status RdmaListener::serve_write(Connection& c, uint32_t imm, uint32_t length) {
     return corrupt("a write of {} bytes for slice {}, which has {}", length, slice.index, slice.length);
   }
   // The tag first: the bytes landed where only this grant let them, and its window is closed.
-  if (c.mode != trust::Protection::kInsecure &&
+  if (c.seal->mode() != trust::Protection::kInsecure &&
       !c.seal->check_numbered(grant.number, grant.offer.data(), kOfferTaggedBytes, landing.bytes, slice.length,
                               grant.offer.data() + kOfferTaggedBytes)) {
     sink_->complete(slice, landing, false);

@@ -76,7 +76,7 @@ Result<trust::Proof> decode_proof(const uint8_t* in, size_t length) {
 
 void Dialed::tag_offer(uint8_t* offer, const uint8_t* payload, uint32_t length) {
   const uint64_t number = offers_sent++;
-  if (mode == trust::Protection::kInsecure) return;
+  if (seal->mode() == trust::Protection::kInsecure) return;
   seal->tag_numbered(number, offer, kOfferTaggedBytes, payload, length, offer + kOfferTaggedBytes);
 }
 
@@ -307,7 +307,8 @@ Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, 
                                      uint32_t slots, const QpTimeouts& timeouts, std::chrono::milliseconds timeout,
                                      bool send_proof) {
   DC_RETURN_IF_ERROR(refuse_encryption(trust.protection));
-  const ConnectData hello{rail_index, trust::fresh_hello(trust.protection, trust::Purpose::kData)};
+  DC_ASSIGN_OR_RETURN(const trust::Hello mine, trust::fresh_hello(trust.protection, trust::Purpose::kData));
+  const ConnectData hello{rail_index, mine};
   auto c = std::make_unique<Dialed>();
   c->events = rdma_create_event_channel();
   if (c->events == nullptr) return io_error("rdma_create_event_channel: {}", std::strerror(errno));
@@ -373,33 +374,25 @@ Result<std::unique_ptr<Dialed>> dial(const RailSpec& rail, uint32_t rail_index, 
   rdma_ack_cm_event(response);
   // The receiver's terms and its proof: a receiver that does not hold the secret (or an accept
   // replayed or altered on the way) gets nothing of this side's.
-  const auto checked = [&]() -> Status {
+  const auto checked = [&]() -> Result<trust::SessionKeys> {
     DC_RETURN_IF_ERROR(accepted.status());
-    if (accepted->hello.purpose != trust::Purpose::kData) {
-      return permission_denied("handshake: the peer is no consumer's data rail ({})",
-                               trust::purpose_name(accepted->hello.purpose));
-    }
-    DC_ASSIGN_OR_RETURN(c->mode, trust::agree_protection(trust.protection, accepted->hello.mode));
-    DC_RETURN_IF_ERROR(refuse_encryption(c->mode));
-    if (!trust::proof_is_right(trust.secret, trust::Role::kServer, hello.hello, accepted->hello,
-                               accepted->proof.data())) {
-      return permission_denied("handshake: wrong secret (the receiver does not hold this group's secret, or the "
-                               "handshake was replayed or altered on the way)");
-    }
-    return Status();
+    DC_ASSIGN_OR_RETURN(const trust::Protection mode,
+                        trust::agree_terms(trust::Role::kClient, trust.protection, mine, accepted->hello));
+    DC_RETURN_IF_ERROR(refuse_encryption(mode));
+    DC_RETURN_IF_ERROR(
+        trust::check_proof(trust.secret, trust::Role::kServer, mine, accepted->hello, accepted->proof.data()));
+    return trust::derive_keys(trust.secret, mine, accepted->hello, mode);
   }();
   if (!checked.ok()) {
     // The reason rides in the rejection, so the receiver names it too.
-    const std::string reason = checked.message().substr(0, 140);
+    const std::string reason = checked.status().message().substr(0, 140);
     rdma_reject(c->id, reason.c_str(), static_cast<uint8_t>(reason.size() + 1));
-    return checked;
+    return checked.status();
   }
   c->remote = *accepted;
-  c->seal = std::move(
-      trust::seals_for(trust::derive_keys(trust.secret, hello.hello, accepted->hello, c->mode), trust::Role::kClient)
-          .outgoing);
+  c->seal = std::move(trust::seals_for(*checked, trust::Role::kClient).outgoing);
   c->proof = AlignedBuffer(kOfferBytes);
-  encode_proof(trust::prove(trust.secret, trust::Role::kClient, hello.hello, accepted->hello), c->proof.data());
+  encode_proof(trust::prove(trust.secret, trust::Role::kClient, mine, accepted->hello), c->proof.data());
   DC_ASSIGN_OR_RETURN(c->proof_registration, verbs::register_host(c->pd, c->proof.data(), c->proof.size(), 0));
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_receive());
   DC_RETURN_IF_ERROR(c->queues.queue_pair->to_ready_to_send());

@@ -195,8 +195,7 @@ struct Dialed {
   AlignedBuffer replies;
   verbs::Registration reply_registration;
   AcceptData remote;
-  trust::Protection mode = trust::Protection::kAuthenticated;  // what the two ends agreed on
-  std::unique_ptr<trust::FrameSeal> seal;  // tags offers (sender to receiver)
+  std::unique_ptr<trust::FrameSeal> seal;  // tags offers (sender to receiver); its mode is the agreed one
   uint64_t offers_sent = 0;                // the next offer's number
   AlignedBuffer proof;                     // the PROOF message, registered while it goes out
   verbs::Registration proof_registration;

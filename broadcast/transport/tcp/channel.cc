@@ -182,7 +182,7 @@ void TcpChannel::run() {
       }
       backoff = Millis(20);
       fd_ = dialled->fd;
-      agreed_ = static_cast<int>(dialled->session.mode);
+      agreed_ = static_cast<int>(dialled->session.mode());
       out_seal_ = std::move(dialled->session.seals.outgoing);
       in_seal_ = std::move(dialled->session.seals.incoming);
       ++generation_;

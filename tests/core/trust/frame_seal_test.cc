@@ -14,7 +14,7 @@ namespace {
 
 SessionKeys keys_for(Protection mode) {
   const GroupSecret secret = GroupSecret::from_legacy_token(99);
-  return derive_keys(secret, fresh_hello(mode, Purpose::kData), fresh_hello(mode, Purpose::kData), mode);
+  return derive_keys(secret, fresh_hello(mode, Purpose::kData).value(), fresh_hello(mode, Purpose::kData).value(), mode).value();
 }
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {

@@ -28,7 +28,7 @@ TEST(Protection, InsecureOnlyWhereBothChooseItAndTheStrongerOtherwise) {
 }
 
 TEST(Handshake, HellosRoundTripAndForeignBytesAreRefusedNamingWhy) {
-  const Hello hello = fresh_hello(Protection::kEncrypted, Purpose::kData);
+  const Hello hello = fresh_hello(Protection::kEncrypted, Purpose::kData).value();
   uint8_t bytes[kHelloBytes];
   encode_hello(hello, bytes);
   auto back = decode_hello(bytes, sizeof bytes);
@@ -36,7 +36,7 @@ TEST(Handshake, HellosRoundTripAndForeignBytesAreRefusedNamingWhy) {
   EXPECT_EQ(back->mode, Protection::kEncrypted);
   EXPECT_EQ(back->purpose, Purpose::kData);
   EXPECT_EQ(back->nonce, hello.nonce);
-  EXPECT_NE(fresh_hello(Protection::kEncrypted, Purpose::kData).nonce, hello.nonce);
+  EXPECT_NE(fresh_hello(Protection::kEncrypted, Purpose::kData).value().nonce, hello.nonce);
 
   uint8_t old_peer[kHelloBytes] = {0x44, 0x43, 0x57, 0x31};  // a data HELLO of the unauthenticated protocol
   auto refused = decode_hello(old_peer, sizeof old_peer);
@@ -55,8 +55,8 @@ TEST(Handshake, HellosRoundTripAndForeignBytesAreRefusedNamingWhy) {
 
 TEST(Handshake, ProofsHoldOnlyForTheSecretTheRoleAndTheseHellos) {
   const GroupSecret secret = secret_of(42);
-  const Hello client = fresh_hello(Protection::kAuthenticated, Purpose::kControl);
-  const Hello server = fresh_hello(Protection::kAuthenticated, Purpose::kControl);
+  const Hello client = fresh_hello(Protection::kAuthenticated, Purpose::kControl).value();
+  const Hello server = fresh_hello(Protection::kAuthenticated, Purpose::kControl).value();
   const Proof from_server = prove(secret, Role::kServer, client, server);
   const Proof from_client = prove(secret, Role::kClient, client, server);
   EXPECT_TRUE(proof_is_right(secret, Role::kServer, client, server, from_server.data()));
@@ -66,7 +66,7 @@ TEST(Handshake, ProofsHoldOnlyForTheSecretTheRoleAndTheseHellos) {
   // Another secret's proof fails.
   EXPECT_FALSE(proof_is_right(secret_of(43), Role::kServer, client, server, from_server.data()));
   // A recorded proof fails against a fresh nonce (replay).
-  const Hello later = fresh_hello(Protection::kAuthenticated, Purpose::kControl);
+  const Hello later = fresh_hello(Protection::kAuthenticated, Purpose::kControl).value();
   EXPECT_FALSE(proof_is_right(secret, Role::kClient, client, later, from_client.data()));
   // A hello whose mode was rewritten in flight (a downgrade) fails the proofs.
   Hello downgraded = client;
@@ -77,23 +77,60 @@ TEST(Handshake, ProofsHoldOnlyForTheSecretTheRoleAndTheseHellos) {
             from_client.end());
 }
 
+TEST(Handshake, TermsNameAPurposeMixUpFromEitherEndAndTheModes) {
+  const Hello control = fresh_hello(Protection::kAuthenticated, Purpose::kControl).value();
+  const Hello data = fresh_hello(Protection::kAuthenticated, Purpose::kData).value();
+  // A control link that reached a data rail: each end names it from where it stands.
+  auto as_client = agree_terms(Role::kClient, Protection::kAuthenticated, control, data);
+  ASSERT_FALSE(as_client.ok());
+  EXPECT_EQ(as_client.status().message(),
+            "handshake: the peer is a consumer's data rail, not a producer's control port");
+  auto as_server = agree_terms(Role::kServer, Protection::kAuthenticated, control, data);
+  ASSERT_FALSE(as_server.ok());
+  EXPECT_EQ(as_server.status().message(),
+            "handshake: the peer asked for a producer's control port; this is a consumer's data rail");
+  // Same purpose: the stronger authenticated mode, from the peer's hello (the other end's).
+  Hello encrypting = data;
+  encrypting.mode = Protection::kEncrypted;
+  EXPECT_EQ(agree_terms(Role::kClient, Protection::kAuthenticated, data, encrypting).value(), Protection::kEncrypted);
+  EXPECT_EQ(agree_terms(Role::kServer, Protection::kAuthenticated, encrypting, data).value(), Protection::kEncrypted);
+  // Less than this side requires is refused naming both modes.
+  Hello insecure = data;
+  insecure.mode = Protection::kInsecure;
+  auto refused = agree_terms(Role::kServer, Protection::kAuthenticated, insecure, data);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("insecure"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("authenticated"), std::string::npos) << refused.status().message();
+}
+
+TEST(Handshake, CheckProofPassesTheRightProofAndNamesAWrongSecret) {
+  const GroupSecret secret = secret_of(42);
+  const Hello client = fresh_hello(Protection::kAuthenticated, Purpose::kData).value();
+  const Hello server = fresh_hello(Protection::kAuthenticated, Purpose::kData).value();
+  const Proof right = prove(secret, Role::kServer, client, server);
+  EXPECT_TRUE(check_proof(secret, Role::kServer, client, server, right.data()).ok());
+  const Status wrong = check_proof(secret_of(43), Role::kServer, client, server, right.data());
+  EXPECT_EQ(wrong.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(wrong.message().find("wrong secret"), std::string::npos) << wrong.message();
+}
+
 TEST(Handshake, BothEndsDeriveTheSameKeysAndEveryInputChangesThem) {
   const GroupSecret secret = secret_of(7);
-  const Hello client = fresh_hello(Protection::kEncrypted, Purpose::kData);
-  const Hello server = fresh_hello(Protection::kEncrypted, Purpose::kData);
-  const SessionKeys a = derive_keys(secret, client, server, Protection::kEncrypted);
-  const SessionKeys b = derive_keys(secret, client, server, Protection::kEncrypted);
+  const Hello client = fresh_hello(Protection::kEncrypted, Purpose::kData).value();
+  const Hello server = fresh_hello(Protection::kEncrypted, Purpose::kData).value();
+  const SessionKeys a = derive_keys(secret, client, server, Protection::kEncrypted).value();
+  const SessionKeys b = derive_keys(secret, client, server, Protection::kEncrypted).value();
   EXPECT_EQ(a.client_to_server, b.client_to_server);
   EXPECT_EQ(a.server_to_client, b.server_to_client);
   EXPECT_NE(a.client_to_server, a.server_to_client);
-  EXPECT_NE(derive_keys(secret_of(8), client, server, Protection::kEncrypted).client_to_server, a.client_to_server);
-  EXPECT_NE(derive_keys(secret, client, fresh_hello(Protection::kEncrypted, Purpose::kData), Protection::kEncrypted)
+  EXPECT_NE(derive_keys(secret_of(8), client, server, Protection::kEncrypted).value().client_to_server, a.client_to_server);
+  EXPECT_NE(derive_keys(secret, client, fresh_hello(Protection::kEncrypted, Purpose::kData).value(), Protection::kEncrypted).value()
                 .client_to_server,
             a.client_to_server);
-  EXPECT_NE(derive_keys(secret, client, server, Protection::kAuthenticated).client_to_server, a.client_to_server);
+  EXPECT_NE(derive_keys(secret, client, server, Protection::kAuthenticated).value().client_to_server, a.client_to_server);
   Hello control = client;
   control.purpose = Purpose::kControl;
-  EXPECT_NE(derive_keys(secret, control, server, Protection::kEncrypted).client_to_server, a.client_to_server);
+  EXPECT_NE(derive_keys(secret, control, server, Protection::kEncrypted).value().client_to_server, a.client_to_server);
 }
 
 }  // namespace

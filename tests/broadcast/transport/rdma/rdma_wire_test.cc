@@ -17,8 +17,8 @@ namespace deltacast::rdma {
 namespace {
 
 TEST(RdmaWire, ConnectAcceptAndProofRoundTrip) {
-  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
-  const trust::Hello server = trust::fresh_hello(trust::Protection::kInsecure, trust::Purpose::kData);
+  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData).value();
+  const trust::Hello server = trust::fresh_hello(trust::Protection::kInsecure, trust::Purpose::kData).value();
   uint8_t hello[kConnectBytes];
   static_assert(kConnectBytes <= 56, "all an RDMA connect request holds");
   encode_connect(ConnectData{3, client}, hello);
@@ -46,7 +46,7 @@ TEST(RdmaWire, ConnectAcceptAndProofRoundTrip) {
 }
 
 TEST(RdmaWire, MalformedConnectionDataIsRefused) {
-  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
+  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData).value();
   uint8_t hello[kConnectBytes];
   encode_connect(ConnectData{0, client}, hello);
   EXPECT_FALSE(decode_connect(hello, kConnectBytes - 1).ok()) << "short";
@@ -78,11 +78,10 @@ TEST(RdmaWire, MalformedConnectionDataIsRefused) {
 
 TEST(RdmaWire, AnOffersTagCoversItsHeaderAndPayloadUnderItsNumber) {
   const trust::GroupSecret secret = trust::GroupSecret::from_legacy_token(5);
-  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
-  const trust::Hello server = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData);
-  const trust::SessionKeys keys = trust::derive_keys(secret, client, server, trust::Protection::kAuthenticated);
+  const trust::Hello client = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData).value();
+  const trust::Hello server = trust::fresh_hello(trust::Protection::kAuthenticated, trust::Purpose::kData).value();
+  const trust::SessionKeys keys = trust::derive_keys(secret, client, server, trust::Protection::kAuthenticated).value();
   Dialed sender;
-  sender.mode = keys.mode;
   sender.seal = std::move(trust::seals_for(keys, trust::Role::kClient).outgoing);
   std::vector<uint8_t> payload(4096);
   std::mt19937 rng(3);
