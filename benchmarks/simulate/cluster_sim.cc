@@ -88,10 +88,13 @@ bool NodeSink::complete(const SliceRef& slice, const Landing&, bool verified) {
 // Chains over every GPU from the real planner, collapsed to the nodes they pass through: the
 // planner keeps a node's GPUs consecutive in every chain. `order[s][node]`: the node's GPUs in
 // stripe s's order, as positions 0..gpus-1 of that node.
-struct NodeChains {
-  std::vector<std::vector<uint32_t>> chains;                     // node ids per stripe
+struct NodePlan {
+  std::vector<std::map<uint32_t, uint32_t>> parent;              // per stripe: node -> the node it takes it from
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> order;  // per stripe: node -> GPU positions
 };
+
+// A GPU's position within its node.
+uint32_t id_position(const ClusterSpec& c, uint32_t id) { return (id - 1) % c.gpus_per_node; }
 
 // The member ids of rollout node k's GPUs, as the simulation numbers them.
 std::vector<uint32_t> gpu_ids(const ClusterSpec& c, uint32_t k) {
@@ -100,8 +103,8 @@ std::vector<uint32_t> gpu_ids(const ClusterSpec& c, uint32_t k) {
   return ids;
 }
 
-// deltacast's chains: the real planner over every GPU, grouped by node.
-Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes,
+// deltacast's plan: the real planner over every GPU, grouped by node.
+Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes, uint32_t fanout,
                const std::vector<uint32_t>& slow_nodes) {
   std::vector<uint32_t> members;
   NodeOf nodes;
@@ -113,40 +116,39 @@ Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, u
       if (std::find(slow_nodes.begin(), slow_nodes.end(), k) != slow_nodes.end()) slow.push_back(id);
     }
   }
-  return plan_chains(members, stripes, slow, nodes);
+  return plan_trees(members, stripes, fanout, slow, nodes);
 }
 
-// A plan over GPUs collapsed to the nodes it passes through.
-Result<NodeChains> collapse(const ClusterSpec& c, const Plan& plan) {
-  NodeChains out;
+// A plan over GPUs collapsed to the nodes it passes through: each stripe enters each node once
+// (at its entry GPU), from the producer or another node.
+Result<NodePlan> collapse(const ClusterSpec& c, const Plan& plan) {
+  NodePlan out;
   out.order.resize(plan.stripes());
+  out.parent.resize(plan.stripes());
+  const auto node_of = [&](uint32_t id) { return (id - 1) / c.gpus_per_node + 1; };
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
-    std::vector<uint32_t> chain;
-    for (uint32_t id : plan.chains[s]) {
-      const uint32_t node = (id - 1) / c.gpus_per_node + 1;
-      if (chain.empty() || chain.back() != node) {
-        if (std::find(chain.begin(), chain.end(), node) != chain.end()) {
-          return internal_error("stripe {}: the planner split node {}'s GPUs", s, node - 1);
-        }
-        chain.push_back(node);
+    const auto& order = plan.order[s];
+    for (size_t i = 0; i < order.size(); ++i) {
+      const uint32_t node = node_of(order[i]);
+      const uint32_t from = plan.fed_by[s][i];
+      const uint32_t parent = from == Plan::kFromProducer ? kProducer : node_of(order[from]);
+      if (parent != node && !out.parent[s].emplace(node, parent).second) {
+        return internal_error("stripe {}: the planner split node {}'s GPUs", s, node - 1);
       }
-      out.order[s][node].push_back((id - 1) % c.gpus_per_node);
+      out.order[s][node].push_back(id_position(c, order[i]));
     }
-    out.chains.push_back(std::move(chain));
   }
   return out;
 }
 
 // Who each node (the producer included) sends each stripe to.
-std::map<uint32_t, std::vector<uint32_t>> children_of(const NodeChains& chains, uint32_t stripes) {
-  std::map<uint32_t, std::vector<uint32_t>> children;
-  for (uint32_t s = 0; s < chains.chains.size(); ++s) {
-    uint32_t parent = kProducer;
-    for (uint32_t node : chains.chains[s]) {
+std::map<uint32_t, StripeChildren> children_of(const NodePlan& plan, uint32_t stripes) {
+  std::map<uint32_t, StripeChildren> children;
+  for (uint32_t s = 0; s < plan.parent.size(); ++s) {
+    for (const auto& [node, parent] : plan.parent[s]) {
       auto& kids = children[parent];
-      kids.resize(stripes, 0);
-      kids[s] = node;
-      parent = node;
+      kids.resize(stripes);
+      kids[s].push_back(node);
     }
   }
   return children;
@@ -232,14 +234,14 @@ Status SimCluster::build() {
 // Tells every relay its children in plan_, with what each node holds already, as a round's
 // announce and replan do.
 Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order) {
-  DC_ASSIGN_OR_RETURN(const NodeChains chains, collapse(c_, plan_));
-  for (uint32_t s = 0; s < stripes; ++s) gpu_order[s] = chains.order[std::min<size_t>(s, chains.order.size() - 1)];
-  const auto children = children_of(chains, stripes);
+  DC_ASSIGN_OR_RETURN(const NodePlan nodes, collapse(c_, plan_));
+  for (uint32_t s = 0; s < stripes; ++s) gpu_order[s] = nodes.order[std::min<size_t>(s, nodes.order.size() - 1)];
+  const auto children = children_of(nodes, stripes);
   std::map<uint32_t, std::vector<bool>> have;
   for (const auto& node : nodes_) {
     if (node->alive && node->id != kProducer) have[node->id] = std::vector<bool>(node->have.begin(), node->have.end());
   }
-  const std::vector<uint32_t> none(stripes, 0);
+  const StripeChildren none(stripes);
   for (const auto& node : nodes_) {
     if (!node->alive) continue;
     auto kids = children.find(node->id);
@@ -307,9 +309,10 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   const double alpha = c_.slice_alpha_seconds > 0   ? c_.slice_alpha_seconds
                        : c_.slice_cost_seconds > 0 ? c_.slice_cost_seconds
                                                    : RoundOptions{}.alpha_seconds;
+  const bool deltacast = topology_ == SimTopology::kDeltacast;
   const VersionShape planned =
       version_shape(bytes, consumers, static_cast<uint32_t>(alive_.size()), rate, c_.rails, alpha,
-                    topology_ == SimTopology::kDeltacast ? c_.stripes : 1, 0, measured ? verdict.slice_bytes : 0);
+                    deltacast ? c_.stripes : 1, 0, measured ? verdict.slice_bytes : 0, deltacast ? c_.fanout : 1);
   const uint32_t stripes = planned.stripes;
   const uint32_t slice_bytes = planned.slice_bytes;
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
@@ -337,9 +340,14 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   result.slice_bytes = slice_bytes;
   result.slices = shape.slices();
   result.slow_nodes = slow;
+  result.fanout = topology_ == SimTopology::kBinaryTree ? 2 : planned.fanout;
   const double node_limit = c_.node_limit_bytes_per_second > 0 ? c_.node_limit_bytes_per_second : node_rate;
-  result.bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit),
-                                         c_.latency_seconds + c_.slice_cost_seconds);
+  const double hop_alpha = c_.latency_seconds + c_.slice_cost_seconds;
+  result.chain_bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit), hop_alpha);
+  result.bound_seconds =
+      std::min(result.chain_bound_seconds,
+               version_shape(bytes, consumers, c_.nodes, std::min(node_rate, node_limit), c_.rails, hop_alpha, 0, 0, 0, 0)
+                   .bound_seconds);
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
   if (topology_ == SimTopology::kBinaryTree) {
     DC_RETURN_IF_ERROR(grow_tree(shape.id, bytes, slice_bytes, source_checksums));
@@ -348,13 +356,13 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
     }
   } else {
     if (topology_ == SimTopology::kDeltacast) {
-      plan_ = plan_gpus(c_, alive_, stripes, slow);
+      plan_ = plan_gpus(c_, alive_, stripes, planned.fanout, slow);
     } else {  // one chain through every GPU, node by node
-      plan_ = Plan{};
-      plan_.chains.assign(1, {});
+      std::vector<uint32_t> every_gpu;
       for (uint32_t k : alive_) {
-        for (uint32_t id : gpu_ids(c_, k)) plan_.chains[0].push_back(id);
+        for (uint32_t id : gpu_ids(c_, k)) every_gpu.push_back(id);
       }
+      plan_ = plan_from_chains({every_gpu});
     }
     DC_RETURN_IF_ERROR(follow_plan(stripes, gpu_order));
   }

@@ -1,8 +1,9 @@
 // deltacast-bench simulate's engine: one version broadcast to a simulated
 // cluster, by the code that ships. Every node runs a real Relay whose
 // sprayers (rail choice, deadlines, rail health) send over the simulated
-// transport (broadcast/transport/sim) under its clock; the chains come from
-// the real planner (plan_chains over every GPU, grouped by node) and are
+// transport (broadcast/transport/sim) under its clock; the shape (chains or
+// trees, version_shape) and the plan come from the real planner (plan_trees
+// over every GPU, grouped by node) and are
 // re-planned by it when nodes die, each new parent sending only what its new
 // child lacks, as the producer's rounds do. What is modelled rather than run:
 // the control plane (a death is noticed two hops after it, or `detect_seconds`,
@@ -32,7 +33,8 @@ struct ClusterSpec {
   double intra_bytes_per_second = 450e9;   // GPU to GPU inside a node (NVLink, each way)
   double intra_latency_seconds = 2e-6;
   std::map<uint32_t, double> rate_factor;  // node -> its rails' rate factor (0.1: a 10x-slow node)
-  uint32_t stripes = 0;                    // deltacast's stripes (0: the planner's default_stripes)
+  uint32_t stripes = 0;                    // deltacast's stripes (0: as version_shape picks them)
+  uint32_t fanout = 0;                     // deltacast's shape: 0 as version_shape picks it, 1 chains, k trees
   double slice_cost_seconds = 10e-6;       // what a port spends per slice besides its bytes
   double slice_alpha_seconds = 0;          // per-slice cost in the slice-size model (0: slice_cost_seconds)
 };
@@ -59,9 +61,13 @@ struct FaultSpec {
 struct SimResult {
   std::vector<double> consumer_seconds;  // per GPU, node by node (negative: its node died)
   double seconds = 0;                    // the last surviving consumer
-  // The pipelined bound (pipelined_bound) over the nodes, at a node's rate (its rails, within its
-  // PCIe limit) and one hop's latency.
+  // The best the alpha-beta model gives over every shape the planner builds (version_shape's
+  // bound_seconds) over the nodes, at a node's rate (its rails, within its PCIe limit) and one
+  // hop's latency and slice cost.
   double bound_seconds = 0;
+  // Chains' part of it: the pipelined bound (pipelined_bound) of a chain through every node.
+  double chain_bound_seconds = 0;
+  uint32_t fanout = 1;  // the shape it went out in (1: chains)
   double median_seconds = 0;
   bool survivors_complete = false;
   uint32_t stripes = 0;

@@ -14,12 +14,14 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <future>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "broadcast/engine/planner.h"
 #include "cli/bench_commands.h"
 #include "simulate/cluster_sim.h"
 #include "cli/plot.h"
@@ -39,6 +41,8 @@ struct SimulateArgs {
   double node_limit_gbyte = 0;
   double intra_gbyte = 450;
   uint32_t stripes = 0;
+  uint32_t fanout = 0;          // deltacast's shape (0: the planner's choice per version)
+  bool shapes = false;          // also every fixed shape the planner builds, as baselines
   double slice_alpha_us = 0;
   double slice_cost_us = 10;
   double gbytes = 140;
@@ -64,6 +68,7 @@ Json result_json(const SimResult& r, bool per_consumer) {
           {"median_seconds", r.median_seconds},
           {"survivors_complete", r.survivors_complete},
           {"stripes", r.stripes},
+          {"fanout", r.fanout},
           {"slice_bytes", r.slice_bytes},
           {"dead_nodes", r.dead_nodes},
           {"replans", r.replans},
@@ -91,6 +96,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   c.node_limit_bytes_per_second = a.node_limit_gbyte * 1e9;
   c.intra_bytes_per_second = a.intra_gbyte * 1e9;
   c.stripes = a.stripes;
+  c.fanout = a.fanout;
   c.slice_alpha_seconds = a.slice_alpha_us * 1e-6;
   c.slice_cost_seconds = a.slice_cost_us * 1e-6;
   Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
@@ -110,6 +116,20 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   std::vector<Run> runs;
   runs.reserve(5);
   runs.push_back({"deltacast", [&] { return simulate_versions(c, versions, SimTopology::kDeltacast, FaultSpec{}); }});
+  // Each fixed shape the planner builds (chains, trees 2, 4, 8 wide), for the best of them as a
+  // baseline; the stripes each takes are the planner's for it.
+  std::vector<ClusterSpec> fixed;
+  if (a.shapes) {
+    for (uint32_t k : kFanouts) {
+      if (k > 1 && k >= c.nodes) continue;
+      fixed.push_back(c);
+      fixed.back().fanout = k;
+    }
+  }
+  for (const ClusterSpec& shape : fixed) {
+    runs.push_back({fmt::format("fanout {}", shape.fanout),
+                    [&] { return simulate_versions(shape, versions, SimTopology::kDeltacast, FaultSpec{}); }});
+  }
   if (a.baselines) {
     runs.push_back({"tree", [&] { return simulate_versions(c, versions, SimTopology::kBinaryTree, FaultSpec{}); }});
     runs.push_back({"ring", [&] { return simulate_versions(c, versions, SimTopology::kRing, FaultSpec{}); }});
@@ -150,8 +170,26 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   }
   const SimResult& clean = done.at("deltacast");
   row["bound_seconds"] = clean.bound_seconds;
+  row["chain_bound_seconds"] = clean.chain_bound_seconds;
   row["seconds"] = clean.seconds;
+  row["fanout"] = clean.fanout;
   row["ratio_to_bound"] = clean.seconds / clean.bound_seconds;
+  if (!fixed.empty()) {
+    Json shapes = Json::object();
+    double best = std::numeric_limits<double>::infinity();
+    uint32_t best_fanout = 0;
+    for (const ClusterSpec& shape : fixed) {
+      const SimResult& r = done.at(fmt::format("fanout {}", shape.fanout));
+      shapes[std::to_string(shape.fanout)] = r.seconds;
+      if (r.seconds < best) {
+        best = r.seconds;
+        best_fanout = shape.fanout;
+      }
+    }
+    row["fixed_shapes_seconds"] = shapes;
+    row["best_fixed_fanout"] = best_fanout;
+    row["vs_best_fixed"] = clean.seconds / best;
+  }
   row["survivors_complete"] = clean.survivors_complete;
   row["deltacast"] = result_json(clean, a.per_consumer);
   if (done.count("tree")) {
@@ -187,8 +225,13 @@ int run(const SimulateArgs& a) {
       }
       if (!a.json) {
         const Json& r = *row;
-        fmt::print("{:>5} consumers {:<6} {:>10.4f} s  bound {:>9.4f} s  x{:<6.3f}", n, kind, r["seconds"].get<double>(),
-                   r["bound_seconds"].get<double>(), r["ratio_to_bound"].get<double>());
+        fmt::print("{:>5} consumers {:<6} fan-out {} {:>10.4f} s  bound {:>9.4f} s  x{:<6.3f}", n, kind,
+                   r["fanout"].get<uint32_t>(), r["seconds"].get<double>(), r["bound_seconds"].get<double>(),
+                   r["ratio_to_bound"].get<double>());
+        if (r.contains("vs_best_fixed")) {
+          fmt::print("  best fixed: fan-out {} x{:.3f}", r["best_fixed_fanout"].get<uint32_t>(),
+                     r["vs_best_fixed"].get<double>());
+        }
         if (r.contains("binary_tree_seconds")) {
           fmt::print("  tree {:>9.4f} s  ring {:>9.4f} s", r["binary_tree_seconds"].get<double>(),
                      r["ring_seconds"].get<double>());
@@ -228,7 +271,13 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--node-limit-gbyte", a->node_limit_gbyte, "A node's PCIe limit across its rails, GB/s (0: none)")
       ->capture_default_str();
   cmd->add_option("--intra-gbyte", a->intra_gbyte, "GPU to GPU inside a node, GB/s each way")->capture_default_str();
-  cmd->add_option("--stripes", a->stripes, "deltacast's stripes (0: the planner's default)")->capture_default_str();
+  cmd->add_option("--stripes", a->stripes, "deltacast's stripes (0: the planner's choice for the shape)")
+      ->capture_default_str();
+  cmd->add_option("--fanout", a->fanout,
+                  "deltacast's shape: 1 chains, 2/4/8 trees that wide (0: the planner's choice per version)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({0, 1, 2, 4, 8}));
+  cmd->add_flag("--shapes", a->shapes, "Also simulate every fixed shape (chains, trees 2, 4, 8 wide) as baselines");
   cmd->add_option("--slice-cost-us", a->slice_cost_us,
                   "What a port spends on each slice besides its bytes, microseconds (posting, completion, the "
                   "relay's turn)")

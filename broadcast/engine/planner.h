@@ -1,11 +1,12 @@
-// The broadcast plan: who forwards which slices to whom. A version's slices
-// are dealt round-robin into stripes; each stripe travels down its own chain
-// of consumers (the producer feeds the head, every consumer forwards to the
-// next as soon as a slice arrives), so the tree is pipelined and the
-// producer's uplink carries every byte once. Chains are rotations of one
-// order, so every consumer is first in some stripe and no uplink carries
-// everything. Slow members (the rate book says which, rate_book.h) sit at the
-// tails of every chain, where they delay nobody, the slowest last.
+// The broadcast plan: who forwards which slices to whom. A version's slices are dealt
+// round-robin into stripes; each stripe travels down its own tree of consumers (the producer
+// feeds its head, every consumer forwards to its children as soon as a slice arrives), so the
+// tree is pipelined and the producer's uplink carries every byte once. A fan-out of 1 makes each
+// tree a chain (what large versions want: every member sends what it takes, once); a larger
+// fan-out makes trees k wide and log_k deep (what small versions want: few hops of latency).
+// The trees are rotations of one order, so every member is near the head of some stripe and no
+// uplink carries everything. Slow members (the rate book says which, rate_book.h) hang in a chain
+// below every tree's last member, where they delay nobody, the slowest last.
 #pragma once
 
 #include <cstddef>
@@ -14,73 +15,122 @@
 #include <string>
 #include <vector>
 
+#include "broadcast/engine/stripe_children.h"
+
 namespace deltacast {
 
 struct Plan {
-  // chains[s]: consumer ids in forwarding order for stripe s.
-  std::vector<std::vector<uint32_t>> chains;
+  // Where a member takes a stripe from the producer (its head), in `fed_by`.
+  static constexpr uint32_t kFromProducer = UINT32_MAX;
+
+  // order[s]: stripe s's members, each after the member it takes the stripe from.
+  std::vector<std::vector<uint32_t>> order;
+  // fed_by[s][i]: the position in order[s] of the member order[s][i] takes stripe s from
+  // (kFromProducer for the head): always before i.
+  std::vector<std::vector<uint32_t>> fed_by;
   // Members placed at the tails, slowest last.
   std::vector<uint32_t> slow;
+  // The widest a member fans a stripe out to, as built (1: chains).
+  uint32_t fanout = 1;
 
-  uint32_t stripes() const { return static_cast<uint32_t>(chains.size()); }
+  uint32_t stripes() const { return static_cast<uint32_t>(order.size()); }
   static uint32_t stripe_of(uint32_t slice, uint32_t stripes) { return slice % stripes; }
-  // The consumer `id` forwards stripe s to (0: nobody).
-  uint32_t child(uint32_t id, uint32_t stripe) const;
-  // Who `id` forwards each stripe to (0: nobody), one entry per stripe.
-  std::vector<uint32_t> children(uint32_t id) const;
+  // Whom `id` forwards stripe s to (none: the stripe ends there, or `id` is not in it).
+  std::vector<uint32_t> children_in(uint32_t id, uint32_t stripe) const;
+  // Whom `id` forwards each stripe to, one entry per stripe.
+  StripeChildren children(uint32_t id) const;
+  // The member `id` takes stripe s from (0: the producer, or `id` is not in it).
+  uint32_t parent(uint32_t id, uint32_t stripe) const;
   // The consumer the producer feeds for stripe s (0: none).
-  uint32_t head(uint32_t stripe) const { return chains[stripe].empty() ? 0 : chains[stripe].front(); }
-  // The consumer fed first in each stripe.
-  std::vector<uint32_t> heads() const;
+  uint32_t head(uint32_t stripe) const { return order[stripe].empty() ? 0 : order[stripe].front(); }
+  // The consumer fed first in each stripe (the producer's children).
+  StripeChildren heads() const;
+  // The most hops from the producer to any member, over the stripes.
+  uint32_t depth() const;
 };
 
 // Which node (host) each member runs on; members missing from it are each a node of their own.
 using NodeOf = std::map<uint32_t, std::string>;
 
-// Chains over `members` (any order; the plan orders them by id) for `stripes` stripes, with the
-// members of `slow` (slowest last) at every tail. Members of one node (`nodes`) are consecutive
-// in every chain, so each stripe enters each node once and a node's rails carry every version
-// once whatever the number of its members; the rest of the node takes the stripe from the
-// member it entered at, over the node's own loopback. Nodes rotate over the stripes (every node
-// is first in some stripe) and so do the members within a node (each is the entry of some
-// stripes); a slow member goes last in its node, and nodes holding slow members go last.
+// Trees over `members` (any order; the plan orders them by id) for `stripes` stripes, each
+// member fanning a stripe out to at most `fanout` other nodes (1: chains), with the members of
+// `slow` (slowest last) in a chain below every tree. Members of one node (`nodes`) take each
+// stripe once over the network: the node's first member in that stripe (its entry) takes it from
+// another node's entry, the rest of the node in a chain behind it over the node's own loopback.
+// Nodes rotate over the stripes (the head, and with a fan-out the members that forward, differ
+// from stripe to stripe: with `stripes` = `fanout` each node forwards in about one stripe) and so
+// do the members within a node (each is the entry of some stripes); a slow member goes last in
+// its node, and nodes holding slow members go last.
+Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout, const std::vector<uint32_t>& slow = {},
+                const NodeOf& nodes = {});
+// Chains: plan_trees with a fan-out of 1.
 Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow = {},
                  const NodeOf& nodes = {});
 
-// `plan` with the members of `dropped` taken out of every chain and everyone else kept in place:
-// each dropped member's parent now feeds its child. This is how a version under way goes on
-// around members that died: each surviving member's new parent was ahead of it in the same
-// chain, so it holds what the old one held and more, and the pipelines keep their positions. (A
-// fresh plan_chains over the rest rotates the chains anew and hands most members a parent at
-// another point of the version: the producer then re-sends much of it to new heads.)
+// Chains in the order given, one per stripe (each member fed by the one before it).
+Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains);
+
+// `plan` with the members of `dropped` taken out of every stripe and everyone else kept in place:
+// each dropped member's children now take the stripe from its parent (its nearest ancestor that
+// is still there). This is how a version under way goes on around members that died: each
+// surviving member's new parent was ahead of it in the same stripe, so it holds what the old one
+// held and more, the pipelines keep their positions, and no tree grows deeper. (A fresh plan over
+// the rest rotates the stripes anew and hands most members a parent at another point of the
+// version: the producer then re-sends much of it to new heads.)
 Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
 
-// `plan` with the members of `moved` taken to the end of every chain (in that order), everyone
-// else kept in place: a member its parent cannot reach goes where it delays nobody, fed by the
-// last member of each chain, and stays in the plan in case only that link failed.
+// `plan` with the members of `moved` taken out of every stripe (their children re-parented as
+// above) and hung in a chain below its last member (in that order): a member its parent cannot
+// reach goes where it delays nobody, and stays in the plan in case only that link failed.
 Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved);
 
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.
 uint32_t default_stripes(size_t consumers);
 
-// How a version goes out: its stripes, and its slices' size.
+// How a version goes out: its stripes, its fan-out and its slices' size, with what the
+// alpha-beta model (below) expects of it.
 struct VersionShape {
   uint32_t stripes = 1;
   uint32_t slice_bytes = 0;
+  uint32_t fanout = 1;        // 1: chains; k: trees k wide
+  double seconds = 0;         // the model's time for this shape
+  double bound_seconds = 0;   // the model's best over every shape the planner builds (unclamped slices)
 };
 
-// For `bytes` to `members` consumers taking data at `rate` bytes/s each over `rails` rails: the
-// given `stripes` (0: default_stripes) and slices (0: the alpha-beta model below, for a chain
-// through every member with `alpha_seconds` per slice), at most one stripe per slice. A slice
-// crosses each hop over one rail, so the model's beta is one rail's share of the rate, not the
-// whole of it (taking the whole made slices `rails` times too large for the pipeline's fill).
-// `hops`: the network hops of a chain through every member, the members' distinct nodes (members
-// of one node pass a version on among themselves, at the node's own rate).
-// `measured_slice_bytes`: the slices `rate` was measured over (rate_without_slice_cost; 0: none).
+// The fan-outs the planner chooses among: chains and trees 2, 4 and 8 wide. Wider trees save
+// few hops more and cost each forwarding member a connection per child.
+inline constexpr uint32_t kFanouts[] = {1, 2, 4, 8};
+
+// For `bytes` to `members` consumers on `hops` nodes, each taking and sending data at `rate`
+// bytes/s over `rails` rails, `alpha_seconds` per slice per hop (latency and the slice's own
+// cost). `fanout` 0 chooses the shape the model finds fastest (the narrowest within 2% of the
+// fastest: chains are the sturdiest); otherwise that fan-out. `stripes` 0: default_stripes for
+// chains, the fan-out for trees (each node then forwards in about one stripe, so no uplink
+// carries more than the version); `slice_bytes` 0: the model's best for the shape, at most one
+// stripe per slice. Chains' slices: the alpha-beta optimum for a chain through every node, with
+// one rail's share of the rate as beta (a slice crosses each hop over one rail; taking the whole
+// rate made slices `rails` times too large for the pipeline's fill). `measured_slice_bytes`: the
+// slices `rate` was measured over (rate_without_slice_cost; 0: none).
+//
+// The model (docs/DESIGN.md, "Shapes"): slices of m bytes cross F fill hops (chains: nodes - 1;
+// trees: the depth of a k-ary heap of the nodes), and
+//   T(m) = L S / B (1 + alpha beta / m) + F k (alpha + m / beta)
+// with L the busiest node's bytes out over the version's (shape_load's sends per slice over the
+// stripes; the producer's 1 at least), B a node's rate, beta one rail's (a slice crosses a hop
+// over one rail, and a member's k children of a stripe take it one after another). Its least
+// over m is (sqrt(L S / B) + sqrt(F k alpha))^2; the bound is the least of those over the shapes.
 VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double rate, uint32_t rails,
                            double alpha_seconds, uint32_t stripes = 0, uint32_t slice_bytes = 0,
-                           uint32_t measured_slice_bytes = 0);
+                           uint32_t measured_slice_bytes = 0, uint32_t fanout = 1);
+
+// The fill hops and the sends per slice (F and c above) of `fanout`-wide trees (1: chains) in
+// `stripes` stripes over `nodes` nodes, as plan_trees builds them.
+struct ShapeLoad {
+  uint32_t fill_hops = 0;
+  uint32_t sends_per_slice = 0;
+};
+ShapeLoad shape_load(uint32_t nodes, uint32_t stripes, uint32_t fanout);
 
 // A link's rate measured over slices of `slice_bytes` counts what each slice cost besides its
 // bytes (slice/beta + alpha each), and the alpha-beta model counts that cost itself: it takes

@@ -79,14 +79,29 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   present_count_ = source_checksums != nullptr ? shape.slices() : 0;
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
-  children_.assign(stripes_, 0);
+  children_.assign(stripes_, {});
   last_arrival_ = now();
+}
+
+bool Relay::feeds(uint32_t id, uint32_t stripe) const {
+  const auto& mine = children_[stripe];
+  return std::find(mine.begin(), mine.end(), id) != mine.end();
+}
+
+std::vector<uint32_t> Relay::child_ids() const {
+  std::vector<uint32_t> ids;
+  for (const auto& stripe : children_) {
+    for (uint32_t id : stripe) {
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  }
+  return ids;
 }
 
 void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have) {
   (void)sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes);
   for (uint32_t i = 0; i < shape_.slices(); ++i) {
-    const bool mine = children_[i % stripes_] == id;
+    const bool mine = feeds(id, i % stripes_);
     const bool child_has = have != nullptr && i < have->size() && (*have)[i];
     if (!mine || child_has) {
       sender.skip(i);  // another path delivers it, or the child holds it already
@@ -96,18 +111,16 @@ void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* ha
   }
 }
 
-Status Relay::set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
+Status Relay::set_children(const StripeChildren& children, const std::map<uint32_t, PeerEndpoints>& directory,
                            const std::map<uint32_t, std::vector<bool>>& have) {
   std::vector<std::unique_ptr<Sprayer>> retired;  // destroyed after the lock below is released
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return failed_precondition("no transfer to forward");
-  std::vector<uint32_t> before = children_;
+  const StripeChildren before = children_;
+  const std::vector<uint32_t> ids_before = child_ids();
   children_ = children;
-  children_.resize(stripes_, 0);
-  std::vector<uint32_t> ids;
-  for (uint32_t id : children_) {
-    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-  }
+  children_.resize(stripes_);
+  const std::vector<uint32_t> ids = child_ids();
   Status status;
   for (uint32_t id : ids) {
     auto dir = directory.find(id);
@@ -124,14 +137,17 @@ Status Relay::set_children(const std::vector<uint32_t>& children, const std::map
     // opening it again would drop its copies in flight and send again what it took since the
     // `have` it reported.
     bool same_stripes = true;
-    for (uint32_t s = 0; s < stripes_; ++s) same_stripes = same_stripes && ((before[s] == id) == (children_[s] == id));
+    for (uint32_t s = 0; s < stripes_; ++s) {
+      const bool was = std::find(before[s].begin(), before[s].end(), id) != before[s].end();
+      same_stripes = same_stripes && was == feeds(id, s);
+    }
     if (same_stripes && shape_.id != 0 && (*sender)->open_transfer() == shape_.id) continue;
     auto h = have.find(id);
     open_child(**sender, id, h == have.end() ? nullptr : &h->second);
   }
   // Children that no longer get anything from here: abandon their transfer.
-  for (uint32_t id : before) {
-    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+  for (uint32_t id : ids_before) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) {
       auto it = senders_.find(id);
       if (it != senders_.end()) it->second.sprayer->close();
     }
@@ -149,10 +165,10 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   ++present_count_;
   checksums_[slice] = checksum;
   last_arrival_ = now();
-  const uint32_t child = children_[slice % stripes_];
-  if (child == 0) return;
-  auto it = senders_.find(child);
-  if (it != senders_.end()) offer(*it->second.sprayer, slice);
+  for (uint32_t child : children_[slice % stripes_]) {
+    auto it = senders_.find(child);
+    if (it != senders_.end()) offer(*it->second.sprayer, slice);
+  }
 }
 
 std::vector<uint32_t> Relay::unreachable_children() const {
@@ -167,8 +183,7 @@ std::vector<uint32_t> Relay::unreachable_children() const {
   // child's last acknowledgement by a little, and the child's silence must not win that race.
   const bool all_here = present_count_ == present_.size();
   if (!all_here && now() - last_arrival_ >= options_.unreachable_after / 2) return silent;
-  for (uint32_t id : children_) {
-    if (id == 0 || std::find(silent.begin(), silent.end(), id) != silent.end()) continue;
+  for (uint32_t id : child_ids()) {
     auto it = senders_.find(id);
     if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
     if (it->second.sprayer->silent_for() >= options_.unreachable_after) silent.push_back(id);
@@ -219,9 +234,9 @@ std::map<uint32_t, std::vector<RailTelemetry>> Relay::telemetry_by_child() const
 std::map<uint32_t, LinkSample> Relay::child_links() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<uint32_t, LinkSample> links;
-  for (uint32_t id : children_) {
+  for (uint32_t id : child_ids()) {
     auto it = senders_.find(id);
-    if (id == 0 || it == senders_.end() || links.count(id)) continue;
+    if (it == senders_.end()) continue;
     links[id] = it->second.sprayer->link_sample();
   }
   return links;

@@ -1,7 +1,7 @@
 // Forwarding of one node's share of a broadcast: for the transfer in
 // progress, every slice that is in place here (received, or all of them at
-// the producer) goes to this node's child for that slice's stripe, as soon as
-// it is here (cut-through). Children change when the plan does (a node died,
+// the producer) goes to this node's children for that slice's stripe, as soon
+// as it is here (cut-through). Children change when the plan does (a node died,
 // a new one joined); a new child is sent what this node holds minus what the
 // child reported holding. One sprayer per child, kept across transfers so
 // that its connections and rate estimates stay warm. A sprayer belongs to the
@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "broadcast/engine/stripe_children.h"
 #include "broadcast/transport/sprayer.h"
 #include "broadcast/transport/transfer.h"
 #include "broadcast/transport/transport.h"
@@ -42,8 +43,8 @@ class Relay {
   // by one (on_slice), each with the checksum it was verified against.
   void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
              const std::vector<uint64_t>* source_checksums);
-  // children[s]: who gets stripe s from this node (0: nobody); `have[id]`: slices that child holds.
-  Status set_children(const std::vector<uint32_t>& children, const std::map<uint32_t, PeerEndpoints>& directory,
+  // children[s]: who gets stripe s from this node (none: nobody); `have[id]`: slices that child holds.
+  Status set_children(const StripeChildren& children, const std::map<uint32_t, PeerEndpoints>& directory,
                       const std::map<uint32_t, std::vector<bool>>& have);
   // A slice of the current transfer is in place here, with the checksum it arrived with.
   void on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum);
@@ -88,7 +89,11 @@ class Relay {
   std::vector<uint8_t> present_;
   size_t present_count_ = 0;
   std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
-  std::vector<uint32_t> children_;  // per stripe
+  StripeChildren children_;         // per stripe
+  // Whether `id` gets `stripe` from here.
+  bool feeds(uint32_t id, uint32_t stripe) const;
+  // Every child of the current transfer once, in the order first named.
+  std::vector<uint32_t> child_ids() const;
   TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)
 };
 

@@ -82,7 +82,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   const double rate = verdict.healthy > 0 ? verdict.healthy : options_.default_rate;
   size_t rails = SIZE_MAX;  // the fewest any target takes data over
   for (uint32_t id : targets) rails = std::min(rails, std::max<size_t>(1, directory[id].size()));
-  // The chains' network hops: one per node (a member without a node name is a node of its own).
+  // The plan's network hops: one per node (a member without a node name is a node of its own).
   std::set<std::string> hosts;
   for (uint32_t id : targets) {
     const auto it = nodes.find(id);
@@ -91,17 +91,20 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   const VersionShape planned =
       version_shape(spec.bytes, targets.size(), static_cast<uint32_t>(hosts.size()), rate, static_cast<uint32_t>(rails),
                     options_.alpha_seconds, options_.stripes, options_.slice_bytes,
-                    verdict.healthy > 0 ? verdict.slice_bytes : 0);
+                    verdict.healthy > 0 ? verdict.slice_bytes : 0, options_.fanout);
   const uint32_t slice_bytes = planned.slice_bytes;
   const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
-  Plan plan = plan_chains(in_plan, stripes, verdict.slow, nodes);
+  Plan plan = plan_trees(in_plan, stripes, planned.fanout, verdict.slow, nodes);
   rates_.adopt(targets, verdict);
   result.first_plan = plan;
-  log().debug("version {}: {} stripes of {}-byte slices; chains {}; healthy {:.0f} MB/s; slow {}", spec.version,
-              stripes, slice_bytes, fmt::format("{}", plan.chains), verdict.healthy / 1e6, fmt::format("{}", plan.slow));
+  log().debug("version {}: {} stripes of {}-byte slices, fan-out {} (modelled {:.2f} ms, bound {:.2f} ms); order {}; "
+              "healthy {:.0f} MB/s; slow {}",
+              spec.version, stripes, slice_bytes, planned.fanout, planned.seconds * 1e3, planned.bound_seconds * 1e3,
+              fmt::format("{}", plan.order), verdict.healthy / 1e6, fmt::format("{}", plan.slow));
   result.slice_bytes = slice_bytes;
   result.stripes = stripes;
+  result.fanout = planned.fanout;
   {
     std::lock_guard<std::mutex> lock(in_flight_mu_);
     in_flight_ = InFlight{spec.version, spec.transfer, spec.full, spec.bytes, slice_bytes, targets, start};
@@ -176,7 +179,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       }
       break;
     }
-    // A member of the chains died or failed: re-parent its children. A member that went silent
+    // A member of the plan died or failed: re-parent its children. A member that went silent
     // to its parent (reported by that parent, or found by the producer's own sprayers to the
     // heads): to the tails, where it delays nobody, before its control link times out (a hung
     // host keeps its connections open).
@@ -187,8 +190,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     std::set<uint32_t> reported = look.unreachable;
     for (uint32_t id : relay_.unreachable_children()) reported.insert(id);
     for (uint32_t id : reported) {
-      const bool in_chains = std::find(in_plan.begin(), in_plan.end(), id) != in_plan.end();
-      if (in_chains && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && moved.insert(id).second) {
+      const bool in_the_plan = std::find(in_plan.begin(), in_plan.end(), id) != in_plan.end();
+      if (in_the_plan && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && moved.insert(id).second) {
         unreachable.push_back(id);
       }
     }
@@ -220,9 +223,11 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     // children changed need it; the rest are told the same again, which changes nothing).
     for (uint32_t id : in_plan) {
       control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory), {}};
-      for (uint32_t child : replan.forwarding.children) {
-        const auto hex = look.have.find(child);
-        if (child != 0 && hex != look.have.end() && have.count(child)) replan.have[child] = hex->second;
+      for (const auto& stripe : replan.forwarding.children) {
+        for (uint32_t child : stripe) {
+          const auto hex = look.have.find(child);
+          if (hex != look.have.end() && have.count(child)) replan.have[child] = hex->second;
+        }
       }
       membership_.send(id, replan);
     }
@@ -231,7 +236,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     }
   }
 
-  // The producer's own links into the chains' heads go to the rate book with everyone else's.
+  // The producer's own links into the stripes' heads go to the rate book with everyone else's.
   for (const auto& [child, sample] : relay_.child_links()) rates_.record(kProducerSender, child, sample);
   rates_.close_round(slice_bytes);
   if (log().should_log(spdlog::level::debug)) {

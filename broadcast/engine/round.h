@@ -24,8 +24,9 @@
 namespace deltacast {
 
 struct RoundOptions {
-  uint32_t stripes = 0;            // 0: default_stripes(targets)
+  uint32_t stripes = 0;            // 0: as version_shape picks them for the shape
   uint32_t slice_bytes = 0;        // 0: from the alpha-beta model
+  uint32_t fanout = 0;             // 0: the shape the model finds fastest per version; 1: chains; k: trees
   double alpha_seconds = 100e-6;   // per-slice cost in that model
   double default_rate = 125e6;     // bytes/s assumed for slice sizing before anyone is measured
   Millis stall_timeout{10000};     // no progress anywhere for this long ends the round
@@ -54,6 +55,7 @@ struct RoundResult {
   std::map<uint32_t, double> staged_at;  // per target: seconds from the start until it staged the version
   uint32_t slice_bytes = 0;
   uint32_t stripes = 0;
+  uint32_t fanout = 1;  // the shape it went out in (1: chains)
   uint32_t replans = 0;
   Plan first_plan;
 };

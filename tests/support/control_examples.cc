@@ -6,9 +6,11 @@ using namespace control;
 
 Forwarding some_forwarding() {
   Forwarding f;
-  f.children = {3, 0, 5, 3};  // four stripes: two to member 3, one to 5, one ends here
+  // Five stripes: two to member 3, one to 5, one ends here, one fans out to 5 and 9.
+  f.children = {{3}, {}, {5}, {3}, {5, 9}};
   f.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
   f.directory[5] = {{"10.0.0.5", 7001}};
+  f.directory[9] = {{"10.0.0.9", 7001}};
   return f;
 }
 

@@ -271,9 +271,11 @@ Message read_as(const Json& j) {
 Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory) {
   Forwarding out;
   out.children = plan.children(id);
-  for (uint32_t child : out.children) {
-    const auto it = directory.find(child);
-    if (child != 0 && it != directory.end()) out.directory[child] = it->second;
+  for (const auto& stripe : out.children) {
+    for (uint32_t child : stripe) {
+      const auto it = directory.find(child);
+      if (it != directory.end()) out.directory[child] = it->second;
+    }
   }
   return out;
 }
@@ -281,14 +283,24 @@ Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t,
 void to_json(Json& j, const Forwarding& m) {
   Json directory = Json::object();
   for (const auto& [id, rails] : m.directory) directory[std::to_string(id)] = endpoints_json(rails);
-  j = {{"children", m.children}, {"directory", directory}};
+  // A stripe with one child at most is a number (0: none), as chains have always been sent; one
+  // that fans out is a list.
+  Json children = Json::array();
+  for (const auto& stripe : m.children) {
+    if (stripe.size() <= 1) {
+      children.push_back(stripe.empty() ? 0u : stripe.front());
+    } else {
+      children.push_back(stripe);
+    }
+  }
+  j = {{"children", children}, {"directory", directory}};
 }
 
 void from_json(const Json& j, Forwarding& m) {
   const Fields f(j, "forwarding", {"children", "directory"});
   const Json& children = as_array(f.at("children"), f.where("children"), kMaxStripes);
   if (children.empty()) refuse("forwarding has no stripes");
-  const Json& directory = as_object(f.at("directory"), f.where("directory"), kMaxStripes);
+  const Json& directory = as_object(f.at("directory"), f.where("directory"), kMaxChildren);
   m = Forwarding();
   for (auto it = directory.begin(); it != directory.end(); ++it) {
     const std::string at = fmt::format("forwarding.directory.{}", it.key());
@@ -297,10 +309,26 @@ void from_json(const Json& j, Forwarding& m) {
   std::set<uint32_t> named;
   for (size_t s = 0; s < children.size(); ++s) {
     const std::string at = fmt::format("forwarding.children[{}]", s);
-    const uint32_t child = as_u32(children[s], at);  // 0: the stripe ends here
-    if (child != 0 && !m.directory.count(child)) refuse(fmt::format("{} names member {}, which the directory does not", at, child));
-    m.children.push_back(child);
-    named.insert(child);
+    std::vector<uint32_t> stripe;
+    if (children[s].is_array()) {
+      const Json& list = as_array(children[s], at, kMaxFanout);
+      for (size_t c = 0; c < list.size(); ++c) {
+        const uint32_t child = as_u32(list[c], fmt::format("{}[{}]", at, c));
+        if (child == 0) refuse(fmt::format("{}[{}] is 0 (no member)", at, c));
+        stripe.push_back(child);
+      }
+    } else {
+      const uint32_t child = as_u32(children[s], at);  // 0: the stripe ends here
+      if (child != 0) stripe.push_back(child);
+    }
+    for (uint32_t child : stripe) {
+      if (!m.directory.count(child)) refuse(fmt::format("{} names member {}, which the directory does not", at, child));
+      if (std::count(stripe.begin(), stripe.end(), child) > 1) {
+        refuse(fmt::format("{} names member {} twice", at, child));
+      }
+      named.insert(child);
+    }
+    m.children.push_back(std::move(stripe));
   }
   for (const auto& [id, rails] : m.directory) {
     if (!named.count(id)) refuse(fmt::format("forwarding.directory lists member {}, which is no child", id));

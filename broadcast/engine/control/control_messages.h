@@ -38,11 +38,13 @@ namespace control {
 // 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node;
 // 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group);
 // 8: no token in join, register and find_group (every connection proves the group's secret in its
-// handshake instead, and every frame is sealed).
-inline constexpr uint32_t kProtocolVersion = 8;
+// handshake instead, and every frame is sealed); 9: a stripe's children may be a list (trees).
+inline constexpr uint32_t kProtocolVersion = 9;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
+inline constexpr uint32_t kMaxFanout = 64;     // children of one member in one stripe
+inline constexpr size_t kMaxChildren = 1024;   // distinct children of one member over all stripes
 inline constexpr size_t kMaxTextBytes = 4096;  // names, reasons, transport names
 inline constexpr uint32_t kMaxWorld = 1u << 16;  // trainer ranks in one sharded group
 inline constexpr size_t kMaxPiecesPerTensor = 256;  // pieces fused into one local tensor
@@ -54,10 +56,10 @@ class ProtocolError : public std::runtime_error {
 };
 
 // One member's part of a version's plan: whom it forwards each stripe to, and where they take
-// data. Each member is sent only its own part, never the chains: the message is the size of the
-// stripes whatever the number of members (a whole plan to every member is quadratic in them).
+// data. Each member is sent only its own part, never the trees: the message is the size of its
+// children whatever the number of members (a whole plan to every member is quadratic in them).
 struct Forwarding {
-  std::vector<uint32_t> children;               // per stripe: the member it goes on to (0: nobody)
+  StripeChildren children;                      // per stripe: the members it goes on to (none: nobody)
   std::map<uint32_t, PeerEndpoints> directory;  // where each child named above takes data
   uint32_t stripes() const { return static_cast<uint32_t>(children.size()); }
 };

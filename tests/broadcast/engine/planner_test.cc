@@ -4,9 +4,11 @@
 // call (rate_book_test.cc).
 #include "broadcast/engine/planner.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <random>
@@ -30,7 +32,7 @@ TEST(Planner, EveryChainHoldsEveryMemberOnceAndHeadsRotate) {
       const Plan plan = plan_chains(m, stripes);
       ASSERT_EQ(plan.stripes(), stripes);
       std::set<uint32_t> heads;
-      for (const auto& chain : plan.chains) {
+      for (const auto& chain : plan.order) {
         ASSERT_EQ(chain.size(), n);
         EXPECT_EQ(std::set<uint32_t>(chain.begin(), chain.end()).size(), n) << "a member twice in one chain";
         heads.insert(chain.front());
@@ -44,20 +46,27 @@ TEST(Planner, EveryChainHoldsEveryMemberOnceAndHeadsRotate) {
 TEST(Planner, ChildIsTheNextInTheChainAndTheTailHasNone) {
   const Plan plan = plan_chains(members(4), 2);
   for (uint32_t s = 0; s < 2; ++s) {
-    const auto& chain = plan.chains[s];
-    for (size_t i = 0; i + 1 < chain.size(); ++i) EXPECT_EQ(plan.child(chain[i], s), chain[i + 1]);
-    EXPECT_EQ(plan.child(chain.back(), s), 0u);
+    const auto& chain = plan.order[s];
+    for (size_t i = 0; i + 1 < chain.size(); ++i) {
+      EXPECT_EQ(plan.children_in(chain[i], s), std::vector<uint32_t>{chain[i + 1]});
+      EXPECT_EQ(plan.parent(chain[i + 1], s), chain[i]);
+    }
+    EXPECT_TRUE(plan.children_in(chain.back(), s).empty());
     EXPECT_EQ(plan.head(s), chain.front());
+    EXPECT_EQ(plan.parent(chain.front(), s), 0u) << "the head takes it from the producer";
   }
-  EXPECT_EQ(plan.child(999, 0), 0u);
-  EXPECT_EQ(plan.children(999), (std::vector<uint32_t>{0, 0}));
-  EXPECT_EQ(plan.children(plan.chains[0][0]), (std::vector<uint32_t>{plan.chains[0][1], plan.child(plan.chains[0][0], 1)}));
+  EXPECT_TRUE(plan.children_in(999, 0).empty());
+  EXPECT_EQ(plan.children(999), (StripeChildren{{}, {}}));
+  EXPECT_EQ(plan.children(plan.order[0][0]),
+            (StripeChildren{{plan.order[0][1]}, plan.children_in(plan.order[0][0], 1)}));
+  EXPECT_EQ(plan.depth(), 4u);
+  EXPECT_EQ(plan.fanout, 1u);
 }
 
 TEST(Planner, SlowMembersGoToEveryTailSlowestLast) {
   const Plan plan = plan_chains(members(6), 3, {20, 50});
   std::set<uint32_t> heads;
-  for (const auto& chain : plan.chains) {
+  for (const auto& chain : plan.order) {
     ASSERT_EQ(chain.size(), 6u);
     EXPECT_EQ(chain[4], 20u);
     EXPECT_EQ(chain[5], 50u);
@@ -70,7 +79,7 @@ TEST(Planner, SlowMembersGoToEveryTailSlowestLast) {
 TEST(Planner, SlowMembersThatLeftAreLeftOut) {
   const Plan plan = plan_chains(members(3), 2, {20, 99});
   EXPECT_EQ(plan.slow, std::vector<uint32_t>{20});
-  for (const auto& chain : plan.chains) EXPECT_EQ(chain, (chain.front() == 10 ? std::vector<uint32_t>{10, 30, 20}
+  for (const auto& chain : plan.order) EXPECT_EQ(chain, (chain.front() == 10 ? std::vector<uint32_t>{10, 30, 20}
                                                                               : std::vector<uint32_t>{30, 10, 20}));
 }
 
@@ -84,7 +93,7 @@ TEST(Planner, EachStripeEntersEachNodeOnce) {
     const Plan plan = plan_chains(members(7), stripes, {}, nodes);
     std::set<std::string> head_nodes;
     std::map<std::string, std::set<uint32_t>> entries;
-    for (const auto& chain : plan.chains) {
+    for (const auto& chain : plan.order) {
       ASSERT_EQ(chain.size(), 7u);
       std::vector<std::string> order;  // node of each position, runs collapsed
       for (uint32_t id : chain) {
@@ -103,16 +112,16 @@ TEST(Planner, EachStripeEntersEachNodeOnce) {
   }
   // A slow member: last within its node, and its node last in every chain.
   const Plan plan = plan_chains(members(7), 4, {30}, nodes);
-  for (const auto& chain : plan.chains) {
+  for (const auto& chain : plan.order) {
     EXPECT_EQ(chain.back(), 30u);
     EXPECT_EQ(nodes.at(chain[4]), "a");
     EXPECT_EQ(nodes.at(chain[5]), "a");
   }
   // Members with no node are a node each: the plan is the one without nodes.
-  EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, {}).chains, plan_chains(members(7), 4, {20, 60}, {{999, "x"}}).chains);
+  EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, {}).order, plan_chains(members(7), 4, {20, 60}, {{999, "x"}}).order);
   NodeOf singles;
   for (uint32_t id : members(7)) singles[id] = std::to_string(id) + "n";
-  EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, singles).chains, plan_chains(members(7), 4, {20, 60}).chains);
+  EXPECT_EQ(plan_chains(members(7), 4, {20, 60}, singles).order, plan_chains(members(7), 4, {20, 60}).order);
 }
 
 TEST(Planner, MembersThatDieAreSplicedOutAndEveryoneElseKeepsAParentAheadOfIt) {
@@ -124,8 +133,8 @@ TEST(Planner, MembersThatDieAreSplicedOutAndEveryoneElseKeepsAParentAheadOfIt) {
   ASSERT_EQ(after.stripes(), before.stripes());
   EXPECT_TRUE(after.slow.empty());
   for (uint32_t s = 0; s < after.stripes(); ++s) {
-    const auto& old_chain = before.chains[s];
-    const auto& chain = after.chains[s];
+    const auto& old_chain = before.order[s];
+    const auto& chain = after.order[s];
     EXPECT_EQ(chain.size(), old_chain.size() - 4) << "stripe " << s;
     const auto position = [&](uint32_t id) { return std::find(old_chain.begin(), old_chain.end(), id) - old_chain.begin(); };
     for (size_t i = 0; i < chain.size(); ++i) {
@@ -143,8 +152,8 @@ TEST(Planner, MembersThatDieAreSplicedOutAndEveryoneElseKeepsAParentAheadOfIt) {
       }
     }
   }
-  EXPECT_EQ(without_members(before, {}).chains, before.chains);
-  EXPECT_EQ(without_members(before, members(40)).heads(), std::vector<uint32_t>(4, 0));
+  EXPECT_EQ(without_members(before, {}).order, before.order);
+  EXPECT_EQ(without_members(before, members(40)).heads(), StripeChildren(4));
 }
 
 TEST(Planner, UnreachableMembersGoToEveryTailAndEveryoneElseKeepsTheirOrder) {
@@ -152,12 +161,163 @@ TEST(Planner, UnreachableMembersGoToEveryTailAndEveryoneElseKeepsTheirOrder) {
   const Plan after = to_tails(before, {30, 999});  // 999 is in no chain
   ASSERT_EQ(after.stripes(), before.stripes());
   for (uint32_t s = 0; s < after.stripes(); ++s) {
-    auto expected = before.chains[s];
+    auto expected = before.order[s];
     std::erase(expected, 30u);
     expected.push_back(30);
-    EXPECT_EQ(after.chains[s], expected) << "stripe " << s;
+    EXPECT_EQ(after.order[s], expected) << "stripe " << s;
   }
-  EXPECT_EQ(to_tails(after, {30}).chains, after.chains) << "moving it again changes nothing";
+  EXPECT_EQ(to_tails(after, {30}).order, after.order) << "moving it again changes nothing";
+}
+
+// Every stripe of a tree plan: each member once, fed by a member placed before it (the head by
+// the producer), no member fanning a stripe out wider than asked.
+void expect_well_formed(const Plan& plan, size_t members, uint32_t fanout, const std::string& what) {
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    const auto& order = plan.order[s];
+    ASSERT_EQ(order.size(), members) << what;
+    ASSERT_EQ(plan.fed_by[s].size(), members) << what;
+    EXPECT_EQ(std::set<uint32_t>(order.begin(), order.end()).size(), members) << what << ": a member twice";
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i == 0) {
+        EXPECT_EQ(plan.fed_by[s][i], Plan::kFromProducer) << what;
+      } else {
+        EXPECT_LT(plan.fed_by[s][i], i) << what << ": fed by one placed after it";
+      }
+      EXPECT_LE(plan.children_in(order[i], s).size(), fanout) << what;
+    }
+  }
+}
+
+TEST(Planner, TreesHoldEveryMemberOnceLogKDeep) {
+  std::mt19937 rng(11);
+  for (uint32_t fanout : {2u, 4u, 8u}) {
+    for (uint32_t n : {1u, 2u, 3u, 7u, 8u, 9u, 40u, 100u}) {
+      for (uint32_t stripes : {1u, 2u, fanout}) {
+        auto m = members(n);
+        std::shuffle(m.begin(), m.end(), rng);
+        const Plan plan = plan_trees(m, stripes, fanout);
+        const std::string what = fmt::format("{} members, {} stripes, fan-out {}", n, stripes, fanout);
+        ASSERT_EQ(plan.stripes(), stripes) << what;
+        EXPECT_EQ(plan.fanout, fanout);
+        expect_well_formed(plan, n, fanout, what);
+        // The depth of a k-ary heap of n, plus the producer's hop into its head.
+        EXPECT_EQ(plan.depth(), shape_load(n, stripes, fanout).fill_hops + 1) << what;
+      }
+    }
+  }
+  // 1,000 members 8 wide: 5 hops from the producer, where a chain takes 1,000.
+  EXPECT_EQ(plan_trees(members(1000), 8, 8).depth(), 5u);
+  EXPECT_EQ(plan_trees(members(1000), 8, 1).depth(), 1000u);
+}
+
+// The model's sends per slice (c) is the plan's: with as many stripes as the fan-out, each member
+// forwards in about one stripe, so no uplink carries much more than the version.
+TEST(Planner, TheModelsLoadIsThePlans) {
+  for (uint32_t fanout : {1u, 2u, 4u, 8u}) {
+    for (uint32_t n : {2u, 5u, 10u, 17u, 64u, 100u, 1000u}) {
+      for (uint32_t stripes : {1u, 3u, fanout}) {
+        const Plan plan = plan_trees(members(n), stripes, fanout);
+        uint32_t most = 0;
+        for (uint32_t id : members(n)) {
+          uint32_t sends = 0;
+          for (const auto& stripe : plan.children(id)) sends += static_cast<uint32_t>(stripe.size());
+          most = std::max(most, sends);
+        }
+        EXPECT_EQ(most, shape_load(n, stripes, fanout).sends_per_slice)
+            << n << " members, " << stripes << " stripes, fan-out " << fanout;
+        if (stripes == fanout && fanout > 1 && n >= 4 * fanout) {
+          EXPECT_LE(most, fanout + fanout / 2) << n << " members, fan-out " << fanout;
+        }
+      }
+    }
+  }
+}
+
+TEST(Planner, ATreeEntersEachNodeOnceAndRunsThroughItInAChain) {
+  NodeOf nodes;
+  for (uint32_t id : members(48)) nodes[id] = "node" + std::to_string((id / 10) % 6);  // 6 nodes of 8, interleaved
+  for (uint32_t fanout : {2u, 4u}) {
+    const Plan plan = plan_trees(members(48), fanout, fanout, {}, nodes);
+    expect_well_formed(plan, 48, fanout + 1, "nodes");
+    for (uint32_t s = 0; s < plan.stripes(); ++s) {
+      std::map<std::string, int> entered;
+      for (uint32_t id : plan.order[s]) {
+        const uint32_t parent = plan.parent(id, s);
+        if (parent == 0 || nodes.at(parent) != nodes.at(id)) ++entered[nodes.at(id)];
+        // Inside a node, a chain: at most one child of the same node.
+        int same = 0;
+        for (uint32_t child : plan.children_in(id, s)) same += nodes.at(child) == nodes.at(id);
+        EXPECT_LE(same, 1);
+      }
+      EXPECT_EQ(entered.size(), 6u);
+      for (const auto& [node, times] : entered) EXPECT_EQ(times, 1) << node << " entered twice in stripe " << s;
+    }
+  }
+}
+
+TEST(Planner, DeathsInATreeReparentToAnAncestorAndNeverDeepenIt) {
+  const Plan before = plan_trees(members(60), 4, 4, {50});
+  const std::vector<uint32_t> dropped = {before.head(0), before.order[1][3], 50, 600, 999};
+  const Plan after = without_members(before, dropped);
+  EXPECT_LE(after.depth(), before.depth());
+  // A dead head's children take its stripe from the producer: heads() names them all.
+  const StripeChildren heads = after.heads();
+  EXPECT_EQ(heads[0], before.children_in(before.head(0), 0));
+  EXPECT_TRUE(after.slow.empty());
+  for (uint32_t s = 0; s < after.stripes(); ++s) {
+    ASSERT_EQ(after.order[s].size(), 56u);
+    for (size_t i = 0; i < after.order[s].size(); ++i) {
+      const uint32_t id = after.order[s][i];
+      EXPECT_TRUE(after.fed_by[s][i] == Plan::kFromProducer || after.fed_by[s][i] < i);
+      EXPECT_EQ(after.fed_by[s][i] == Plan::kFromProducer,
+                std::count(heads[s].begin(), heads[s].end(), id) == 1);
+      // The new parent is the nearest ancestor that survived.
+      uint32_t ancestor = before.parent(id, s);
+      while (ancestor != 0 && std::count(dropped.begin(), dropped.end(), ancestor)) ancestor = before.parent(ancestor, s);
+      EXPECT_EQ(after.parent(id, s), ancestor) << "stripe " << s << " member " << id;
+    }
+  }
+  // Unreachable ones hang in a chain below the last member, everyone else where they were.
+  const Plan moved = to_tails(after, {after.order[2][1]});
+  const uint32_t gone = after.order[2][1];
+  for (uint32_t s = 0; s < moved.stripes(); ++s) {
+    EXPECT_EQ(moved.order[s].back(), gone);
+    EXPECT_EQ(moved.fed_by[s].back(), moved.order[s].size() - 2);
+    EXPECT_TRUE(moved.children_in(gone, s).empty());
+  }
+}
+
+// The shape per version: small versions are latency-bound (a tree's few hops win); large ones to
+// few nodes bandwidth-bound (chains, where every member sends the version once, are as fast and
+// sturdier).
+TEST(Planner, SmallVersionsGoDownTreesAndLargeOnesToFewNodesDownChains) {
+  const double rate = 400e9, alpha = 15e-6;
+  const VersionShape small = version_shape(8 << 20, 8192, 1024, rate, 8, alpha, 0, 0, 0, 0);
+  EXPECT_GT(small.fanout, 1u);
+  EXPECT_EQ(small.stripes, small.fanout);
+  const VersionShape chains = version_shape(8 << 20, 8192, 1024, rate, 8, alpha, 0, 0, 0, 1);
+  EXPECT_EQ(chains.fanout, 1u);
+  EXPECT_LT(small.seconds, 0.5 * chains.seconds) << "1,024 hops of latency against a few";
+  const VersionShape large = version_shape(uint64_t{140} << 30, 128, 16, rate, 8, alpha, 0, 0, 0, 0);
+  EXPECT_EQ(large.fanout, 1u);
+  // The bound is at most a chain's, the pipelined (sqrt(S/B) + sqrt((N-1) alpha))^2, and no
+  // shape beats every byte leaving the producer once.
+  const double s_over_b = static_cast<double>(uint64_t{140} << 30) / rate;
+  EXPECT_LE(large.bound_seconds, std::pow(std::sqrt(s_over_b) + std::sqrt(15 * alpha), 2) * (1 + 1e-12));
+  EXPECT_GT(large.bound_seconds, s_over_b);
+  // The bound is the best over the shapes, so no shape's time is below it, and it is the same
+  // whichever shape was asked for.
+  for (uint64_t bytes : {uint64_t{8} << 20, uint64_t{1} << 30, uint64_t{140} << 30}) {
+    const double bound = version_shape(bytes, 8192, 1024, rate, 8, alpha, 0, 0, 0, 0).bound_seconds;
+    for (uint32_t k : kFanouts) {
+      const VersionShape v = version_shape(bytes, 8192, 1024, rate, 8, alpha, 0, 0, 0, k);
+      EXPECT_EQ(v.fanout, k);
+      EXPECT_GE(v.seconds, bound * 0.999) << bytes << " bytes, fan-out " << k;
+      EXPECT_DOUBLE_EQ(v.bound_seconds, bound);
+    }
+  }
+  // Too few nodes to fan out to: chains.
+  EXPECT_EQ(version_shape(8 << 20, 2, 2, rate, 8, alpha, 0, 0, 0, 0).fanout, 1u);
 }
 
 TEST(Planner, EmptyInputsGiveAnEmptyPlan) {

@@ -76,7 +76,9 @@ struct ProducerAndConsumers {
     const TransferShape shape{transfer, bytes, kSlice};
     checksums.assign(shape.slices(), 0);
     relay->begin(shape, &nothing, 2, &checksums);
-    ASSERT_TRUE(relay->set_children(children, directory, {}).ok());
+    StripeChildren per_stripe;
+    for (uint32_t child : children) per_stripe.push_back({child});
+    ASSERT_TRUE(relay->set_children(per_stripe, directory, {}).ok());
     poll();
   }
 

@@ -55,7 +55,7 @@ uint64_t slice_checksum(const std::vector<uint8_t>& data, uint32_t slice) {
 // Forwards a whole transfer, one stripe, to the child with id `id` at `to`.
 void forward_all(Relay& relay, uint64_t transfer, const std::vector<uint8_t>& data, uint32_t id, const Child& to) {
   relay.begin(TransferShape{transfer, data.size(), kSliceBytes}, data.data(), 1, nullptr);
-  ASSERT_TRUE(relay.set_children({id}, {{id, to.listener->endpoints()}}, {}).ok());
+  ASSERT_TRUE(relay.set_children({{id}}, {{id, to.listener->endpoints()}}, {}).ok());
   const uint32_t slices = static_cast<uint32_t>((data.size() + kSliceBytes - 1) / kSliceBytes);
   for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i, slice_checksum(data, i));
 }
@@ -74,7 +74,7 @@ TEST(Relay, ForwardsEverySliceToTheChildOfItsStripe) {
   ASSERT_TRUE(a.staging.expect(1, data.size(), kSliceBytes).ok());
   ASSERT_TRUE(b.staging.expect(1, data.size(), kSliceBytes).ok());
   relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
-  ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
+  ASSERT_TRUE(relay.set_children({{5}, {6}}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
   for (uint32_t i = 0; i < 11; ++i) relay.on_slice(1, i, slice_checksum(data, i));
   // Stripe 0 (even slices) goes to a, stripe 1 to b; nobody gets the other's.
   for (int spin = 0; spin < 500 && (a.staging.progress(1).arrived < 6 || b.staging.progress(1).arrived < 5); ++spin) {
@@ -85,6 +85,39 @@ TEST(Relay, ForwardsEverySliceToTheChildOfItsStripe) {
   for (uint32_t i = 0; i < 11; ++i) {
     EXPECT_EQ(at_a[i], i % 2 == 0 ? 1 : 0) << "slice " << i;
     EXPECT_EQ(at_b[i], i % 2 == 1 ? 1 : 0) << "slice " << i;
+  }
+  relay.end();
+}
+
+// A tree: one stripe fans out to two children, the other to a third; each gets every slice of
+// its stripe whole, and nothing of the other.
+TEST(Relay, FansEachSliceOutToEveryChildOfItsStripe) {
+  Child a(31), b(32), c(33);
+  Relay relay = make_relay();
+  const auto data = pattern(12 * kSliceBytes + 5, 4);
+  for (Child* child : {&a, &b, &c}) ASSERT_TRUE(child->staging.expect(1, data.size(), kSliceBytes).ok());
+  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
+  ASSERT_TRUE(relay
+                  .set_children({{5, 6}, {7}},
+                                {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}, {7, c.listener->endpoints()}},
+                                {})
+                  .ok());
+  for (uint32_t i = 0; i < 13; ++i) relay.on_slice(1, i, slice_checksum(data, i));
+  const auto arrived = [&](Child& child) { return child.staging.progress(1).arrived; };
+  for (int spin = 0; spin < 500 && (arrived(a) < 7 || arrived(b) < 7 || arrived(c) < 6); ++spin) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  const auto at_a = a.staging.present(1), at_b = b.staging.present(1), at_c = c.staging.present(1);
+  const auto got_a = a.staging.bytes(1), got_b = b.staging.bytes(1);
+  for (uint32_t i = 0; i < 13; ++i) {
+    EXPECT_EQ(at_a[i], i % 2 == 0 ? 1 : 0) << "slice " << i;
+    EXPECT_EQ(at_b[i], i % 2 == 0 ? 1 : 0) << "slice " << i;
+    EXPECT_EQ(at_c[i], i % 2 == 1 ? 1 : 0) << "slice " << i;
+    if (i % 2 == 0) {
+      const size_t offset = size_t{i} * kSliceBytes, length = std::min<size_t>(kSliceBytes, data.size() - offset);
+      EXPECT_EQ(std::memcmp(got_a.data() + offset, data.data() + offset, length), 0) << "slice " << i;
+      EXPECT_EQ(std::memcmp(got_b.data() + offset, data.data() + offset, length), 0) << "slice " << i;
+    }
   }
   relay.end();
 }
@@ -115,7 +148,7 @@ TEST(Relay, AReplanLeavesAChildThatKeepsItsStripesAlone) {
   const auto data = pattern(10 * kSliceBytes, 4);
   for (Child* child : {&a, &b, &c}) ASSERT_TRUE(child->staging.expect(1, data.size(), kSliceBytes).ok());
   relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
-  ASSERT_TRUE(relay.set_children({5, 6}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
+  ASSERT_TRUE(relay.set_children({{5}, {6}}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
   for (uint32_t i = 0; i < 10; ++i) relay.on_slice(1, i, slice_checksum(data, i));
   const auto acked = [&](uint32_t id) {
     uint64_t n = 0;
@@ -124,7 +157,7 @@ TEST(Relay, AReplanLeavesAChildThatKeepsItsStripesAlone) {
   };
   for (int spin = 0; spin < 500 && acked(5) < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
   ASSERT_EQ(acked(5), 5u);
-  ASSERT_TRUE(relay.set_children({5, 7}, {{5, a.listener->endpoints()}, {7, c.listener->endpoints()}}, {}).ok());
+  ASSERT_TRUE(relay.set_children({{5}, {7}}, {{5, a.listener->endpoints()}, {7, c.listener->endpoints()}}, {}).ok());
   for (int spin = 0; spin < 500 && c.staging.progress(1).arrived < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(c.staging.progress(1).arrived, 5u) << "the new child got its stripe";
   std::this_thread::sleep_for(milliseconds(50));
@@ -144,7 +177,7 @@ TEST(Relay, ReportsASilentChildOnlyWhileItHearsItself) {
   const auto data = pattern(40 * kSliceBytes, 5);
   ASSERT_TRUE(a.staging.expect(1, data.size(), kSliceBytes).ok());
   relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 1, nullptr);
-  ASSERT_TRUE(relay.set_children({5}, {{5, a.listener->endpoints()}}, {}).ok());
+  ASSERT_TRUE(relay.set_children({{5}}, {{5, a.listener->endpoints()}}, {}).ok());
   for (uint32_t i = 0; i < 5; ++i) relay.on_slice(1, i, slice_checksum(data, i));
   for (int spin = 0; spin < 500 && a.staging.progress(1).arrived < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
   ASSERT_EQ(a.staging.progress(1).arrived, 5u);

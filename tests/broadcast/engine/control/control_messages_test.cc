@@ -189,8 +189,24 @@ TEST(ControlMessages, InconsistentForwardingIsRefused) {
     return refusal(j);
   };
   EXPECT_EQ(with_forwarding([](Json&) {}), "");
-  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3, 9]"); }).find("directory"), std::string::npos);
+  // Stripes with one child at most go as numbers, as chains always have; one that fans out as a list.
+  EXPECT_EQ(encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, some_forwarding()})["forwarding"]["children"],
+            Json::parse("[3, 0, 5, 3, [5, 9]]"));
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3, 11, 5, 9]"); }).find("directory"),
+            std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3, -1]"); }).find("children[1]"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[[3, 3], 5, 9]"); }).find("twice"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[[3, 0], 5, 9]"); }).find("children[0][1] is 0"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[[3, 11], 5, 9]"); }).find("directory"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[[3, \"x\"], 5, 9]"); }).find("children[0][1]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) {
+              p["children"] = Json::array({Json(std::vector<int>(kMaxFanout + 1, 3)), 5, 9});
+            }).find("entries"),
+            std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::parse("[3]"); }).find("no child"), std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json::array(); }).find("stripes"), std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["children"] = Json(std::vector<int>(kMaxStripes + 1, 3)); }).find("entries"),
@@ -212,25 +228,24 @@ TEST(ControlMessages, InconsistentForwardingIsRefused) {
 }
 
 TEST(ControlMessages, EachMemberIsSentItsOwnPartOfThePlan) {
-  Plan plan;
-  plan.chains = {{3, 5, 8}, {5, 8, 3}};
+  const Plan plan = plan_from_chains({{3, 5, 8}, {5, 8, 3}});
   const std::map<uint32_t, PeerEndpoints> directory = {
       {3, {{"10.0.0.3", 1}}}, {5, {{"10.0.0.5", 1}}}, {8, {{"10.0.0.8", 1}}}};
   const Forwarding five = forwarding_of(plan, 5, directory);
-  EXPECT_EQ(five.children, (std::vector<uint32_t>{8, 8}));
+  EXPECT_EQ(five.children, (StripeChildren{{8}, {8}}));
   EXPECT_EQ(five.directory.size(), 1u);
   EXPECT_EQ(five.directory.at(8), directory.at(8));
   const Forwarding eight = forwarding_of(plan, 8, directory);
-  EXPECT_EQ(eight.children, (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(eight.children, (StripeChildren{{}, {3}}));
   EXPECT_EQ(eight.directory.count(5), 0u);
   // Whatever the number of members, a member's part is the size of the stripes.
-  Plan big;
-  big.chains.assign(4, {});
+  std::vector<std::vector<uint32_t>> chains(4);
   std::map<uint32_t, PeerEndpoints> everyone;
   for (uint32_t id = 1; id <= 20000; ++id) {
-    for (auto& chain : big.chains) chain.push_back(id);
+    for (auto& chain : chains) chain.push_back(id);
     everyone[id] = {{"10.0.0.1", static_cast<uint16_t>(id % 60000 + 1)}, {"10.1.0.1", 2}};
   }
+  const Plan big = plan_from_chains(std::move(chains));
   const std::string text = encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, forwarding_of(big, 777, everyone)}).dump();
   EXPECT_LT(text.size(), 600u);
   EXPECT_EQ(refusal(Json::parse(text)), "");
