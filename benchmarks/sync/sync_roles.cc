@@ -88,6 +88,7 @@ Json VersionRow::to_json() const {
             {"committed", r.committed},
             {"slice_bytes", r.slice_bytes},
             {"stripes", r.stripes},
+            {"fanout", r.fanout},
             {"replans", r.replans},
             {"exact", optional_json(exact)},
             {"lower_bound_seconds", optional_json(lower_bound_seconds)},

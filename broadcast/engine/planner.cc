@@ -314,7 +314,7 @@ VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double
         shape_terms(bytes, shape.stripes, k, shape_load(nodes, shape.stripes, k), rail_rate, rails, alpha_seconds);
     if (slice_bytes != 0) {
       shape.slice_bytes = slice_bytes;
-    } else if (k == 1) {
+    } else if (k == 1 || nodes <= 1) {  // one node: the tree is a chain through it
       shape.slice_bytes = alpha_beta_slice_bytes(bytes / shape.stripes, nodes, alpha_seconds, rail_rate);
     } else {
       shape.slice_bytes = modeled_slice_bytes(terms);

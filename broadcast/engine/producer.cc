@@ -373,6 +373,7 @@ RoundResult Producer::run_classes(RoundSpec spec, const std::vector<TargetClass>
     for (const auto& [id, at] : r.staged_at) result.staged_at[id] = offset + at;
     result.slice_bytes = std::max(result.slice_bytes, r.slice_bytes);
     result.stripes = std::max(result.stripes, r.stripes);
+    result.fanout = std::max(result.fanout, r.fanout);
     result.replans += r.replans;
     result.first_plan.slow.insert(result.first_plan.slow.end(), r.first_plan.slow.begin(), r.first_plan.slow.end());
   }
@@ -429,6 +430,7 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     report.lost = static_cast<uint32_t>(result.lost.size());
     report.slice_bytes = result.slice_bytes;
     report.stripes = result.stripes;
+    report.fanout = result.fanout;
     report.replans = result.replans;
     report.done = true;
     wire_bytes_ += sent;

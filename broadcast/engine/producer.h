@@ -86,6 +86,7 @@ struct VersionReport {
   uint32_t lost = 0;
   uint32_t slice_bytes = 0;
   uint32_t stripes = 0;
+  uint32_t fanout = 0;  // the shape it went out in (1: chains; k: trees k wide)
   uint32_t replans = 0;
   bool done = false;
 };

@@ -45,8 +45,9 @@ struct FakeCluster {
   std::unique_ptr<testing::Trainer> trainer;
   std::vector<std::unique_ptr<testing::Rollout>> rollouts;
 
-  FakeCluster(uint64_t elements, int consumers, milliseconds stall_timeout = milliseconds(5000)) {
+  FakeCluster(uint64_t elements, int consumers, milliseconds stall_timeout = milliseconds(5000), uint32_t fanout = 0) {
     ProducerOptions options;
+    options.round.fanout = fanout;
     options.transport_backend = transport;
     for (int r = 0; r < kRails; ++r) options.rails.push_back({host(1, r), 0});
     options.round.stall_timeout = stall_timeout;
@@ -59,6 +60,7 @@ struct FakeCluster {
       c.transport_backend = transport;
       for (int r = 0; r < kRails; ++r) c.rails.push_back(rail(i, r));
       c.name = fmt::format("c{}", i);
+      c.node = fmt::format("node{}", i + 2);  // each its own host (its own ports above), as a tree fans out over
       c.spray = options.spray;
       rollouts.push_back(std::make_unique<testing::Rollout>(manifest(), trainer->producer->address(), c));
       EXPECT_TRUE(rollouts.back()->consumer->start(testing::kEngineWait).ok());
@@ -117,6 +119,23 @@ TEST(FakeEngine, VersionsAreExactEverywhere) {
     EXPECT_EQ(report.committed, 4u);
     EXPECT_EQ(report.full, step == 0 || step == 3);
     cluster.expect_exact(cluster.all());
+  }
+}
+
+// Every shape the planner builds, fixed, and the model's own choice: exact everywhere.
+TEST(FakeEngine, EveryShapeDeliversExactVersions) {
+  for (uint32_t fanout : {1u, 2u, 4u, 0u}) {
+    SCOPED_TRACE(fmt::format("fan-out {}", fanout));
+    FakeCluster cluster(1 << 20, 6, milliseconds(5000), fanout);
+    for (int step = 0; step < 3; ++step) {
+      const VersionReport report = cluster.publish(true, step == 2);
+      EXPECT_EQ(report.committed, 6u);
+      if (fanout != 0) {
+        EXPECT_EQ(report.fanout, fanout);
+      }
+      EXPECT_GE(report.fanout, 1u);
+      cluster.expect_exact(cluster.all());
+    }
   }
 }
 
@@ -326,21 +345,24 @@ TEST(FakeEngine, ARailThatCorruptsMidVersionLosesNothing) {
       [&] { cluster.transport->clear(); });
 }
 
-TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAround) {
-  FakeCluster cluster(1 << 22, 5);
+// In chains (fan-out 1) and in trees 2 wide (its children then take the stripe from its parent).
+void a_relay_that_dies_mid_version_is_routed_around(uint32_t fanout) {
+  SCOPED_TRACE(fmt::format("fan-out {}", fanout));
+  FakeCluster cluster(1 << 22, 5, milliseconds(5000), fanout);
   cluster.publish(false, false);
   // Slow ports: the full version takes over a second, so the relay dies early in it.
   for (int node = 1; node <= 6; ++node) cluster.set_ports(node, 8e6);
   auto v = cluster.producer().publish(true);
   ASSERT_TRUE(v.ok());
   cluster.wait_mid_version();
-  // It freezes (ports down: nothing more in or out), then dies. Every chain holds it somewhere, so
-  // some of the others miss what it had still to forward.
+  // It freezes (ports down: nothing more in or out), then dies. Every stripe holds it somewhere,
+  // so some of the others miss what it had still to forward.
   cluster.set_ports(4, 8e6, false);
   EXPECT_LT(cluster.rollouts[2]->consumer->version(), *v) << "it died after the version was done";
   cluster.rollouts[2]->consumer->close();
   ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
   const VersionReport report = *cluster.producer().report(*v);
+  EXPECT_EQ(report.fanout, fanout);
   EXPECT_EQ(report.committed, 4u);
   EXPECT_EQ(report.lost, 1u);
   EXPECT_GE(report.replans, 1u);
@@ -348,6 +370,9 @@ TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAround) {
   EXPECT_EQ(cluster.publish(true, false).committed, 4u);
   cluster.expect_exact({0, 1, 3, 4});
 }
+
+TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAround) { a_relay_that_dies_mid_version_is_routed_around(1); }
+TEST(FakeEngine, ARelayThatDiesMidVersionIsRoutedAroundInATree) { a_relay_that_dies_mid_version_is_routed_around(2); }
 
 TEST(FakeEngine, TheRoundInFlightReportsHowFarItIs) {
   FakeCluster cluster(1 << 22, 3);
@@ -376,11 +401,12 @@ TEST(FakeEngine, TheRoundInFlightReportsHowFarItIs) {
   EXPECT_FALSE(cluster.producer().progress().has_value()) << "the round ended";
 }
 
-TEST(FakeEngine, ARelayThatHangsIsMovedToTheTailsBeforeAnythingTimesOut) {
+void a_relay_that_hangs_is_moved_to_the_tails(uint32_t fanout) {
   // A hung host keeps its control connection open: only its parents' sprayers, whose every rail
   // to it stops acknowledging, can tell. With the round's stall timeout at a minute, the others
   // get the version only if those parents report it and the round moves it to the tails.
-  FakeCluster cluster(1 << 22, 5, milliseconds(60000));
+  SCOPED_TRACE(fmt::format("fan-out {}", fanout));
+  FakeCluster cluster(1 << 22, 5, milliseconds(60000), fanout);
   cluster.publish(false, false);
   for (int node = 1; node <= 6; ++node) cluster.set_ports(node, 8e6);  // the full version takes over a second
   auto v = cluster.producer().publish(true);
@@ -399,9 +425,15 @@ TEST(FakeEngine, ARelayThatHangsIsMovedToTheTailsBeforeAnythingTimesOut) {
   cluster.set_ports(4, 8e6, true);
   ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
   const VersionReport report = *cluster.producer().report(*v);
+  EXPECT_EQ(report.fanout, fanout);
   EXPECT_EQ(report.committed, 5u);
   EXPECT_GE(report.replans, 1u);
   cluster.expect_exact(cluster.all());
+}
+
+TEST(FakeEngine, ARelayThatHangsIsMovedToTheTailsBeforeAnythingTimesOut) { a_relay_that_hangs_is_moved_to_the_tails(1); }
+TEST(FakeEngine, ARelayThatHangsInATreeIsMovedBelowItBeforeAnythingTimesOut) {
+  a_relay_that_hangs_is_moved_to_the_tails(2);
 }
 
 // The others' staged times of one full round: the latest of them.
