@@ -48,6 +48,7 @@ struct SimulateArgs {
   double gbytes = 140;
   double warmup_gbytes = 8;
   double density = 0.02;
+  std::vector<double> sizes_gbytes;  // versions of these sizes instead of the dense and sparse ones
   std::vector<std::string> versions{"dense", "sparse"};  // which of the two versions to simulate
   double dead_fraction = 0.01;
   double detect_seconds = 0;
@@ -214,11 +215,21 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
 int run(const SimulateArgs& a) {
   Json rows = Json::array();
   const uint64_t dense = static_cast<uint64_t>(a.gbytes * 1e9);
-  for (uint32_t n : a.consumers) {
-    for (const auto& [kind, bytes] : {std::pair<const char*, uint64_t>{"dense", dense},
+  // The versions of each row: the dense and the sparse one, or --sizes-gbytes.
+  std::vector<std::pair<std::string, uint64_t>> kinds;
+  if (a.sizes_gbytes.empty()) {
+    for (const auto& [kind, bytes] : {std::pair<std::string, uint64_t>{"dense", dense},
                                       {"sparse", static_cast<uint64_t>(a.density * static_cast<double>(dense))}}) {
-      if (bytes == 0 || std::find(a.versions.begin(), a.versions.end(), kind) == a.versions.end()) continue;
-      auto row = scenario(a, n, kind, bytes, std::min(dense, static_cast<uint64_t>(a.warmup_gbytes * 1e9)));
+      if (bytes != 0 && std::find(a.versions.begin(), a.versions.end(), kind) != a.versions.end()) {
+        kinds.emplace_back(kind, bytes);
+      }
+    }
+  } else {
+    for (double gbytes : a.sizes_gbytes) kinds.emplace_back(fmt::format("{:g} GB", gbytes), static_cast<uint64_t>(gbytes * 1e9));
+  }
+  for (uint32_t n : a.consumers) {
+    for (const auto& [kind, bytes] : kinds) {
+      auto row = scenario(a, n, kind.c_str(), bytes, std::min(dense, static_cast<uint64_t>(a.warmup_gbytes * 1e9)));
       if (!row.ok()) {
         fmt::print(stderr, "deltacast-bench simulate: {}\n", row.status().to_string());
         return 1;
@@ -249,7 +260,7 @@ int run(const SimulateArgs& a) {
   const Json report{{"scenarios", rows}};
   if (a.json) fmt::print("{}\n", report.dump(2));
   if (!a.plot.empty()) {
-    if (Status s = draw_plot("plot_simulate.py", report, a.plot); !s.ok()) {
+    if (Status s = draw_plot(a.sizes_gbytes.empty() ? "plot_simulate.py" : "plot_shapes.py", report, a.plot); !s.ok()) {
       fmt::print(stderr, "deltacast-bench simulate: --plot: {}\n", s.to_string());
       return 1;
     }
@@ -291,6 +302,10 @@ void add_simulate_command(CLI::App& app) {
                   "The full version every scenario runs first (rails and nodes measured), GB; at most --gbytes (0: none, the version is the cluster's first)")
       ->capture_default_str();
   cmd->add_option("--density", a->density, "The sparse version's share of the dense bytes")->capture_default_str();
+  cmd->add_option("--sizes-gbytes", a->sizes_gbytes,
+                  "Versions of these sizes, GB, instead of the dense and sparse ones (with --shapes and --plot: time "
+                  "against size per shape)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--versions", a->versions, "Which versions to simulate")
       ->capture_default_str()
       ->check(CLI::IsMember({"dense", "sparse"}));

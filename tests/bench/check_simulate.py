@@ -94,4 +94,21 @@ assert chains["fanout"] == 1
 assert chains["seconds"] <= 1.15 * chains["chain_bound_seconds"], chains
 assert chains["faults"]["vs_fault_free"] <= 1.05, chains["faults"]
 assert sparse["faults"]["seconds"] < chains["seconds"], "a tree with a death finishes before chains without one"
+# A version per size, each fixed shape beside the planner's choice, and the plot of time against
+# size per shape: at 1024 consumers the choice is the fastest fixed shape (within 5%) and within
+# 1.15x of the bound, 8 MB and 500 MB alike.
+png = os.path.join(tempfile.mkdtemp(prefix="deltacast-shapes-"), "shapes.png")
+out = subprocess.run([bench, "simulate", "--consumers", "1024", "--sizes-gbytes", "0.008", "0.5", "--warmup-gbytes",
+                      "1", "--shapes", "--no-baselines", "--dead-fraction", "0", "--slow-nodes", "0", "--json",
+                      "--plot", png], capture_output=True, text=True, timeout=300)
+assert out.returncode == 0, out.stderr[-4000:]
+sized = json.loads(out.stdout)["scenarios"]
+assert [r["bytes"] for r in sized] == [8_000_000, 500_000_000], sized
+for r in sized:
+    assert set(r["fixed_shapes_seconds"]) == {"1", "2", "4", "8"}, r
+    assert r["vs_best_fixed"] <= 1.05, (r["scenario"], r["fixed_shapes_seconds"], r["seconds"])
+    assert r["ratio_to_bound"] <= 1.15, (r["scenario"], r["ratio_to_bound"])
+    assert r["fixed_shapes_seconds"]["1"] > 2 * r["seconds"], "a small version down chains through 128 nodes"
+with open(png, "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
 print("simulate ok:", ", ".join(f"{r['scenario']}: x{r['ratio_to_bound']:.2f} of the bound" for r in rows))
