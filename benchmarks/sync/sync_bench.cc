@@ -209,6 +209,11 @@ void add_sync_command(CLI::App& app) {
                   "and left to the catch-up (0: 30 s plus the version's bytes at 10 MB/s)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shape", args->shape,
+                  "Producers: how versions go out: auto (the planner's choice per version), chains, trees:2, "
+                  "trees:4 or trees:8")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "chains", "trees:2", "trees:4", "trees:8"}));
   cmd->add_option("--device", args->device,
                   "Where every process's tensors live: cpu, or cuda (GPU 0: diff+encode and verify+apply on the GPU)")
       ->capture_default_str()

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/group/group_consumer.h"
+#include "broadcast/engine/planner.h"
 #include "cli/child_process.h"
 #include "cli/trust_options.h"
 #include "core/hash.h"
@@ -70,6 +71,7 @@ Result<ProducerOptions> rank_options(const SyncArgs& args, std::vector<Endpoint>
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
   options.codec.zstd_level = args.zstd;
   options.codec.threads = threads;
+  DC_ASSIGN_OR_RETURN(options.round.fanout, parse_shape(args.shape));
   return options;
 }
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/consumer.h"
+#include "broadcast/engine/planner.h"
 #include "core/aligned_buffer.h"
 #include "core/parallel_memory.h"
 #include "sync/gloo_baseline.h"
@@ -121,6 +122,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   options.codec.zstd_level = args.zstd;
   options.codec.threads = args.threads;
   options.round.timeout = Millis(static_cast<int64_t>(args.round_timeout_seconds * 1000));
+  DC_ASSIGN_OR_RETURN(options.round.fanout, parse_shape(args.shape));
   if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
   auto published = sync->trace_->published();
   if (args.device == "cuda") {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/hash.h"
 
 namespace deltacast {
@@ -54,6 +56,20 @@ uint32_t Plan::depth() const {
     }
   }
   return deepest;
+}
+
+Result<uint32_t> parse_shape(std::string_view name) {
+  if (name == "auto") return 0u;
+  if (name == "chains") return 1u;
+  for (uint32_t k : kFanouts) {
+    if (k > 1 && name == fmt::format("trees:{}", k)) return k;
+  }
+  return invalid_argument("shape '{}': give auto, chains, trees:2, trees:4 or trees:8", name);
+}
+
+std::string shape_name(uint32_t fanout) {
+  if (fanout == 0) return "auto";
+  return fanout == 1 ? "chains" : fmt::format("trees:{}", fanout);
 }
 
 uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::clamp<size_t>(consumers, 1, 4)); }

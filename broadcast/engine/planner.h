@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "broadcast/engine/stripe_children.h"
+#include "core/status.h"
 
 namespace deltacast {
 
@@ -97,6 +99,12 @@ struct VersionShape {
   double seconds = 0;         // the model's time for this shape
   double bound_seconds = 0;   // the model's best over every shape the planner builds (unclamped slices)
 };
+
+// A shape by name, as users give it: "auto" (0: the model's choice per version), "chains" (1),
+// "trees:K" (trees K wide, K one of kFanouts above 1).
+Result<uint32_t> parse_shape(std::string_view name);
+// The name parse_shape reads back.
+std::string shape_name(uint32_t fanout);
 
 // The fan-outs the planner chooses among: chains and trees 2, 4 and 8 wide. Wider trees save
 // few hops more and cost each forwarding member a connection per child.

@@ -123,6 +123,9 @@ class Producer(EngineHandle):
     ``encrypt=True`` encrypts payloads and control with AES-256-GCM (default: authenticated,
     everything tagged, payloads in clear); ``insecure=True`` drops the tags, for benchmarks only,
     and every member must choose it too.
+    ``shape``: how versions go out to the consumers: ``"auto"`` (default: chains or pipelined
+    trees, whichever the planner's model finds fastest for each version), ``"chains"``, or
+    ``"trees:2"``, ``"trees:4"``, ``"trees:8"`` (trees that wide).
 
     A trainer rank of a sharded group (``group``, a deltacast.Group of the
     logical tensors) publishes only its shards: ``shards`` maps each of its
@@ -149,7 +152,7 @@ class Producer(EngineHandle):
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
                  metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device", encrypt=False,
-                 insecure=False):
+                 insecure=False, shape="auto"):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -167,7 +170,7 @@ class Producer(EngineHandle):
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
                                       threads=int(threads), transport=_transport(transport), group=seat,
                                       metrics=_metrics(metrics_port, metrics_host),
-                                      cuda_stream=parse_stream(stream), shadow=str(shadow))
+                                      cuda_stream=parse_stream(stream), shadow=str(shadow), shape=str(shape))
         if seat is not None:
             self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broadcast/engine/planner.h"
 #include "broadcast/transport/rail.h"
 #include "sparse/value_codec.h"
 #include "status_errors.h"
@@ -45,6 +46,8 @@ Json version_json(const VersionReport& r) {
               {"committed", r.committed},
               {"failed", r.failed},
               {"lost", r.lost},
+              {"shape", shape_name(r.fanout == 0 ? 1 : r.fanout)},
+              {"stripes", r.stripes},
               {"done", r.done}};
 }
 
@@ -113,6 +116,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   options.group = args.group;
   options.cuda_stream = args.cuda_stream;
   options.shadow = args.shadow;
+  options.round.fanout = value_or_raise(parse_shape(args.shape));
   if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   const Millis register_timeout = to_millis(args.register_timeout);
   // Raising needs the interpreter: errors are raised once it is held again.

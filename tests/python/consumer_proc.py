@@ -26,7 +26,9 @@ def main():
     args = parser.parse_args()
     tensors = {name: torch.zeros(shape, dtype=getattr(torch, dtype)) for name, dtype, shape in json.loads(args.spec)}
     try:
-        consumer = deltacast.Consumer(tensors, connect=args.address, token=args.token, name=args.name)
+        # Each its own node, as consumers on separate hosts: the producer's plan fans out over them.
+        consumer = deltacast.Consumer(tensors, connect=args.address, token=args.token, name=args.name,
+                                      node=f"host-{args.name}")
     except deltacast.DeltacastError as e:
         emit(event="error", kind=type(e).__name__, message=str(e))
         return 3

@@ -43,6 +43,8 @@ def test_bad_arguments_are_refused():
         deltacast.Producer({"a": [1, 2, 3]}, token=TOKEN)
     with pytest.raises(deltacast.InvalidArgumentError, match="twice"):
         deltacast.Producer([("a", np.zeros(4)), ("a", np.zeros(4))], token=TOKEN)
+    with pytest.raises(deltacast.InvalidArgumentError, match="shape 'star': give auto, chains, trees:2"):
+        deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, shape="star")
     with pytest.raises(deltacast.InvalidArgumentError, match="shadow 'hbm'"):
         deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, shadow="hbm")
     with pytest.raises(deltacast.InvalidArgumentError, match="stream: give a CUDA stream"):

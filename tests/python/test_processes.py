@@ -42,7 +42,9 @@ def assert_same(trainer, path):
 
 def test_twenty_adamw_steps_bit_exact_in_pull_and_background_mode(consumers, tmp_path):
     trainer = Trainer()
-    with deltacast.Producer(trainer.named(), token=TOKEN) as p:
+    # Trees 2 wide over the two consumers, each on a node of its own: each takes one stripe from
+    # the producer and forwards it to the other.
+    with deltacast.Producer(trainer.named(), token=TOKEN, shape="trees:2") as p:
         puller = consumers(p.address, TOKEN, trainer.spec(), mode="pull", name="puller", out=str(tmp_path / "a.pt"))
         background = consumers(p.address, TOKEN, trainer.spec(), mode="background", name="bg",
                                out=str(tmp_path / "b.pt"))
@@ -62,6 +64,7 @@ def test_twenty_adamw_steps_bit_exact_in_pull_and_background_mode(consumers, tmp
             assert check["all_exact"] and len(check["members"]) == 2, check
             report = p.report(v)
             assert report["full"] == (step == 0)
+            assert report["shape"] == "trees:2", report
             densities.append(report["density"])
         assert max(densities[1:]) < 1.0 and min(densities[1:]) > 0.0
         puller.finish()

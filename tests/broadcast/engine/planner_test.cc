@@ -320,6 +320,17 @@ TEST(Planner, SmallVersionsGoDownTreesAndLargeOnesToFewNodesDownChains) {
   EXPECT_EQ(version_shape(8 << 20, 2, 2, rate, 8, alpha, 0, 0, 0, 0).fanout, 1u);
 }
 
+TEST(Planner, ShapesHaveNamesThatReadBack) {
+  for (uint32_t fanout : {0u, 1u, 2u, 4u, 8u}) EXPECT_EQ(parse_shape(shape_name(fanout)).value(), fanout);
+  EXPECT_EQ(shape_name(1), "chains");
+  EXPECT_EQ(shape_name(4), "trees:4");
+  for (const char* bad : {"star", "trees", "trees:3", "trees:16", ""}) {
+    const auto refused = parse_shape(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("give auto, chains, trees:2, trees:4 or trees:8"), std::string::npos);
+  }
+}
+
 TEST(Planner, EmptyInputsGiveAnEmptyPlan) {
   EXPECT_EQ(plan_chains({}, 3).stripes(), 0u);
   EXPECT_EQ(plan_chains(members(3), 0).stripes(), 0u);
