@@ -71,6 +71,8 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
   if (options.shadow != "device" && options.shadow != "host") {
     return invalid_argument("shadow '{}': give \"device\" or \"host\"", options.shadow);
   }
+  // The shapes the planner builds: a name for each (parse_shape), or no such shape.
+  DC_RETURN_IF_ERROR(parse_shape(shape_name(options.round.fanout)).status().with_context("round.fanout"));
   DC_ASSIGN_OR_RETURN(const std::optional<int> gpu, cuda_device_of(manifest, tensors));
   std::unique_ptr<DeviceEncoder> device_encoder;
   if (gpu) {

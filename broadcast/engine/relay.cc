@@ -177,10 +177,11 @@ std::vector<uint32_t> Relay::unreachable_children() const {
   if (!active_) return silent;
   // A relay that is itself cut off (its links down, slices no longer reaching it either) finds
   // its children silent too: it reports nothing then, or it would send them after itself to the
-  // tails. (Its children are usually one and the same member in every stripe: the chains are
-  // rotations of one order, so comparing children says nothing.) Its own silence counts from half
-  // the window: cut off at the same moment as its child, the last slice it received may trail the
-  // child's last acknowledgement by a little, and the child's silence must not win that race.
+  // tails. (In chains its children are usually one and the same member in every stripe, the
+  // chains being rotations of one order, so comparing children says nothing.) Its own silence
+  // counts from half the window: cut off at the same moment as its child, the last slice it
+  // received may trail the child's last acknowledgement by a little, and the child's silence must
+  // not win that race.
   const bool all_here = present_count_ == present_.size();
   if (!all_here && now() - last_arrival_ >= options_.unreachable_after / 2) return silent;
   for (uint32_t id : child_ids()) {

@@ -72,7 +72,6 @@ struct ConsumerArgs {
   std::string metrics;  // "HOST:PORT": serve Prometheus metrics there ("": none)
   uintptr_t cuda_stream = 0;  // tensors on a GPU: the stream commits apply on
   std::string protection = "authenticated";  // trust::parse_protection's names
-  std::string shape = "auto";                // parse_shape's names: how versions go out
 };
 
 // The trust of a token= and protection= from Python (raises InvalidArgumentError naming which).

@@ -43,8 +43,11 @@ inline constexpr uint32_t kProtocolVersion = 9;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
-inline constexpr uint32_t kMaxFanout = 64;     // children of one member in one stripe
-inline constexpr size_t kMaxChildren = 1024;   // distinct children of one member over all stripes
+// A member's children of one stripe, and over all stripes: bounded by the plan only. A tree's
+// re-plans give a dead member's children to its parent, so a fan-out grows past the shape's
+// width with deaths; a limit below the plan's would make a consumer refuse its own re-plan.
+inline constexpr size_t kMaxFanout = kMaxMembers;
+inline constexpr size_t kMaxChildren = kMaxMembers;
 inline constexpr size_t kMaxTextBytes = 4096;  // names, reasons, transport names
 inline constexpr uint32_t kMaxWorld = 1u << 16;  // trainer ranks in one sharded group
 inline constexpr size_t kMaxPiecesPerTensor = 256;  // pieces fused into one local tensor

@@ -24,6 +24,7 @@
 #include "broadcast/transport/handshake.h"
 #include "broadcast/transport/socket.h"
 #include "core/byte_io.h"
+#include "sparse/trace/model_layout.h"
 #include "support/engine_harness.h"
 
 namespace deltacast {
@@ -137,6 +138,22 @@ TEST(FakeEngine, EveryShapeDeliversExactVersions) {
       cluster.expect_exact(cluster.all());
     }
   }
+}
+
+TEST(FakeEngine, AShapeThePlannerDoesNotBuildIsRefusedNamingIt) {
+  fake::FakeNetwork network;
+  ProducerOptions options;
+  options.transport_backend = std::make_shared<fake::FakeTransport>(&network);
+  options.rails = {{host(1, 0), 0}};
+  options.round.fanout = 3;
+  auto trainer_trace = RlTrace::create(transformer_layout(1 << 12, DType::kBF16), TraceOptions{});
+  ASSERT_TRUE(trainer_trace.ok());
+  const auto published = (*trainer_trace)->published();
+  auto refused = Producer::create((*trainer_trace)->manifest(),
+                                  std::vector<TensorView>(published.begin(), published.end()), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("round.fanout"), std::string::npos) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("trees:3"), std::string::npos) << refused.status().to_string();
 }
 
 TEST(FakeEngine, AConsumerOnAnotherTransportIsRefusedNamingBoth) {

@@ -251,6 +251,28 @@ TEST(ControlMessages, EachMemberIsSentItsOwnPartOfThePlan) {
   EXPECT_EQ(refusal(Json::parse(text)), "");
 }
 
+// A tree's re-plans hand a dead member's children to its parent, whose fan-out then passes the
+// shape's width: its part of the plan must still be a message it accepts.
+TEST(ControlMessages, AForwardingWidenedByDeathsInATreeIsStillAccepted) {
+  std::vector<uint32_t> members;
+  std::map<uint32_t, PeerEndpoints> directory;
+  for (uint32_t id = 1; id <= 700; ++id) {
+    members.push_back(id);
+    directory[id] = {{"10.0.0.1", static_cast<uint16_t>(id)}};
+  }
+  const Plan plan = plan_trees(members, 8, 8);
+  const uint32_t x = plan.order[0][1];
+  // x's eight children die, and one of their children too: x takes the lot.
+  std::vector<uint32_t> dead = plan.children_in(x, 0);
+  ASSERT_EQ(dead.size(), 8u);
+  dead.push_back(plan.children_in(dead[0], 0).at(0));
+  const Plan after = without_members(plan, dead);
+  const Forwarding wide = forwarding_of(after, x, directory);
+  EXPECT_GT(wide.children[0].size(), 64u);
+  const Json j = encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, wide});
+  EXPECT_EQ(refusal(j), "");
+}
+
 TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {
   const Json valid = encode(every_control_message()[0]);
   for (const Json& forged : {Json::object(), Json::array({1}),
