@@ -76,6 +76,19 @@ uint32_t default_stripes(size_t consumers) { return static_cast<uint32_t>(std::c
 
 namespace {
 
+// `id` joins a stripe fed by the member placed last (the next in a chain; the producer's where
+// the stripe is empty).
+void append_after_last(std::vector<uint32_t>& order, std::vector<uint32_t>& fed_by, uint32_t id) {
+  fed_by.push_back(order.empty() ? Plan::kFromProducer : static_cast<uint32_t>(order.size() - 1));
+  order.push_back(id);
+}
+
+// A slice of `size` bytes in whole hash leaves (so that slices start on leaves), clamped.
+uint32_t whole_leaves(double size, uint32_t min_bytes, uint32_t max_bytes) {
+  const uint64_t rounded = static_cast<uint64_t>(std::max(1.0, size)) / kHashLeafBytes * kHashLeafBytes;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(rounded, min_bytes, max_bytes));
+}
+
 // One node's members as they go in every chain: the fast ones (rotated per stripe), then its
 // slow ones, slowest last.
 struct NodeGroup {
@@ -129,11 +142,7 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
   for (uint32_t s = 0; s < stripes; ++s) {
     auto& order = plan.order[s];
     auto& fed_by = plan.fed_by[s];
-    // A member fed by the one placed last (the next in a chain).
-    const auto after_last = [&](uint32_t id) {
-      fed_by.push_back(order.empty() ? Plan::kFromProducer : static_cast<uint32_t>(order.size() - 1));
-      order.push_back(id);
-    };
+    const auto after_last = [&](uint32_t id) { append_after_last(order, fed_by, id); };
     // The fast nodes in a k-ary heap (node p takes the stripe from node (p - 1) / k), each node's
     // entry feeding the entries of its child nodes and the rest of its own node in a chain; in a
     // chain (k = 1) a node's first member takes it from the previous node's last.
@@ -168,11 +177,10 @@ Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vec
 
 Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains) {
   Plan plan;
-  for (auto& chain : chains) {
-    std::vector<uint32_t> fed_by;
-    for (size_t i = 0; i < chain.size(); ++i) fed_by.push_back(i == 0 ? Plan::kFromProducer : static_cast<uint32_t>(i - 1));
-    plan.fed_by.push_back(std::move(fed_by));
-    plan.order.push_back(std::move(chain));
+  plan.order.resize(chains.size());
+  plan.fed_by.resize(chains.size());
+  for (size_t s = 0; s < chains.size(); ++s) {
+    for (uint32_t id : chains[s]) append_after_last(plan.order[s], plan.fed_by[s], id);
   }
   return plan;
 }
@@ -210,9 +218,7 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved) {
       const auto& before = plan.order[s];
       const bool was_there = std::find(before.begin(), before.end(), id) != before.end();
       const bool placed = std::find(order.begin(), order.end(), id) != order.end();
-      if (!was_there || placed) continue;
-      out.fed_by[s].push_back(order.empty() ? Plan::kFromProducer : static_cast<uint32_t>(order.size() - 1));
-      order.push_back(id);
+      if (was_there && !placed) append_after_last(order, out.fed_by[s], id);
     }
   }
   return out;
@@ -229,8 +235,7 @@ uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seco
   // rate moved every hop of a version by 2x (8192 simulated consumers: a slow node elsewhere
   // lowered the healthy rate by a little, slices went from 4 to 2 MiB, and the median consumer
   // from 0.44 to 0.40 s).
-  const uint64_t rounded = static_cast<uint64_t>(std::max(1.0, size)) / kHashLeafBytes * kHashLeafBytes;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(rounded, min_bytes, max_bytes));
+  return whole_leaves(size, min_bytes, max_bytes);
 }
 
 double rate_without_slice_cost(double rate, double alpha_seconds, uint32_t slice_bytes) {
@@ -289,7 +294,6 @@ ShapeTerms shape_terms(uint64_t bytes, uint32_t stripes, uint32_t fanout, const 
   // nodes, 2.8 GB: trees 4 wide went in 1.08x the time of trees 2 wide, where side by side over
   // the rails modelled them 0.95x).
   const double fan = fanout;
-  (void)rails;
   t.fill_alpha = load.fill_hops * fan * alpha_seconds;
   t.fill_per_byte = load.fill_hops * fan / rail_rate;
   return t;
@@ -308,9 +312,7 @@ double modeled_bound(const ShapeTerms& t) {
 
 // The slice at that least, in whole hash leaves, clamped as alpha_beta_slice_bytes clamps.
 uint32_t modeled_slice_bytes(const ShapeTerms& t) {
-  const double best = std::sqrt(t.moving * t.per_slice / std::max(1e-30, t.fill_per_byte));
-  const uint64_t rounded = static_cast<uint64_t>(std::max(1.0, best)) / kHashLeafBytes * kHashLeafBytes;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(rounded, 64 << 10, 4 << 20));
+  return whole_leaves(std::sqrt(t.moving * t.per_slice / std::max(1e-30, t.fill_per_byte)), 64 << 10, 4 << 20);
 }
 
 }  // namespace
