@@ -210,7 +210,7 @@ void add_sync_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--shape", args->shape,
-                  "Producers: how versions go out: auto (the planner's choice per version), chains, trees:2, "
+                  "Producers: how versions go out: chains, auto (the planner's choice per version), trees:2, "
                   "trees:4 or trees:8")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "chains", "trees:2", "trees:4", "trees:8"}));

@@ -26,7 +26,10 @@ namespace deltacast {
 struct RoundOptions {
   uint32_t stripes = 0;            // 0: as version_shape picks them for the shape
   uint32_t slice_bytes = 0;        // 0: from the alpha-beta model
-  uint32_t fanout = 0;             // 0: the shape the model finds fastest per version; 1: chains; k: trees
+  // 1: chains; 0: the shape the model finds fastest per version; k: trees k wide. Chains by
+  // default in rounds: with a throttled member at the tails of trees, the others staged a full
+  // sync at 1.96x their pace for three rounds (netns, 6 consumers); not yet understood.
+  uint32_t fanout = 1;
   double alpha_seconds = 100e-6;   // per-slice cost in that model
   double default_rate = 125e6;     // bytes/s assumed for slice sizing before anyone is measured
   Millis stall_timeout{10000};     // no progress anywhere for this long ends the round

@@ -123,9 +123,10 @@ class Producer(EngineHandle):
     ``encrypt=True`` encrypts payloads and control with AES-256-GCM (default: authenticated,
     everything tagged, payloads in clear); ``insecure=True`` drops the tags, for benchmarks only,
     and every member must choose it too.
-    ``shape``: how versions go out to the consumers: ``"auto"`` (default: chains or pipelined
-    trees, whichever the planner's model finds fastest for each version), ``"chains"``, or
-    ``"trees:2"``, ``"trees:4"``, ``"trees:8"`` (trees that wide).
+    ``shape``: how versions go out to the consumers: ``"chains"`` (default), ``"auto"`` (chains
+    or pipelined trees, whichever the planner's model finds fastest for each version), or
+    ``"trees:2"``, ``"trees:4"``, ``"trees:8"`` (trees that wide). Trees are not yet the default:
+    a throttled consumer at their tails slowed the others for a few rounds in a namespace test.
 
     A trainer rank of a sharded group (``group``, a deltacast.Group of the
     logical tensors) publishes only its shards: ``shards`` maps each of its
@@ -152,7 +153,7 @@ class Producer(EngineHandle):
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
                  metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device", encrypt=False,
-                 insecure=False, shape="auto"):
+                 insecure=False, shape="chains"):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
