@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/control/control_link.h"
-#include "broadcast/engine/planner.h"
-#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/plan/planner.h"
+#include "broadcast/engine/plan/rate_book.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
 #include "broadcast/transport/sim/transport.h"

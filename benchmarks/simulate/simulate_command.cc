@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 #include "cli/bench_commands.h"
 #include "simulate/cluster_sim.h"
 #include "cli/plot.h"

@@ -198,6 +198,9 @@ void add_sync_command(CLI::App& app) {
   cmd->add_option("--node", args->node,
                   "Role consumer: the host it counts as (default: the host name); consumers of one node take each "
                   "version over its rails once");
+  cmd->add_option("--site", args->site,
+                  "Roles producer/consumer: the site (datacenter, region) it runs in (default: the producer's); each "
+                  "version crosses into a site once, over its WAN link");
   cmd->add_flag("--commands", args->commands,
                 "Role producer: take commands on stdin (members N, publish [full|LR], republish, wait V, check V, hash, save PATH, stats, quit)");
   cmd->add_flag("--hash-commits", args->hash_commits,

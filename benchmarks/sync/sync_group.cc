@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/group/group_consumer.h"
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 #include "cli/child_process.h"
 #include "cli/trust_options.h"
 #include "core/hash.h"

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/consumer.h"
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 #include "core/aligned_buffer.h"
 #include "core/parallel_memory.h"
 #include "sync/gloo_baseline.h"
@@ -123,6 +123,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   options.codec.threads = args.threads;
   options.round.timeout = Millis(static_cast<int64_t>(args.round_timeout_seconds * 1000));
   DC_ASSIGN_OR_RETURN(options.round.fanout, parse_shape(args.shape));
+  options.round.site = args.site;
   if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};
   auto published = sync->trace_->published();
   if (args.device == "cuda") {
@@ -351,6 +352,7 @@ int run_consumer_role(const SyncArgs& args) {
   options.rails = *rails;
   options.name = args.name.empty() ? fmt::format("consumer-{}", getpid()) : args.name;
   options.node = args.node;
+  options.site = args.site;
   options.threads = args.threads;
   options.transport = args.transport;
   if (args.metrics_port >= 0) options.metrics = Endpoint{"0.0.0.0", static_cast<uint16_t>(args.metrics_port)};

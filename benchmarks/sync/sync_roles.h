@@ -49,6 +49,7 @@ struct SyncArgs {
   TrustArgs trust;  // --token (default 0xdc5eed) and --protection (cli/trust_options.h)
   std::string name;
   std::string node;  // role consumer: the host it counts as (empty: the host name)
+  std::string site;  // roles producer/consumer: the site it runs in (empty: the producer's)
   int producers = 1;                        // trainer ranks (sync_group.h); above 1: a sharded trainer
   std::vector<std::string> consumer_layouts;  // rollout layouts, "tp2,tp2,tp1" (sync_group.h)
   std::string layout;                       // role group-consumer: "tpN:r"

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "broadcast/engine/metrics/engine_metrics.h"
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 #include "broadcast/engine/version_blob.h"
 #include "broadcast/transport/socket.h"
 #include "broadcast/transport/transport_select.h"
@@ -191,6 +191,7 @@ Status Consumer::join(int fd) {
     std::lock_guard<std::mutex> lock(mu_);
     hello.name = options_.name;
     hello.node = options_.node.empty() ? net::host_name() : options_.node;
+    hello.site = options_.site;
     hello.transport = std::string(transport_->name());
     hello.manifest_hash = manifest_.hash();
     hello.manifest = manifest_.tensors();

@@ -46,6 +46,9 @@ struct ConsumerOptions {
   // version over the node's rails once: the planner chains them one after another, so all but
   // the first take each stripe from a neighbour on the same host (local traffic, not the NICs).
   std::string node;
+  // The site (datacenter, region) it runs in; empty: the producer's. Each version crosses into a
+  // site once, over its WAN link, and fans out inside it.
+  std::string site;
   unsigned threads = 0;             // verify/apply threads (0: all cores)
   // Tensors on a GPU: commits verify and apply there, on this CUDA stream (a cudaStream_t as an
   // integer; 0: the default stream), and a commit ends only once its work completed on the

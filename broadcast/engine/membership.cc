@@ -126,6 +126,7 @@ void Membership::admit(int fd) {
   if (s.ok()) {
     record.name = join->name;
     record.node = join->node;
+    record.site = join->site;
     record.defers_commit = join->defers_commit;
     if (join->held) {
       auto held = HeldRanges::create(manifest_, *join->held);
@@ -174,8 +175,8 @@ void Membership::admit(int fd) {
       [this, id](const Status& why) { on_close(id, why); });
   ++changes_;
   cv_.notify_all();
-  log().info("coordinator: consumer {} '{}' on node '{}' joined from {} with {} rails over {} (holds version {})", id,
-             record.name, record.node, peer, record.rails.size(), options_.transport, record.base);
+  log().info("coordinator: consumer {} '{}' on node '{}'{} joined from {} with {} rails over {} (holds version {})", id,
+             record.name, record.node, record.site.empty() ? std::string() : fmt::format(" in site '{}'", record.site), peer, record.rails.size(), options_.transport, record.base);
 }
 
 void Membership::on_close(uint32_t id, const Status& why) {

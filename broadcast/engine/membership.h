@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "broadcast/engine/control/control_link.h"
-#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/plan/rate_book.h"
 #include "broadcast/transport/rail.h"
 #include "core/held_ranges.h"
 #include "core/manifest.h"
@@ -48,6 +48,7 @@ struct MemberRecord {
   uint32_t id = 0;
   std::string name;
   std::string node;        // the host it runs on (empty: a node of its own)
+  std::string site;        // the site it runs in (empty: the producer's)
   std::string peer;        // control connection's remote address
   std::string protection;  // what its control link runs (the mode both ends agreed on)
   PeerEndpoints rails;     // data endpoints, one per rail

@@ -23,7 +23,7 @@
 #include "broadcast/engine/group/group_seat.h"
 #include "broadcast/engine/membership.h"
 #include "broadcast/engine/metrics/metrics_exporter.h"
-#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/plan/rate_book.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
 #include "core/buffer_pool.h"

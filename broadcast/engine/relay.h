@@ -16,7 +16,7 @@
 #include <mutex>
 #include <vector>
 
-#include "broadcast/engine/stripe_children.h"
+#include "broadcast/engine/plan/stripe_children.h"
 #include "broadcast/transport/sprayer.h"
 #include "broadcast/transport/transfer.h"
 #include "broadcast/transport/transport.h"

@@ -66,11 +66,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   std::vector<uint32_t> in_plan;
   std::map<uint32_t, PeerEndpoints> directory;
   NodeOf nodes;  // members of one node take each stripe from one another, not over the node's rails again
+  SiteOf sites;  // and members of one site, not over its WAN link again
   for (const MemberRecord& m : membership_.snapshot()) {
     if (std::find(spec.targets.begin(), spec.targets.end(), m.id) == spec.targets.end()) continue;
     in_plan.push_back(m.id);
     directory[m.id] = m.rails;
     if (!m.node.empty()) nodes[m.id] = m.node;
+    if (!m.site.empty() && m.site != options_.site) sites[m.id] = m.site;
   }
   const std::vector<uint32_t> targets = in_plan;
   for (uint32_t id : spec.targets) {
@@ -95,7 +97,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   const uint32_t slice_bytes = planned.slice_bytes;
   const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
-  Plan plan = plan_trees(in_plan, stripes, planned.fanout, verdict.slow, nodes);
+  Plan plan = plan_trees(in_plan, stripes, planned.fanout, verdict.slow, nodes, sites);
   rates_.adopt(targets, verdict);
   result.first_plan = plan;
   log().debug("version {}: {} stripes of {}-byte slices, fan-out {} (modelled {:.2f} ms, bound {:.2f} ms); order {}; "
@@ -204,9 +206,16 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     if (in_plan.empty()) continue;
     plan = without_members(plan, dropped);  // the pipelines go on where they are
     if (!unreachable.empty()) {
-      plan = to_tails(plan, unreachable);
-      log().warn("version {}: consumers {} went silent to their parents; moved to the tails", spec.version,
-                 fmt::join(unreachable, ","));
+      // A site moved whole (its link failed) counts as moved: its other members' reports against
+      // the plan before are stale.
+      std::vector<uint32_t> everyone_moved;
+      plan = to_tails(plan, unreachable, sites, &everyone_moved);
+      moved.insert(everyone_moved.begin(), everyone_moved.end());
+      log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
+                 fmt::join(unreachable, ","),
+                 everyone_moved.size() > unreachable.size()
+                     ? fmt::format(" with their sites (the links into them failed: {} moved)", fmt::join(everyone_moved, ","))
+                     : std::string());
     }
     ++result.replans;
     std::map<uint32_t, std::vector<bool>> have;

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "broadcast/engine/membership.h"
-#include "broadcast/engine/planner.h"
-#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/plan/planner.h"
+#include "broadcast/engine/plan/rate_book.h"
 #include "broadcast/engine/relay.h"
 
 namespace deltacast {
@@ -30,6 +30,9 @@ struct RoundOptions {
   // default in rounds: with a throttled member at the tails of trees, the others staged a full
   // sync at 1.96x their pace for three rounds (netns, 6 consumers); not yet understood.
   uint32_t fanout = 1;
+  // The producer's site: members naming another site take each version once per site, over
+  // their site's WAN link (plan_trees); empty, like the members that name none.
+  std::string site;
   double alpha_seconds = 100e-6;   // per-slice cost in that model
   double default_rate = 125e6;     // bytes/s assumed for slice sizing before anyone is measured
   Millis stall_timeout{10000};     // no progress anywhere for this long ends the round

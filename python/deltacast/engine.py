@@ -38,12 +38,21 @@ def _metrics(port, host):
     return f"{host}:{port}"
 
 
-def _node(value):
+def _label(value, what, meaning):
+    """A node's or site's name (None: the default, empty)."""
     if value is None:
         return ""
     if not isinstance(value, str) or not value or len(value.encode()) > 255:
-        raise InvalidArgumentError(f"node: {value!r} is not a host name (a non-empty string of at most 255 bytes)")
+        raise InvalidArgumentError(f"{what}: {value!r} is not {meaning} (a non-empty string of at most 255 bytes)")
     return value
+
+
+def _node(value):
+    return _label(value, "node", "a host name")
+
+
+def _site(value):
+    return _label(value, "site", "a site name")
 
 
 def _addresses(value, what):
@@ -127,6 +136,9 @@ class Producer(EngineHandle):
     or pipelined trees, whichever the planner's model finds fastest for each version), or
     ``"trees:2"``, ``"trees:4"``, ``"trees:8"`` (trees that wide). Trees are not yet the default:
     a throttled consumer at their tails slowed the others for a few rounds in a namespace test.
+    ``site``: the site (datacenter, region) the producer runs in (default: none named). Consumers
+    naming another site (``Consumer(site=...)``) take each version once per site over the WAN
+    link into it, and fan it out inside the site.
 
     A trainer rank of a sharded group (``group``, a deltacast.Group of the
     logical tensors) publishes only its shards: ``shards`` maps each of its
@@ -153,7 +165,7 @@ class Producer(EngineHandle):
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
                  metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device", encrypt=False,
-                 insecure=False, shape="chains"):
+                 insecure=False, shape="chains", site=None):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -171,7 +183,8 @@ class Producer(EngineHandle):
                                       rails=_addresses(rails, "rails"), value_codec=str(value_codec),
                                       threads=int(threads), transport=_transport(transport), group=seat,
                                       metrics=_metrics(metrics_port, metrics_host),
-                                      cuda_stream=parse_stream(stream), shadow=str(shadow), shape=str(shape))
+                                      cuda_stream=parse_stream(stream), shadow=str(shadow), shape=str(shape),
+                                      site=_site(site))
         if seat is not None:
             self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address
@@ -341,6 +354,8 @@ class Consumer(EngineHandle):
     Consumers of one node take each version over the node's rails once: the
     planner chains them one after another, and all but the first take each
     stripe from a neighbour on the same host.
+    ``site``: the site (datacenter, region) it runs in (default: the producer's). Each version
+    crosses into a site once, over its WAN link, and fans out inside it.
 
     A rollout process of a sharded group gives ``layout`` (each of its tensor
     names -> the piece of a logical tensor, or fused pieces, it holds) and
@@ -362,7 +377,7 @@ class Consumer(EngineHandle):
     def __init__(self, named_tensors, connect=None, token=None, rails=None, name=None, threads=0,
                  join_timeout=30.0, transport="tcp", node=None, layout=None, group=None, ranks=None,
                  metrics_port=None, metrics_host="0.0.0.0", stream=None, commit="background", encrypt=False,
-                 insecure=False):
+                 insecure=False, site=None):
         items = named_items(named_tensors)
         self._grouped = layout is not None
         if commit not in ("background", "on_request"):
@@ -376,7 +391,7 @@ class Consumer(EngineHandle):
         if self._grouped:
             self._join_group(items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
                              transport, node, 0 if commit == "on_request" else 2 ** 64 - 1,
-                             parse_protection(encrypt, insecure))
+                             parse_protection(encrypt, insecure), site)
             return
         addresses = _addresses(connect, "connect")
         if not addresses:
@@ -388,11 +403,11 @@ class Consumer(EngineHandle):
                                       threads=int(threads), join_timeout=float(join_timeout),
                                       transport=_transport(transport), node=_node(node),
                                       metrics=_metrics(metrics_port, metrics_host),
-                                      cuda_stream=parse_stream(stream))
+                                      cuda_stream=parse_stream(stream), site=_site(site))
         self._background = False
 
     def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
-                    transport, node, commit_limit, protection):
+                    transport, node, commit_limit, protection, site):
         if group is not None and not isinstance(group, Group):
             raise InvalidArgumentError("group: give a deltacast.Group of the logical tensors")
         if ranks is None:
@@ -419,7 +434,7 @@ class Consumer(EngineHandle):
                                            rails=_addresses(rails, "rails"),
                                            name=name or _default_name(), threads=int(threads),
                                            join_timeout=float(join_timeout), transport=_transport(transport),
-                                           node=_node(node), commit_limit=commit_limit)
+                                           node=_node(node), site=_site(site), commit_limit=commit_limit)
         self._background = True
 
     @property

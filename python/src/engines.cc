@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 #include "broadcast/transport/rail.h"
 #include "sparse/value_codec.h"
 #include "status_errors.h"
@@ -96,6 +96,7 @@ ConsumerOptions consumer_options(const ConsumerArgs& args) {
   options.rails = endpoints(args.rails.empty() ? std::vector<std::string>{"127.0.0.1"} : args.rails, "rail");
   options.name = args.name;
   options.node = args.node;
+  options.site = args.site;
   options.threads = args.threads;
   options.transport = args.transport;
   options.cuda_stream = args.cuda_stream;
@@ -117,6 +118,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   options.cuda_stream = args.cuda_stream;
   options.shadow = args.shadow;
   options.round.fanout = value_or_raise(parse_shape(args.shape));
+  options.round.site = args.site;
   if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   const Millis register_timeout = to_millis(args.register_timeout);
   // Raising needs the interpreter: errors are raised once it is held again.

@@ -31,6 +31,7 @@ struct ProducerArgs {
   std::string shadow = "device";          // tensors on a GPU: where the shadow lives ("device", "host")
   std::string protection = "authenticated";  // trust::parse_protection's names
   std::string shape = "chains";              // parse_shape's names: how versions go out
+  std::string site;                          // the producer's site (consumers naming another cross a WAN)
 };
 
 class PyProducer {
@@ -72,6 +73,7 @@ struct ConsumerArgs {
   std::string metrics;  // "HOST:PORT": serve Prometheus metrics there ("": none)
   uintptr_t cuda_stream = 0;  // tensors on a GPU: the stream commits apply on
   std::string protection = "authenticated";  // trust::parse_protection's names
+  std::string site;  // empty: the producer's
 };
 
 // The trust of a token= and protection= from Python (raises InvalidArgumentError naming which).

@@ -18,11 +18,11 @@ PYBIND11_MODULE(_core, m) {
                        const std::vector<std::string>& dtypes, std::string listen, std::string token,
                        std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
                        const py::object& group, std::string metrics, uintptr_t cuda_stream, std::string shadow,
-                       std::string protection, std::string shape) {
+                       std::string protection, std::string shape, std::string site) {
              ProducerArgs args{std::move(listen), std::move(token),        std::move(rails),   std::move(value_codec),
                                threads,           std::move(transport), std::nullopt, 60,
                                std::move(metrics), cuda_stream, std::move(shadow), std::move(protection),
-                               std::move(shape)};
+                               std::move(shape),   std::move(site)};
              if (!group.is_none()) {
                // {logical, shards, rank, world, coordinator, host, advertise, register_timeout}, from engine.py
                const py::dict g = group.cast<py::dict>();
@@ -37,7 +37,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
            py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none(),
            py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("shadow") = "device",
-           py::arg("protection") = "authenticated", py::arg("shape") = "chains")
+           py::arg("protection") = "authenticated", py::arg("shape") = "chains", py::arg("site") = "")
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("metrics_address", &PyProducer::metrics_address)
       .def("progress", &PyProducer::progress)
@@ -57,15 +57,16 @@ PYBIND11_MODULE(_core, m) {
                        const std::vector<std::string>& dtypes, std::vector<std::string> connect, std::string token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
                        std::string transport, std::string node, std::string metrics, uintptr_t cuda_stream,
-                       std::string protection) {
+                       std::string protection, std::string site) {
              ConsumerArgs args{std::move(connect), std::move(token),        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
-                               std::move(metrics), cuda_stream, std::move(protection)};
+                               std::move(metrics), cuda_stream, std::move(protection), std::move(site)};
              return std::make_unique<PyConsumer>(names, capsules, dtypes, args);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("connect"), py::arg("token"), py::arg("rails"),
            py::arg("name"), py::arg("threads"), py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
-           py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("protection") = "authenticated")
+           py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("protection") = "authenticated",
+           py::arg("site") = "")
       .def_property_readonly("transport", &PyConsumer::transport)
       .def_property_readonly("metrics_address", &PyConsumer::metrics_address)
       .def("pull", &PyConsumer::pull, py::arg("timeout"))
@@ -85,18 +86,19 @@ PYBIND11_MODULE(_core, m) {
                        const std::vector<std::string>& dtypes, const std::string& logical, const std::string& layout,
                        const std::string& ranks, std::vector<std::string> connect, std::string token,
                        std::vector<std::string> rails, std::string name, unsigned threads, double join_timeout,
-                       std::string transport, std::string node, uint64_t commit_limit, std::string protection) {
+                       std::string transport, std::string node, uint64_t commit_limit, std::string protection,
+                       std::string site) {
              // No metrics: a group consumer runs one consumer per trainer rank (one port each).
              ConsumerArgs args{std::move(connect), std::move(token),        std::move(rails),     std::move(name),
                                threads,            join_timeout, std::move(transport), std::move(node),
-                               std::string(),      0,            std::move(protection)};
+                               std::string(),      0,            std::move(protection), std::move(site)};
              return std::make_unique<PyGroupConsumer>(names, capsules, dtypes, logical, layout, ranks, args,
                                                       commit_limit);
            }),
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("logical"), py::arg("layout"),
            py::arg("ranks"), py::arg("connect"), py::arg("token"), py::arg("rails"), py::arg("name"), py::arg("threads"),
            py::arg("join_timeout"), py::arg("transport"), py::arg("node"),
-           py::arg("commit_limit") = UINT64_MAX, py::arg("protection") = "authenticated")
+           py::arg("commit_limit") = UINT64_MAX, py::arg("protection") = "authenticated", py::arg("site") = "")
       .def_property_readonly("transport", &PyGroupConsumer::transport)
       .def("wait_version", &PyGroupConsumer::wait_version, py::arg("version"), py::arg("timeout"))
       .def("set_commit_limit", &PyGroupConsumer::set_commit_limit, py::arg("through"))

@@ -152,6 +152,22 @@ def test_consumers_of_one_node_sync_and_a_bad_node_is_refused():
             deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, node=bad)
 
 
+def test_consumers_in_sites_sync_and_a_bad_site_is_refused():
+    with deltacast.Producer(weights(), token=TOKEN, site="west", shape="trees:2") as p, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN, node="w1", site="west") as w, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN, node="e1", site="east") as e1, \
+            deltacast.Consumer(weights(), connect=p.address, token=TOKEN, node="e2", site="east") as e2:
+        for _ in range(2):
+            v = p.publish()
+            assert all(c.pull(timeout=10) == v for c in (w, e1, e2))
+            assert p.check(v, timeout=10)["all_exact"]
+    for bad in ["", 7, "x" * 256]:
+        with pytest.raises(deltacast.InvalidArgumentError, match="site"):
+            deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, site=bad)
+        with pytest.raises(deltacast.InvalidArgumentError, match="site"):
+            deltacast.Producer(weights(), token=TOKEN, site=bad)
+
+
 @pytest.mark.skipif(has_rdma_device(), reason="this machine has an RDMA device: there is no fallback to see")
 def test_rdma_without_a_device_falls_back_to_tcp_on_both_ends():
     with deltacast.Producer(weights(), token=TOKEN, transport="rdma") as p, \

@@ -339,7 +339,7 @@ void from_json(const Json& j, Forwarding& m) {
 
 void to_json(Json& j, const Join& m) {
   Json rails = endpoints_json(m.rails);
-  j = {{"protocol", m.protocol},         {"name", m.name}, {"node", m.node},
+  j = {{"protocol", m.protocol},         {"name", m.name}, {"node", m.node}, {"site", m.site},
        {"transport", m.transport},       {"manifest_hash", m.manifest_hash},
        {"manifest", manifest_json(m.manifest)}, {"version", m.version}, {"epoch", m.epoch},
        {"rails", rails}, {"defers_commit", m.defers_commit}, {"held", nullptr}};
@@ -352,11 +352,12 @@ void to_json(Json& j, const Join& m) {
 
 void from_json(const Json& j, Join& m) {
   const Fields f(j, "join",
-                 {"protocol", "name", "node", "transport", "manifest_hash", "manifest", "version", "epoch", "rails",
+                 {"protocol", "name", "node", "site", "transport", "manifest_hash", "manifest", "version", "epoch", "rails",
                   "defers_commit", "held"});
   m.protocol = f.u32("protocol");
   m.name = f.text("name");
   m.node = f.text("node", 255);
+  m.site = f.text("site", 255);
   m.transport = f.text("transport", 32);
   m.manifest_hash = f.u64("manifest_hash");
   m.manifest = as_manifest(f.at("manifest"), f.where("manifest"));

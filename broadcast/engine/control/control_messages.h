@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "broadcast/engine/group/group_view.h"
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 #include "broadcast/transport/rail.h"
 #include "broadcast/transport/slice_table.h"
 #include "core/held_ranges.h"
@@ -38,8 +38,9 @@ namespace control {
 // 3: slice checksums (and so digests) are content hashes; 4: a join names the consumer's node;
 // 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group);
 // 8: no token in join, register and find_group (every connection proves the group's secret in its
-// handshake instead, and every frame is sealed); 9: a stripe's children may be a list (trees).
-inline constexpr uint32_t kProtocolVersion = 9;
+// handshake instead, and every frame is sealed); 9: a stripe's children may be a list (trees);
+// 10: a join names the consumer's site.
+inline constexpr uint32_t kProtocolVersion = 10;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -74,6 +75,7 @@ struct Join {
   uint32_t protocol = kProtocolVersion;
   std::string name;
   std::string node;       // the host it runs on: members of one node take each version over its rails once
+  std::string site;       // the site it runs in (empty: the producer's): each version enters a site once
   std::string transport;  // the data transport it receives with ("tcp", "rdma", ...)
   uint64_t manifest_hash = 0;
   std::vector<TensorSpec> manifest;  // to name the first difference when the hashes differ

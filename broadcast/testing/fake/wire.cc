@@ -37,10 +37,22 @@ void FakeNetwork::set_port(const std::string& host, PortModel model) {
   ports_[host].model = model;
 }
 
+void FakeNetwork::set_path_up(const std::string& host_a, const std::string& host_b, bool up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto pair : {std::make_pair(host_a, host_b), std::make_pair(host_b, host_a)}) {
+    if (up) {
+      cut_.erase(pair);
+    } else {
+      cut_.insert(pair);
+    }
+  }
+}
+
 bool FakeNetwork::passable(const RailSpec& rail) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto link = links_.find(rail.name);
   if (link != links_.end() && !link->second.up) return false;
+  if (cut_.count({rail.local.host, rail.remote.host})) return false;
   for (const std::string* host : {&rail.local.host, &rail.remote.host}) {
     auto port = ports_.find(*host);
     if (port != ports_.end() && !port->second.model.up) return false;
@@ -72,7 +84,14 @@ std::chrono::steady_clock::time_point FakeNetwork::transmit(const RailSpec& rail
   };
   pass(rail.local.host, true);
   pass(rail.remote.host, false);
+  carried_[{rail.local.host, rail.remote.host}] += bytes;
   return arrival + link.latency;
+}
+
+uint64_t FakeNetwork::carried(const std::string& from_host, const std::string& to_host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = carried_.find({from_host, to_host});
+  return it == carried_.end() ? 0 : it->second;
 }
 
 Result<bool> deliver(SliceSink& sink, const SliceRef& slice, const uint8_t* payload) {

@@ -10,7 +10,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "broadcast/transport/transport.h"
 
@@ -45,12 +47,18 @@ class FakeNetwork {
 
   // Port models by host address; unknown ports have no limit.
   void set_port(const std::string& host, PortModel model);
-  // Whether a slice can cross `rail` now (its link and both ports are up).
+  // Cuts (or mends) the path between two host addresses, both ways: a WAN link between sites that
+  // fails while each side's own network keeps working.
+  void set_path_up(const std::string& host_a, const std::string& host_b, bool up);
+  // Whether a slice can cross `rail` now (its link, both ports and the path between them are up).
   bool passable(const RailSpec& rail) const;
   // Reserves both ports of `rail` for `bytes` from `now` on (after what they carry already) and
   // returns when the last byte arrives, latency included.
   std::chrono::steady_clock::time_point transmit(const RailSpec& rail, uint32_t bytes,
                                                  std::chrono::steady_clock::time_point now);
+  // The bytes transmitted so far from one host address to another (what a link between them
+  // would count: tests of what crosses between sites).
+  uint64_t carried(const std::string& from_host, const std::string& to_host) const;
 
  private:
   struct Port {
@@ -63,6 +71,8 @@ class FakeNetwork {
   std::map<std::string, SliceSink*> listeners_;
   std::map<std::string, LinkModel> links_;
   std::map<std::string, Port> ports_;
+  std::map<std::pair<std::string, std::string>, uint64_t> carried_;
+  std::set<std::pair<std::string, std::string>> cut_;  // both orders of each cut pair
 };
 
 // Lands one slice in `sink` the way every receiving backend must: begin(),

@@ -46,7 +46,9 @@ struct FakeCluster {
   std::unique_ptr<testing::Trainer> trainer;
   std::vector<std::unique_ptr<testing::Rollout>> rollouts;
 
-  FakeCluster(uint64_t elements, int consumers, milliseconds stall_timeout = milliseconds(5000), uint32_t fanout = 0) {
+  // `sites`: consumer i's site (none given, or "": the producer's).
+  FakeCluster(uint64_t elements, int consumers, milliseconds stall_timeout = milliseconds(5000), uint32_t fanout = 0,
+              const std::vector<std::string>& sites = {}) {
     ProducerOptions options;
     options.round.fanout = fanout;
     options.transport_backend = transport;
@@ -62,6 +64,7 @@ struct FakeCluster {
       for (int r = 0; r < kRails; ++r) c.rails.push_back(rail(i, r));
       c.name = fmt::format("c{}", i);
       c.node = fmt::format("node{}", i + 2);  // each its own host (its own ports above), as a tree fans out over
+      if (static_cast<size_t>(i) < sites.size()) c.site = sites[static_cast<size_t>(i)];
       c.spray = options.spray;
       rollouts.push_back(std::make_unique<testing::Rollout>(manifest(), trainer->producer->address(), c));
       EXPECT_TRUE(rollouts.back()->consumer->start(testing::kEngineWait).ok());
@@ -138,6 +141,101 @@ TEST(FakeEngine, EveryShapeDeliversExactVersions) {
       cluster.expect_exact(cluster.all());
     }
   }
+}
+
+// Sites: each version crosses into each site once. The bytes the network carried into a site's
+// hosts from hosts outside it are one copy of the version, in chains and in trees; the same
+// consumers with no sites named take it into a site several times (rotated chains and trees cross
+// between them wherever the rotation puts a boundary), which this test would see.
+TEST(FakeEngine, EachVersionCrossesIntoEachSiteOnce) {
+  const std::vector<std::string> sites = {"", "", "east", "east", "east", "west", "west"};
+  for (uint32_t fanout : {1u, 2u}) {
+    for (bool named : {true, false}) {
+      SCOPED_TRACE(fmt::format("fan-out {}, sites {}", fanout, named ? "named" : "not named"));
+      FakeCluster cluster(1 << 20, 7, milliseconds(5000), fanout, named ? sites : std::vector<std::string>{});
+      // Bytes into each remote site from every host outside it (the producer's included).
+      const auto into = [&](const std::string& site) {
+        uint64_t bytes = 0;
+        for (int to = 0; to < 7; ++to) {
+          if (sites[to] != site) continue;
+          for (int from = -1; from < 7; ++from) {
+            if (from >= 0 && sites[from] == site) continue;
+            for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from + 2, r), host(to + 2, r));
+          }
+        }
+        return bytes;
+      };
+      double most = 0;  // the most copies of a version any remote site took
+      for (int step = 0; step < 3; ++step) {
+        const uint64_t east = into("east"), west = into("west");
+        const VersionReport report = cluster.publish(true, step == 2);
+        EXPECT_EQ(report.committed, 7u);
+        cluster.expect_exact(cluster.all());
+        const double wire = static_cast<double>(report.stats.wire_bytes);
+        for (const double copies : {(into("east") - east) / wire, (into("west") - west) / wire}) {
+          if (named) {
+            EXPECT_GE(copies, 1.0) << "version " << report.version;
+            EXPECT_LE(copies, 1.02) << "version " << report.version << " crossed into a site more than once";
+          }
+          most = std::max(most, copies);
+        }
+      }
+      if (!named) {
+        EXPECT_GT(most, 1.15) << "with no sites named, some site took a version more than once";
+      }
+    }
+  }
+}
+
+// A site's WAN link fails mid-version (every path between its hosts and the rest is cut, its own
+// network works; control stays up, as on a separate management network): its members, unreachable
+// from their parents, go on from another site, and every version is exact everywhere.
+// West takes the version from `feeder` (node numbers: the producer 1, consumer i i + 2): in trees
+// the producer's site, in chains east (the site before it). That link fails; `detour` is the
+// site west must take the rest from.
+void a_site_whose_link_fails_takes_the_version_from_another(uint32_t fanout, std::vector<int> feeder,
+                                                            std::vector<int> detour) {
+  SCOPED_TRACE(fmt::format("fan-out {}", fanout));
+  const std::vector<std::string> sites = {"", "", "east", "east", "west", "west"};
+  const std::vector<int> west = {6, 7};
+  FakeCluster cluster(1 << 22, 6, milliseconds(60000), fanout, sites);
+  cluster.publish(false, false);
+  for (int node = 1; node <= 7; ++node) cluster.set_ports(node, 8e6);  // the full version takes over a second
+  const auto into_west_from = [&](const std::vector<int>& nodes) {
+    uint64_t bytes = 0;
+    for (int to : west) {
+      for (int from : nodes) {
+        for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from, r), host(to, r));
+      }
+    }
+    return bytes;
+  };
+  const uint64_t detour_before = into_west_from(detour);
+  auto v = cluster.producer().publish(true);
+  ASSERT_TRUE(v.ok());
+  cluster.wait_mid_version();
+  for (int w : west) {
+    for (int other : feeder) {
+      for (int r = 0; r < kRails; ++r) cluster.network.set_path_up(host(w, r), host(other, r), false);
+    }
+  }
+  ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok());
+  const VersionReport report = *cluster.producer().report(*v);
+  EXPECT_EQ(report.committed, 6u);
+  EXPECT_GE(report.replans, 1u);
+  cluster.expect_exact(cluster.all());
+  EXPECT_GT(into_west_from(detour), detour_before) << "west took the version from the other site";
+  // The next version goes out with the link still cut: west again from another site.
+  const VersionReport next = cluster.publish(true, false);
+  EXPECT_EQ(next.committed, 6u);
+  cluster.expect_exact(cluster.all());
+}
+
+TEST(FakeEngine, ASiteWhoseLinkFailsTakesTheVersionFromAnotherInChains) {
+  a_site_whose_link_fails_takes_the_version_from_another(1, {4, 5}, {1, 2, 3});
+}
+TEST(FakeEngine, ASiteWhoseLinkFailsTakesTheVersionFromAnotherInTrees) {
+  a_site_whose_link_fails_takes_the_version_from_another(2, {1, 2, 3}, {4, 5});
 }
 
 TEST(FakeEngine, AShapeThePlannerDoesNotBuildIsRefusedNamingIt) {

@@ -1,7 +1,8 @@
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -97,10 +98,56 @@ struct NodeGroup {
   size_t slowest = 0;  // 1 + the position in the slow list of its slowest member (0: none)
 };
 
+// One site's nodes: those without slow members rotate at its heads, the others follow in a chain,
+// the slowest last.
+struct SiteGroups {
+  std::vector<const NodeGroup*> fast;
+  std::vector<const NodeGroup*> slow;
+};
+
+// Where a site's part of a stripe went in the stripe's order.
+struct PlacedSite {
+  std::vector<uint32_t> entries;  // its fast nodes' entries, by heap position
+  uint32_t last_fast = Plan::kFromProducer;  // its last member outside the slow chain (none: kFromProducer)
+  bool empty = true;
+};
+
+// Places stripe s's part of one site: its fast nodes in a k-ary heap (node p takes the stripe from
+// node (p - 1) / k, the root from `feeder`), each node's entry feeding the entries of its child
+// nodes and the rest of its own node in a chain (in a chain, k = 1, a node's first member takes it
+// from the previous node's last); then its nodes with slow members in a chain below, the healthy
+// members of each first, its slow members last in it.
+PlacedSite place_site(const SiteGroups& site, uint32_t s, uint32_t stripes, uint32_t fanout, uint32_t feeder,
+                      std::vector<uint32_t>& order, std::vector<uint32_t>& fed_by) {
+  PlacedSite placed;
+  uint32_t last = feeder;  // the member placed last (the next one's parent in a chain)
+  const auto place = [&](uint32_t id, uint32_t parent) {
+    fed_by.push_back(parent);
+    last = static_cast<uint32_t>(order.size());
+    order.push_back(id);
+    placed.empty = false;
+  };
+  const size_t n = site.fast.size();
+  const size_t shift = n == 0 ? 0 : (s * n / stripes) % n;
+  for (size_t p = 0; p < n; ++p) {
+    const NodeGroup& group = *site.fast[(p + shift) % n];
+    const uint32_t parent = fanout == 1 || p == 0 ? last : placed.entries[(p - 1) / fanout];
+    placed.entries.push_back(static_cast<uint32_t>(order.size()));
+    place(group.fast[s % group.fast.size()], parent);
+    for (size_t i = 1; i < group.fast.size(); ++i) place(group.fast[(i + s) % group.fast.size()], last);
+  }
+  placed.last_fast = n == 0 ? Plan::kFromProducer : last;
+  for (const NodeGroup* group : site.slow) {
+    for (size_t i = 0; i < group->fast.size(); ++i) place(group->fast[(i + s) % group->fast.size()], last);
+    for (uint32_t id : group->slow) place(id, last);
+  }
+  return placed;
+}
+
 }  // namespace
 
 Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout, const std::vector<uint32_t>& slow,
-                const NodeOf& nodes) {
+                const NodeOf& nodes, const SiteOf& sites) {
   Plan plan;
   plan.fanout = std::max<uint32_t>(1, fanout);
   if (members.empty() || stripes == 0) return plan;
@@ -109,8 +156,10 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
   for (uint32_t id : slow) {
     if (std::binary_search(members.begin(), members.end(), id)) plan.slow.push_back(id);
   }
-  // Groups in the order of their first member's id; a member with no node is a group alone.
+  // Groups in the order of their first member's id; a member with no node is a group alone. A
+  // node's site is its first member's.
   std::vector<NodeGroup> groups;
+  std::vector<std::string> site_of_group;
   std::map<std::string, size_t> group_of_node;
   for (uint32_t id : members) {
     const auto node = nodes.find(id);
@@ -118,7 +167,11 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
     if (node != nodes.end()) {
       g = group_of_node.emplace(node->second, groups.size()).first->second;
     }
-    if (g == groups.size()) groups.emplace_back();
+    if (g == groups.size()) {
+      groups.emplace_back();
+      const auto site = sites.find(id);
+      site_of_group.push_back(site == sites.end() ? std::string() : site->second);
+    }
     const auto at = std::find(plan.slow.begin(), plan.slow.end(), id);
     if (at == plan.slow.end()) {
       groups[g].fast.push_back(id);
@@ -132,47 +185,49 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
   for (auto& group : groups) {
     std::sort(group.slow.begin(), group.slow.end(), [&](uint32_t a, uint32_t b) { return slow_rank(a) < slow_rank(b); });
   }
-  // Nodes without slow members rotate at the heads; the others follow, the slowest last.
-  std::vector<const NodeGroup*> fast_groups, slow_groups;
-  for (const auto& group : groups) (group.slowest == 0 ? fast_groups : slow_groups).push_back(&group);
-  std::stable_sort(slow_groups.begin(), slow_groups.end(),
-                   [](const NodeGroup* a, const NodeGroup* b) { return a->slowest < b->slowest; });
+  // Sites: the producer's first (its members have no site), then the others in the order of their
+  // first member's id.
+  std::vector<SiteGroups> site_groups(1);
+  std::map<std::string, size_t> site_index = {{std::string(), 0}};
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const size_t at = site_index.emplace(site_of_group[g], site_groups.size()).first->second;
+    if (at == site_groups.size()) site_groups.emplace_back();
+    (groups[g].slowest == 0 ? site_groups[at].fast : site_groups[at].slow).push_back(&groups[g]);
+  }
+  for (auto& site : site_groups) {
+    std::stable_sort(site.slow.begin(), site.slow.end(),
+                     [](const NodeGroup* a, const NodeGroup* b) { return a->slowest < b->slowest; });
+  }
   plan.order.resize(stripes);
   plan.fed_by.resize(stripes);
   for (uint32_t s = 0; s < stripes; ++s) {
-    auto& order = plan.order[s];
-    auto& fed_by = plan.fed_by[s];
-    const auto after_last = [&](uint32_t id) { append_after_last(order, fed_by, id); };
-    // The fast nodes in a k-ary heap (node p takes the stripe from node (p - 1) / k), each node's
-    // entry feeding the entries of its child nodes and the rest of its own node in a chain; in a
-    // chain (k = 1) a node's first member takes it from the previous node's last.
-    const size_t n = fast_groups.size();
-    const size_t shift = n == 0 ? 0 : (s * n / stripes) % n;
-    std::vector<uint32_t> entry(n);
-    for (size_t p = 0; p < n; ++p) {
-      const NodeGroup& group = *fast_groups[(p + shift) % n];
-      entry[p] = static_cast<uint32_t>(order.size());
-      if (plan.fanout == 1) {
-        after_last(group.fast[s % group.fast.size()]);  // a chain runs through every member of a node
-      } else {
-        fed_by.push_back(p == 0 ? Plan::kFromProducer : entry[(p - 1) / plan.fanout]);
-        order.push_back(group.fast[s % group.fast.size()]);
+    // Each stripe enters each site once. The producer's site takes it from the producer; in
+    // chains the others follow one after another (each from the previous site's last healthy
+    // member), in trees each takes it from an entry of the producer's site, rotated over the
+    // sites and stripes so that the WAN sends spread over its nodes.
+    const PlacedSite home = place_site(site_groups[0], s, stripes, plan.fanout, Plan::kFromProducer, plan.order[s],
+                                       plan.fed_by[s]);
+    uint32_t previous = home.empty ? Plan::kFromProducer
+                                   : (home.last_fast != Plan::kFromProducer ? home.last_fast
+                                                                            : static_cast<uint32_t>(plan.order[s].size() - 1));
+    for (size_t i = 1; i < site_groups.size(); ++i) {
+      uint32_t feeder = previous;
+      if (plan.fanout > 1) {
+        feeder = home.entries.empty() ? Plan::kFromProducer : home.entries[(i - 1 + s) % home.entries.size()];
       }
-      for (size_t i = 1; i < group.fast.size(); ++i) after_last(group.fast[(i + s) % group.fast.size()]);
-    }
-    // Nodes with slow members in a chain below: the healthy ones first, each node's slow members
-    // last in it, the slowest node last.
-    for (const NodeGroup* group : slow_groups) {
-      for (size_t i = 0; i < group->fast.size(); ++i) after_last(group->fast[(i + s) % group->fast.size()]);
-      for (uint32_t id : group->slow) after_last(id);
+      const PlacedSite placed = place_site(site_groups[i], s, stripes, plan.fanout, feeder, plan.order[s], plan.fed_by[s]);
+      if (!placed.empty) {
+        previous = placed.last_fast != Plan::kFromProducer ? placed.last_fast
+                                                           : static_cast<uint32_t>(plan.order[s].size() - 1);
+      }
     }
   }
   return plan;
 }
 
 Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow,
-                 const NodeOf& nodes) {
-  return plan_trees(std::move(members), stripes, 1, slow, nodes);
+                 const NodeOf& nodes, const SiteOf& sites) {
+  return plan_trees(std::move(members), stripes, 1, slow, nodes, sites);
 }
 
 Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains) {
@@ -185,41 +240,128 @@ Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains) {
   return plan;
 }
 
-Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
-  const auto gone = [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); };
+namespace {
+
+// Stripe `order`/`from` without the positions `gone` says, appended to `out_order`/`out_from`:
+// each child re-parented to its nearest ancestor that stays (parents come first, so theirs is
+// known).
+template <typename Gone>
+void keep_in_stripe(const std::vector<uint32_t>& order, const std::vector<uint32_t>& from, Gone gone,
+                    std::vector<uint32_t>& out_order, std::vector<uint32_t>& out_from) {
+  std::vector<uint32_t> moved_to(order.size(), Plan::kFromProducer);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (gone(i)) continue;
+    uint32_t parent = from[i];
+    while (parent != Plan::kFromProducer && gone(parent)) parent = from[parent];
+    moved_to[i] = static_cast<uint32_t>(out_order.size());
+    out_order.push_back(order[i]);
+    out_from.push_back(parent == Plan::kFromProducer ? Plan::kFromProducer : moved_to[parent]);
+  }
+}
+
+// A plan of `plan`'s stripes and fan-out, with no members yet.
+Plan empty_like(const Plan& plan) {
   Plan out;
   out.fanout = plan.fanout;
   out.order.resize(plan.stripes());
   out.fed_by.resize(plan.stripes());
+  return out;
+}
+
+std::string site_in(const SiteOf& sites, uint32_t id) {
+  const auto it = sites.find(id);
+  return it == sites.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
+  const auto gone = [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); };
+  Plan out = empty_like(plan);
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
     const auto& order = plan.order[s];
-    const auto& from = plan.fed_by[s];
-    // Each member's new position (kFromProducer: dropped); parents come first, so theirs is known.
-    std::vector<uint32_t> moved_to(order.size(), Plan::kFromProducer);
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (gone(order[i])) continue;
-      uint32_t parent = from[i];
-      while (parent != Plan::kFromProducer && gone(order[parent])) parent = from[parent];
-      moved_to[i] = static_cast<uint32_t>(out.order[s].size());
-      out.order[s].push_back(order[i]);
-      out.fed_by[s].push_back(parent == Plan::kFromProducer ? Plan::kFromProducer : moved_to[parent]);
-    }
+    keep_in_stripe(order, plan.fed_by[s], [&](size_t i) { return gone(order[i]); }, out.order[s], out.fed_by[s]);
   }
   out.slow = plan.slow;
   std::erase_if(out.slow, gone);
   return out;
 }
 
-Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved) {
-  Plan out = without_members(plan, moved);
-  for (uint32_t s = 0; s < out.stripes(); ++s) {
-    auto& order = out.order[s];
-    for (uint32_t id : moved) {
-      const auto& before = plan.order[s];
-      const bool was_there = std::find(before.begin(), before.end(), id) != before.end();
-      const bool placed = std::find(order.begin(), order.end(), id) != order.end();
-      if (was_there && !placed) append_after_last(order, out.fed_by[s], id);
+Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf& sites,
+              std::vector<uint32_t>* everyone_moved) {
+  // A member its parent in another site cannot reach (or the producer, for a member away from the
+  // producer's site): the link into its site failed, not the member. Its whole site moves, each
+  // stripe's part of it keeping its shape below the site's entry.
+  std::vector<std::string> moved_sites;
+  std::vector<uint32_t> alone;
+  for (uint32_t id : moved) {
+    const std::string own = site_in(sites, id);
+    bool across = false;
+    for (uint32_t s = 0; s < plan.stripes() && !sites.empty(); ++s) {
+      const auto& order = plan.order[s];
+      if (std::find(order.begin(), order.end(), id) == order.end()) continue;
+      const uint32_t parent = plan.parent(id, s);
+      across = across || (parent == 0 ? !own.empty() : site_in(sites, parent) != own);
     }
+    if (!across) {
+      alone.push_back(id);
+    } else if (std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) {
+      moved_sites.push_back(own);
+    }
+  }
+  const auto in_moved_site = [&](uint32_t id) {
+    return std::find(moved_sites.begin(), moved_sites.end(), site_in(sites, id)) != moved_sites.end();
+  };
+  const auto is_alone = [&](uint32_t id) { return std::find(alone.begin(), alone.end(), id) != alone.end(); };
+  Plan out = empty_like(plan);
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    const auto& order = plan.order[s];
+    const auto& from = plan.fed_by[s];
+    auto& out_order = out.order[s];
+    auto& out_from = out.fed_by[s];
+    keep_in_stripe(order, from, [&](size_t i) { return in_moved_site(order[i]) || is_alone(order[i]); }, out_order,
+                   out_from);
+    const size_t kept = out_order.size();
+    std::vector<uint32_t> moved_to(order.size(), Plan::kFromProducer);
+    for (const std::string& site : moved_sites) {
+      for (size_t i = 0; i < order.size(); ++i) {
+        if (site_in(sites, order[i]) != site) continue;
+        uint32_t parent = from[i];
+        while (parent != Plan::kFromProducer && is_alone(order[parent])) parent = from[parent];
+        const bool inside = parent != Plan::kFromProducer && site_in(sites, order[parent]) == site;
+        if (!inside) {
+          // An entry of the site: below the last member kept outside it and outside the site
+          // that fed it (failing that, outside it; failing that, the producer).
+          const std::string feeder_site = parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent]);
+          uint32_t feeder = Plan::kFromProducer;
+          for (bool strict : {true, false}) {
+            for (size_t k = kept; k-- > 0 && feeder == Plan::kFromProducer;) {
+              const std::string other = site_in(sites, out_order[k]);
+              if (other != site && (!strict || other != feeder_site)) feeder = static_cast<uint32_t>(k);
+            }
+          }
+          out_from.push_back(feeder);
+        } else {
+          out_from.push_back(moved_to[parent]);
+        }
+        moved_to[i] = static_cast<uint32_t>(out_order.size());
+        out_order.push_back(order[i]);
+      }
+    }
+    for (uint32_t id : alone) {
+      if (std::find(order.begin(), order.end(), id) != order.end()) append_after_last(out_order, out_from, id);
+    }
+  }
+  out.slow = plan.slow;
+  std::erase_if(out.slow, [&](uint32_t id) { return in_moved_site(id) || is_alone(id); });
+  if (everyone_moved != nullptr) {
+    std::set<uint32_t> all;
+    for (const auto& order : plan.order) {
+      for (uint32_t id : order) {
+        if (in_moved_site(id) || is_alone(id)) all.insert(id);
+      }
+    }
+    everyone_moved->assign(all.begin(), all.end());
   }
   return out;
 }

@@ -1,4 +1,4 @@
-#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/plan/rate_book.h"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // uplink carries everything, slow members at the tails, and the alpha-beta
 // slice size behaving as the model says. Who is slow is the rate book's
 // call (rate_book_test.cc).
-#include "broadcast/engine/planner.h"
+#include "broadcast/engine/plan/planner.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -285,6 +285,88 @@ TEST(Planner, DeathsInATreeReparentToAnAncestorAndNeverDeepenIt) {
     EXPECT_EQ(moved.fed_by[s].back(), moved.order[s].size() - 2);
     EXPECT_TRUE(moved.children_in(gone, s).empty());
   }
+}
+
+// Sites: each stripe crosses into each site once (one WAN copy of the version per site), the
+// producer's site first; in chains the sites follow one another, in trees every site takes the
+// stripe from an entry of the producer's site (one WAN hop). Nodes still enter once, slow members
+// stay inside their site's part, and a member whose parent cannot reach it (its site's link cut)
+// goes on from the last member, in another site.
+TEST(Planner, EachStripeEntersEachSiteOnce) {
+  std::mt19937 rng(17);
+  NodeOf nodes;
+  SiteOf sites;
+  // 60 members on 20 nodes of 3 (interleaved ids), nodes 0-4 in the producer's site (no site
+  // name), the rest in sites "east", "west" and "north".
+  const char* names[] = {"", "east", "west", "north"};
+  for (uint32_t id : members(60)) {
+    const uint32_t node = (id / 10) % 20;
+    nodes[id] = fmt::format("node{}", node);
+    if (node >= 5) sites[id] = names[node / 5];
+  }
+  const auto site = [&](uint32_t id) { return sites.count(id) ? sites.at(id) : std::string(); };
+  for (uint32_t fanout : {1u, 2u, 4u}) {
+    for (uint32_t stripes : {1u, 2u, 4u}) {
+      for (const std::vector<uint32_t>& slow : {std::vector<uint32_t>{}, std::vector<uint32_t>{70, 600, 20}}) {
+        auto m = members(60);
+        std::shuffle(m.begin(), m.end(), rng);
+        const Plan plan = plan_trees(m, stripes, fanout, slow, nodes, sites);
+        const std::string what = fmt::format("fan-out {}, {} stripes, {} slow", fanout, stripes, slow.size());
+        ASSERT_EQ(plan.stripes(), stripes);
+        for (uint32_t s = 0; s < stripes; ++s) {
+          ASSERT_EQ(plan.order[s].size(), 60u) << what;
+          std::map<std::string, int> site_entered, node_entered;
+          for (size_t i = 0; i < plan.order[s].size(); ++i) {
+            const uint32_t id = plan.order[s][i];
+            const uint32_t from = plan.fed_by[s][i];
+            ASSERT_TRUE(from == Plan::kFromProducer || from < i) << what;
+            const uint32_t parent = plan.parent(id, s);
+            if (parent == 0 || site(parent) != site(id)) ++site_entered[site(id)];
+            if (parent == 0 || nodes.at(parent) != nodes.at(id)) ++node_entered[nodes.at(id)];
+            // A WAN hop into a remote site comes from the producer's site in trees (in chains,
+            // from the site before it).
+            if (fanout > 1 && parent != 0 && site(parent) != site(id)) {
+              EXPECT_EQ(site(parent), "") << what;
+            }
+          }
+          EXPECT_EQ(site_entered.size(), 4u) << what;
+          for (const auto& [name, times] : site_entered) EXPECT_EQ(times, 1) << what << ": site '" << name << "'";
+          EXPECT_EQ(node_entered.size(), 20u) << what;
+          for (const auto& [name, times] : node_entered) EXPECT_EQ(times, 1) << what << ": " << name;
+          EXPECT_EQ(plan.heads()[s].size(), 1u) << what << ": only the producer's site takes it from the producer";
+          EXPECT_EQ(site(plan.head(s)), "") << what;
+        }
+      }
+    }
+  }
+  // Trees keep every site shallow: the producer's site's depth, one WAN hop, the site's own.
+  const Plan tree = plan_trees(members(60), 2, 2, {}, nodes, sites);
+  EXPECT_LE(tree.depth(), 3u + 1u + 3u + 2u) << "5 nodes deep at most 2 levels, 3 members a node";
+  // No member in the producer's site: in trees every site takes it from the producer, in chains
+  // the first does and the others from the site before.
+  SiteOf away = sites;
+  for (uint32_t id : members(60)) away.emplace(id, "south");
+  for (uint32_t fanout : {1u, 2u}) {
+    const Plan plan = plan_trees(members(60), 2, fanout, {}, nodes, away);
+    for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(plan.heads()[s].size(), fanout == 1 ? 1u : 4u) << fanout;
+  }
+  // A remote site's entry cut off from its parent: it moves below the last member, in another site,
+  // and the rest of its site below it (their parent, one by one, cut off too).
+  const Plan plan = plan_trees(members(60), 2, 2, {}, nodes, sites);
+  std::vector<uint32_t> cut;
+  for (uint32_t id : plan.order[0]) {
+    if (site(id) == "west") cut.push_back(id);
+  }
+  const Plan detour = to_tails(plan, cut);
+  for (uint32_t s = 0; s < 2; ++s) {
+    const auto& order = detour.order[s];
+    const uint32_t first_moved = static_cast<uint32_t>(order.size() - cut.size());
+    EXPECT_EQ(site(order[first_moved]), "west");
+    EXPECT_NE(site(detour.parent(order[first_moved], s)), "west") << "the detour comes from another site";
+    EXPECT_NE(site(detour.parent(order[first_moved], s)), "") << "over another site's link";
+  }
+  // Without sites, the plans are those of before.
+  EXPECT_EQ(plan_trees(members(60), 4, 2, {70}, nodes, {}).order, plan_trees(members(60), 4, 2, {70}, nodes).order);
 }
 
 // The shape per version: small versions are latency-bound (a tree's few hops win); large ones to

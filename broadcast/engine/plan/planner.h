@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "broadcast/engine/stripe_children.h"
+#include "broadcast/engine/plan/stripe_children.h"
 #include "core/status.h"
 
 namespace deltacast {
@@ -53,6 +53,9 @@ struct Plan {
 
 // Which node (host) each member runs on; members missing from it are each a node of their own.
 using NodeOf = std::map<uint32_t, std::string>;
+// Which site (datacenter, region) each member runs in; members missing from it share the
+// producer's site. Sites are joined by WAN links, the scarce resource between them.
+using SiteOf = std::map<uint32_t, std::string>;
 
 // Trees over `members` (any order; the plan orders them by id) for `stripes` stripes, each
 // member fanning a stripe out to at most `fanout` other nodes (1: chains), with the members of
@@ -63,11 +66,19 @@ using NodeOf = std::map<uint32_t, std::string>;
 // from stripe to stripe: with `stripes` = `fanout` each node forwards in about one stripe) and so
 // do the members within a node (each is the entry of some stripes); a slow member goes last in
 // its node, and nodes holding slow members go last.
+//
+// With `sites`, each stripe enters each site once, so each version crosses each WAN link into a
+// site once: the producer's site first, each other site's nodes in trees (or a chain) of their
+// own below its entry node, and a site's slow nodes in a chain below its own members. In chains
+// the sites follow one another; in trees each site takes the stripe from an entry of the
+// producer's site (one WAN hop from the producer's site to every site), the entries rotating over
+// sites and stripes. A site whose link fails goes on from another site: its members, unreachable
+// from their parents, move to the tails (to_tails), below the last site's last member.
 Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout, const std::vector<uint32_t>& slow = {},
-                const NodeOf& nodes = {});
+                const NodeOf& nodes = {}, const SiteOf& sites = {});
 // Chains: plan_trees with a fan-out of 1.
 Plan plan_chains(std::vector<uint32_t> members, uint32_t stripes, const std::vector<uint32_t>& slow = {},
-                 const NodeOf& nodes = {});
+                 const NodeOf& nodes = {}, const SiteOf& sites = {});
 
 // Chains in the order given, one per stripe (each member fed by the one before it).
 Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains);
@@ -84,7 +95,13 @@ Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
 // `plan` with the members of `moved` taken out of every stripe (their children re-parented as
 // above) and hung in a chain below its last member (in that order): a member its parent cannot
 // reach goes where it delays nobody, and stays in the plan in case only that link failed.
-Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved);
+// With `sites`, a moved member takes the members of its own site below it along (the link that
+// failed is likely the one into its site, and inside it they reach one another), and the block
+// hangs below the last member outside both its own site and its old parent's: a site whose link
+// failed takes the version from another site. `everyone_moved` (if given): the members moved,
+// `moved` and their sites' members, sorted.
+Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf& sites = {},
+              std::vector<uint32_t>* everyone_moved = nullptr);
 
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.

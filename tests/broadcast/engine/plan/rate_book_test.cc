@@ -4,7 +4,7 @@
 // pattern of two busy cores, where every link is, a sender limited by its own
 // uplink, a port slow both ways, hysteresis, and reports too small to mean
 // anything.
-#include "broadcast/engine/rate_book.h"
+#include "broadcast/engine/plan/rate_book.h"
 
 #include <gtest/gtest.h>
 
