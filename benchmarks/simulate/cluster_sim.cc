@@ -103,7 +103,18 @@ std::vector<uint32_t> gpu_ids(const ClusterSpec& c, uint32_t k) {
   return ids;
 }
 
-// deltacast's plan: the real planner over every GPU, grouped by node.
+// Every GPU's site but the producer's site's, as consumers name them.
+SiteOf site_map(const ClusterSpec& c) {
+  SiteOf sites;
+  for (uint32_t k = 0; k < c.nodes && c.sites > 1; ++k) {
+    const uint32_t site = site_of_node(c, k);
+    if (site == 0) continue;
+    for (uint32_t id : gpu_ids(c, k)) sites[id] = fmt::format("s{}", site);
+  }
+  return sites;
+}
+
+// deltacast's plan: the real planner over every GPU, grouped by node and site.
 Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes, uint32_t fanout,
                const std::vector<uint32_t>& slow_nodes) {
   std::vector<uint32_t> members;
@@ -116,7 +127,7 @@ Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, u
       if (std::find(slow_nodes.begin(), slow_nodes.end(), k) != slow_nodes.end()) slow.push_back(id);
     }
   }
-  return plan_trees(members, stripes, fanout, slow, nodes);
+  return plan_trees(members, stripes, fanout, slow, nodes, site_map(c));
 }
 
 // A plan over GPUs collapsed to the nodes it passes through: each stripe enters each node once
@@ -197,7 +208,13 @@ class SimCluster {
 Status SimCluster::build() {
   if (c_.nodes == 0 || c_.gpus_per_node == 0 || c_.rails == 0) return invalid_argument("an empty cluster");
   if (c_.rail_bytes_per_second <= 0 || c_.intra_bytes_per_second <= 0) return invalid_argument("rates must be positive");
+  if (c_.sites == 0 || c_.sites > c_.nodes) return invalid_argument("{} sites for {} nodes", c_.sites, c_.nodes);
   net_.set_latency(span(c_.latency_seconds));
+  for (uint32_t a = 0; a < c_.sites && c_.sites > 1; ++a) {
+    for (uint32_t b = a + 1; b < c_.sites; ++b) {
+      net_.set_wan(a, b, c_.wan_bytes_per_second, span(wan_latency_seconds(c_, a, b)));
+    }
+  }
   net_.set_slice_cost(span(c_.slice_cost_seconds));
   spray_.clock = &net_.clock();
   spray_.scheduler_thread = false;
@@ -214,6 +231,7 @@ Status SimCluster::build() {
     for (uint32_t r = 0; r < c_.rails; ++r) {
       const std::string host = rail_host(n, r);
       net_.set_port_rates(host, rate, rate);
+      if (c_.sites > 1) net_.set_site(host, n == kProducer ? 0 : site_of_node(c_, n - 1));
       if (c_.node_limit_bytes_per_second > 0) net_.set_node(host, fmt::format("node{}", n));
       node->local_rails.push_back(Endpoint{host, 0});
     }
@@ -407,6 +425,20 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       });
     }
   }
+  if (faults.cut_wan_site > 0) {
+    if (faults.cut_wan_site >= c_.sites || faults.cut_wan_keep >= c_.sites || faults.cut_wan_keep == faults.cut_wan_site) {
+      return invalid_argument("site {} cut off but for its link to site {}: not among {} sites", faults.cut_wan_site,
+                              faults.cut_wan_keep, c_.sites);
+    }
+    net_.loop().at(t0 + span(faults.cut_wan_at * expected), [this, faults, live] {
+      if (!*live) return;
+      for (uint32_t other = 0; other < c_.sites; ++other) {
+        if (other != faults.cut_wan_site && other != faults.cut_wan_keep) net_.set_wan_up(other, faults.cut_wan_site, false);
+      }
+    });
+  }
+  std::vector<uint64_t> wan_before(c_.sites);
+  for (uint32_t s = 0; s < c_.sites; ++s) wan_before[s] = net_.wan_bytes_into(s);
   for (uint32_t i = 0; i < faults.flapping_rails; ++i) {
     const uint32_t k = alive_[rng() % alive_.size()];
     const std::string host = rail_host(k + 1, static_cast<uint32_t>(rng() % c_.rails));
@@ -420,7 +452,20 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // unreachable, as consumers report it: two hops later the producer moves those nodes to the
   // tails, as a round does.
   const auto everyone_done = [&] { return incomplete_ == 0; };
-  std::set<uint32_t> moved;
+  std::set<std::pair<uint32_t, uint32_t>> reported;  // (parent node, child node), once each
+  std::set<uint32_t> tailed;                          // nodes moved to the tails alone
+  const SiteOf sites = site_map(c_);
+  // Whether `parent` feeds any of `child`'s GPUs in some stripe of the plan now (a report from
+  // a node that no longer does is stale: the child moved since).
+  const auto feeds = [&](uint32_t parent, uint32_t child) {
+    for (uint32_t s = 0; s < plan_.stripes(); ++s) {
+      for (uint32_t id : gpu_ids(c_, child - 1)) {
+        const uint32_t from = plan_.parent(id, s);
+        if (from == 0 ? parent == kProducer : (from - 1) / c_.gpus_per_node + 1 == parent) return true;
+      }
+    }
+    return false;
+  };
   std::function<void()> tick = [&, live] {
     if (!*live) return;
     for (auto& node : nodes_) {
@@ -429,11 +474,17 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       for (auto& kid : node->tree_kids) (void)kid->poll();
       if (!node->relay || topology_ == SimTopology::kBinaryTree) continue;
       for (uint32_t child : node->relay->unreachable_children()) {
-        if (!moved.insert(child).second) continue;
-        net_.loop().after(2 * net_.latency(), [&, child, stripes, live] {
+        if (!reported.insert({node->id, child}).second) continue;
+        net_.loop().after(2 * net_.latency(), [&, child, parent = node->id, stripes, live] {
           if (!*live || std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
+          // A node moves once alone (a hung one would go round the tails), and with its site
+          // each time the site's new parent cannot reach it either (its links to more than one
+          // site failed); a report from a node that no longer feeds it is stale.
+          if (tailed.count(child) || !feeds(parent, child)) return;
           ++result.replans;
-          plan_ = to_tails(plan_, gpu_ids(c_, child - 1));
+          std::vector<uint32_t> everyone;
+          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, &everyone);
+          if (everyone.size() == c_.gpus_per_node) tailed.insert(child);
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       }
@@ -467,6 +518,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       result.consumer_seconds.push_back(done);
       finished.push_back(done);
     }
+  }
+  for (uint32_t s = 0; s < c_.sites; ++s) {
+    result.wan_copies.push_back(static_cast<double>(net_.wan_bytes_into(s) - wan_before[s]) / static_cast<double>(bytes));
   }
   std::sort(finished.begin(), finished.end());
   result.seconds = finished.empty() ? 0 : finished.back();
@@ -514,6 +568,19 @@ void SimCluster::finish_version(uint32_t slice_bytes) {
 }
 
 }  // namespace
+
+uint32_t site_of_node(const ClusterSpec& c, uint32_t k) {
+  return c.sites <= 1 ? 0 : static_cast<uint32_t>(static_cast<uint64_t>(k) * c.sites / c.nodes);
+}
+
+double wan_latency_seconds(const ClusterSpec& c, uint32_t site_a, uint32_t site_b) {
+  // The links in a fixed order (0-1, 0-2, ..., 1-2, ...), their latencies evenly from min to max.
+  const uint32_t a = std::min(site_a, site_b), b = std::max(site_a, site_b);
+  const uint32_t links = c.sites * (c.sites - 1) / 2;
+  const uint32_t index = a * c.sites - a * (a + 1) / 2 + (b - a - 1);
+  const double step = links > 1 ? (c.wan_latency_max_seconds - c.wan_latency_min_seconds) / (links - 1) : 0;
+  return c.wan_latency_min_seconds + step * index;
+}
 
 Result<SimResult> simulate_versions(const ClusterSpec& cluster, const std::vector<uint64_t>& versions,
                                     SimTopology topology, const FaultSpec& faults) {

@@ -37,7 +37,17 @@ struct ClusterSpec {
   uint32_t fanout = 0;                     // deltacast's shape: 0 as version_shape picks it, 1 chains, k trees
   double slice_cost_seconds = 10e-6;       // what a port spends per slice besides its bytes
   double slice_alpha_seconds = 0;          // per-slice cost in the slice-size model (0: slice_cost_seconds)
+  // Sites: the nodes in this many equal blocks, the producer in the first; every two sites joined
+  // by a WAN link of this rate each way, the links' latencies spread evenly from min to max.
+  uint32_t sites = 1;
+  double wan_bytes_per_second = 12.5e9;  // 100 Gbit/s
+  double wan_latency_min_seconds = 0.02;
+  double wan_latency_max_seconds = 0.08;
 };
+
+// The site of rollout node k (0-based) and the latency of the WAN link between two sites.
+uint32_t site_of_node(const ClusterSpec& c, uint32_t k);
+double wan_latency_seconds(const ClusterSpec& c, uint32_t site_a, uint32_t site_b);
 
 enum class SimTopology { kDeltacast, kBinaryTree, kRing };
 
@@ -54,6 +64,12 @@ struct FaultSpec {
   // drop them after `detect_seconds` (0: the control link's dead_after, 1.5 s).
   bool silent = false;
   uint32_t flapping_rails = 0;   // rails (of random nodes) that go down and come back
+  // Every WAN link of this site but the one to `cut_wan_keep` fails at `cut_wan_at` of the bound
+  // (0: none; sites > 2 only): whichever site fed it, its nodes, unreachable from their parents,
+  // go on from the site it still reaches.
+  uint32_t cut_wan_site = 0;
+  uint32_t cut_wan_keep = 1;
+  double cut_wan_at = 0.3;
   double flap_down_seconds = 0.02;
   uint64_t seed = 1;
 };
@@ -79,6 +95,9 @@ struct SimResult {
   double wall_seconds = 0;
   uint64_t producer_bytes_out = 0;  // what the producer's rails carried
   uint64_t max_node_bytes_out = 0;  // the busiest rollout node's rails, out
+  // Bytes that crossed the WAN into each site in this version, over the version's bytes (site 0,
+  // the producer's, takes none).
+  std::vector<double> wan_copies;
   // The nodes this version's chains had at their tails: the rate book's verdict on the versions
   // before (every relay's link reports, as `staged` messages carry them).
   std::vector<uint32_t> slow_nodes;

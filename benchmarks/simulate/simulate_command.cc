@@ -56,6 +56,9 @@ struct SimulateArgs {
   uint32_t flapping_rails = 0;
   uint32_t slow_nodes = 1;
   double slow_factor = 0.1;
+  uint32_t sites = 1;               // the nodes in this many sites joined by WAN links
+  double wan_gbit = 100;
+  std::vector<double> wan_latency_ms{20, 80};  // the WAN links' latencies, spread from the first to the second
   bool baselines = true;
   uint64_t seed = 1;
   uint32_t jobs = std::max(1u, std::thread::hardware_concurrency());
@@ -100,6 +103,10 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   c.fanout = a.fanout;
   c.slice_alpha_seconds = a.slice_alpha_us * 1e-6;
   c.slice_cost_seconds = a.slice_cost_us * 1e-6;
+  c.sites = a.sites;
+  c.wan_bytes_per_second = a.wan_gbit * 1e9 / 8;
+  c.wan_latency_min_seconds = a.wan_latency_ms.front() * 1e-3;
+  c.wan_latency_max_seconds = a.wan_latency_ms.back() * 1e-3;
   Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
               {"consumers", c.nodes * c.gpus_per_node},
               {"nodes", c.nodes},
@@ -143,6 +150,13 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   f.seed = a.seed;
   if (a.dead_fraction > 0 || a.flapping_rails > 0) {
     runs.push_back({"faults", [&] { return simulate_versions(c, versions, SimTopology::kDeltacast, f); }});
+  }
+  // Sites: the last site's WAN links fail mid-version but its link to site 1.
+  FaultSpec cut;
+  cut.cut_wan_site = c.sites - 1;
+  cut.cut_wan_keep = 1;
+  if (c.sites > 2) {
+    runs.push_back({"wan_cut", [&] { return simulate_versions(c, versions, SimTopology::kDeltacast, cut); }});
   }
   // Slow nodes in the middle of the node order: the first version finds them (the rate book
   // judges the relays' link reports), the one reported has them at the chains' tails.
@@ -203,6 +217,20 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
     row["faults"]["vs_fault_free"] = faulty.seconds / clean.seconds;
     row["survivors_complete"] = clean.survivors_complete && faulty.survivors_complete;
   }
+  if (c.sites > 1) {
+    // Each remote site's WAN bytes over the version's; a cut link's cost against the version's
+    // time over a detour (its bytes over one WAN link and the two longest links' latencies).
+    row["sites"] = c.sites;
+    row["wan_copies"] = std::vector<double>(clean.wan_copies.begin() + 1, clean.wan_copies.end());
+  }
+  if (done.count("wan_cut")) {
+    const SimResult& r = done.at("wan_cut");
+    row["wan_cut"] = result_json(r, a.per_consumer);
+    row["wan_cut"]["site"] = cut.cut_wan_site;
+    row["wan_cut"]["extra_seconds"] = r.seconds - clean.seconds;
+    row["wan_cut"]["detour_seconds"] = static_cast<double>(bytes) / c.wan_bytes_per_second + 2 * c.wan_latency_max_seconds;
+    row["survivors_complete"] = row["survivors_complete"].get<bool>() && r.survivors_complete;
+  }
   if (done.count("slow")) {
     const SimResult& r = done.at("slow");
     row["slow"] = result_json(r, a.per_consumer);
@@ -252,6 +280,14 @@ int run(const SimulateArgs& a) {
                      r["faults"]["dead_nodes"].get<uint32_t>());
         }
         if (r.contains("slow")) fmt::print("  slow: median x{:.3f}", r["slow"]["median_vs_fault_free"].get<double>());
+        if (r.contains("wan_copies")) {
+          const auto copies = r["wan_copies"].get<std::vector<double>>();
+          fmt::print("  WAN copies per site max {:.3f}", *std::max_element(copies.begin(), copies.end()));
+        }
+        if (r.contains("wan_cut")) {
+          fmt::print("; site {} cut off: +{:.4f} s (detour {:.4f} s)", r["wan_cut"]["site"].get<uint32_t>(),
+                     r["wan_cut"]["extra_seconds"].get<double>(), r["wan_cut"]["detour_seconds"].get<double>());
+        }
         fmt::print("  [{:.1f} s wall]\n", r["deltacast"]["wall_seconds"].get<double>());
       }
       rows.push_back(std::move(row).value());
@@ -320,6 +356,13 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--flapping-rails", a->flapping_rails, "Rails going down and up mid-version")->capture_default_str();
   cmd->add_option("--slow-nodes", a->slow_nodes, "Slow nodes (0: none)")->capture_default_str();
   cmd->add_option("--slow-factor", a->slow_factor, "Their rails' rate factor")->capture_default_str();
+  cmd->add_option("--sites", a->sites, "Sites the nodes are split into (the producer in the first), joined by WAN links")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--wan-gbit", a->wan_gbit, "Each WAN link's rate, Gbit/s each way")->capture_default_str();
+  cmd->add_option("--wan-latency-ms", a->wan_latency_ms, "The WAN links' latencies, spread from the first to the second")
+      ->expected(1, 2)
+      ->capture_default_str();
   cmd->add_flag("!--no-baselines", a->baselines, "Skip the binary tree and ring baselines");
   cmd->add_option("--jobs", a->jobs, "Simulations run side by side (one core each)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Fault seed")->capture_default_str();

@@ -50,6 +50,7 @@ struct Copy {
   TimePoint expected;  // predicted completion
   TimePoint deadline;
   bool probe;
+  TimePoint posted{};
   bool expired = false;
 };
 
@@ -111,7 +112,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     if (c.probe) rail.probe_inflight = false;
     const bool current = active() && c.transfer == transfer();
     if (current && !c.expired) table.drop_copy(c.slice);
-    rail.estimate.on_done(c.bytes, status.ok(), c.expected, now);
+    rail.estimate.on_done(c.bytes, status.ok(), c.expected, now, c.posted);
     if (status.ok()) {
       if (current) last_heard = now;
       rail.health.on_success(now);
@@ -153,7 +154,8 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
                  length,
                  now + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(predicted)),
                  now + deadline_span,
-                 probe};
+                 probe,
+                 now};
     copies.emplace(id, c);
     table.add_copy(slice);
     if (probe) {

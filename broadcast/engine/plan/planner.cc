@@ -303,15 +303,16 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
       const uint32_t parent = plan.parent(id, s);
       across = across || (parent == 0 ? !own.empty() : site_in(sites, parent) != own);
     }
-    if (!across) {
-      alone.push_back(id);
-    } else if (std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) {
-      moved_sites.push_back(own);
-    }
+    if (across && !own.empty() && std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) moved_sites.push_back(own);
   }
   const auto in_moved_site = [&](uint32_t id) {
     return std::find(moved_sites.begin(), moved_sites.end(), site_in(sites, id)) != moved_sites.end();
   };
+  // The others move alone (a member its own site's parent cannot reach: the member, or its
+  // link, failed), unless their site moves.
+  for (uint32_t id : moved) {
+    if (!in_moved_site(id)) alone.push_back(id);
+  }
   const auto is_alone = [&](uint32_t id) { return std::find(alone.begin(), alone.end(), id) != alone.end(); };
   Plan out = empty_like(plan);
   for (uint32_t s = 0; s < plan.stripes(); ++s) {

@@ -26,7 +26,7 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
   }
   const uint64_t id = next_id_++;  // outstanding_ holds every id from first_id_ on
   outstanding_.push_back(Outstanding{slice, std::move(done)});
-  if (!network_->up(from_) || !network_->up(to_)) return;  // lost on the way: only a deadline notices
+  if (!network_->passable(from_, to_)) return;  // lost on the way: only a deadline notices
   // It leaves the sender's port in this channel's turn (started); then it queues for the
   // receiver's.
   network_->send_out(from_, flow_, slice.length, id);
@@ -37,8 +37,9 @@ void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
   if (sent == nullptr) return;  // failed by a reset meanwhile
   const auto reach = [this, alive = alive_, id, length = sent->slice.length, start, left] {
     if (!*alive) return;
+    const TimePoint across = network_->cross(from_, to_, length, start);
     const TimePoint in = network_->enter(to_, length, start);
-    network_->loop().at(std::max(left, in) + network_->latency(), [this, alive, id] {
+    network_->loop().at(std::max({left, across, in}) + network_->latency(from_, to_), [this, alive, id] {
       if (*alive) arrive(id);
     });
   };
@@ -52,7 +53,7 @@ void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
 void SimChannel::arrive(uint64_t id) {
   const Outstanding* pending = find(id);
   if (pending == nullptr) return;  // failed by a reset meanwhile
-  if (!network_->up(from_) || !network_->up(to_)) return;  // a port went down under it
+  if (!network_->passable(from_, to_)) return;  // a port or WAN link went down under it
   const SliceRef slice = pending->slice;  // a copy: the receiver may reset this channel
   SliceSink* sink = *receiver_;
   Status status;
@@ -63,7 +64,7 @@ void SimChannel::arrive(uint64_t id) {
   } else if (!sink->complete(slice, *landing, /*verified=*/true)) {
     status = corrupt("{}: the receiver did not accept slice {}", rail_.to_string(), slice.index);
   }
-  network_->loop().after(network_->latency(), [this, alive = alive_, id, status] {
+  network_->loop().after(network_->latency(from_, to_), [this, alive = alive_, id, status] {
     if (!*alive) return;
     Outstanding* sent = find(id);
     if (sent == nullptr) return;

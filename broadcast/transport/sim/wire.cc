@@ -176,7 +176,54 @@ TimePoint SimNetwork::enter(uint32_t to, uint32_t bytes, TimePoint at) {
 
 TimePoint SimNetwork::transmit(uint32_t from, uint32_t to, uint32_t bytes) {
   const auto [start, left] = leave(from, bytes);
-  return std::max(left, enter(to, bytes, start)) + latency_;
+  const TimePoint across = cross(from, to, bytes, start);
+  return std::max({left, across, enter(to, bytes, start)}) + latency(from, to);
 }
+
+void SimNetwork::set_site(const std::string& host, uint32_t site) {
+  ports_[port_of(host)].site = static_cast<int>(site);
+  if (wan_bytes_in_.size() <= site) wan_bytes_in_.resize(site + 1, 0);
+}
+
+void SimNetwork::set_wan(uint32_t site_a, uint32_t site_b, double bytes_per_second, Duration latency) {
+  for (auto key : {std::make_pair(site_a, site_b), std::make_pair(site_b, site_a)}) {
+    WanLink& link = wan_[key];
+    link.bytes_per_second = bytes_per_second;
+    link.latency = latency;
+  }
+}
+
+void SimNetwork::set_wan_up(uint32_t site_a, uint32_t site_b, bool up) {
+  for (auto key : {std::make_pair(site_a, site_b), std::make_pair(site_b, site_a)}) wan_[key].up = up;
+}
+
+SimNetwork::WanLink* SimNetwork::wan(int a, int b) {
+  if (a < 0 || b < 0 || a == b) return nullptr;
+  const auto it = wan_.find({static_cast<uint32_t>(a), static_cast<uint32_t>(b)});
+  return it == wan_.end() ? nullptr : &it->second;
+}
+
+const SimNetwork::WanLink* SimNetwork::wan(int a, int b) const { return const_cast<SimNetwork*>(this)->wan(a, b); }
+
+Duration SimNetwork::latency(uint32_t from, uint32_t to) const {
+  const WanLink* link = wan(ports_[from].site, ports_[to].site);
+  return link == nullptr ? latency_ : link->latency;
+}
+
+bool SimNetwork::passable(uint32_t from, uint32_t to) const {
+  if (!up(from) || !up(to)) return false;
+  const WanLink* link = wan(ports_[from].site, ports_[to].site);
+  return link == nullptr || link->up;
+}
+
+TimePoint SimNetwork::cross(uint32_t from, uint32_t to, uint32_t bytes, TimePoint at) {
+  WanLink* link = wan(ports_[from].site, ports_[to].site);
+  if (link == nullptr) return at;
+  wan_bytes_in_[static_cast<size_t>(ports_[to].site)] += bytes;
+  TimePoint start = at;
+  return std::max(hold(link->share, link->bytes_per_second, bytes, start), start);
+}
+
+uint64_t SimNetwork::wan_bytes_into(uint32_t site) const { return site < wan_bytes_in_.size() ? wan_bytes_in_[site] : 0; }
 
 }  // namespace deltacast::sim

@@ -21,13 +21,17 @@
 // hold the receiver's port for slices that have not left yet); it arrives one
 // latency after the later of the two is done. Ports may be grouped into a node whose PCIe/NIC limit they share, also
 // each way. A port that is down drops what crosses it silently, the way a
-// pulled cable stalls a connection.
+// pulled cable stalls a connection. Ports may be placed in sites: a slice between two sites also
+// crosses their WAN link (each direction a port of its own, first come first served at the link's
+// rate, shared by every flow between them) and takes the link's latency instead of the network's;
+// a WAN link that is down drops what crosses it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -96,6 +100,21 @@ class SimNetwork {
   void set_node_limit(const std::string& node, double bytes_per_second);
   void set_latency(Duration latency) { latency_ = latency; }
   Duration latency() const { return latency_; }
+  // Sites: a host's (none: the network's own), and the WAN link between two sites, both ways
+  // (0 bytes/s: no limit). Sites with no link given between them are joined at no limit and the
+  // network's latency.
+  void set_site(const std::string& host, uint32_t site);
+  void set_wan(uint32_t site_a, uint32_t site_b, double bytes_per_second, Duration latency);
+  void set_wan_up(uint32_t site_a, uint32_t site_b, bool up);
+  // The latency between two ports (a WAN link's between sites).
+  Duration latency(uint32_t from, uint32_t to) const;
+  // Whether a slice can go from one port to the other (both up, and their WAN link if any).
+  bool passable(uint32_t from, uint32_t to) const;
+  // When a slice of `bytes` from port `from` that starts leaving at `at` is across the WAN link
+  // to port `to` (`at` itself within a site). Called in time order.
+  TimePoint cross(uint32_t from, uint32_t to, uint32_t bytes, TimePoint at);
+  // Bytes that crossed WAN links into `site` so far.
+  uint64_t wan_bytes_into(uint32_t site) const;
   // What a port spends on every slice besides its bytes (posting it, its completion, the relay's
   // turn): with it, smaller slices are not free, as on a real NIC.
   void set_slice_cost(Duration cost) { slice_cost_ = cost; }
@@ -162,8 +181,18 @@ class SimNetwork {
     PortModel model;
     Share out, in;
     int node = -1;
+    int site = -1;
     Outbox outbox;
   };
+  struct WanLink {  // one direction between two sites
+    double bytes_per_second = 0;
+    Duration latency{};
+    bool up = true;
+    Share share;
+  };
+  // The link from site a to site b (null: none given).
+  WanLink* wan(int a, int b);
+  const WanLink* wan(int a, int b) const;
   struct Node {
     double bytes_per_second = 0;
     Share out, in;
@@ -183,6 +212,8 @@ class SimNetwork {
   std::vector<Port> ports_;
   std::unordered_map<std::string, uint32_t> port_index_;
   std::vector<Node> nodes_;
+  std::map<std::pair<uint32_t, uint32_t>, WanLink> wan_;  // (from site, to site)
+  std::vector<uint64_t> wan_bytes_in_;                     // by site
   std::unordered_map<std::string, uint32_t> node_index_;
   std::unordered_map<std::string, SliceSink*> listeners_;  // unbound ones stay, null (see sink_slot)
   std::unordered_map<std::string, uint16_t> next_port_;

@@ -70,5 +70,45 @@ TEST(RailEstimator, AnAssumedRateOpensTheWindowUntilTheFirstSampleReplacesIt) {
   EXPECT_NEAR(e.bandwidth(), 5e9, 1e8);
 }
 
+// A long round trip: a rail whose slices take 100 ms more than their bytes' time (a WAN) holds
+// its queue target's worth of its rate plus twice that round trip's, so that a window does not
+// cap it at a fraction of the link; on a LAN rail, where the round trip is about a slice's own
+// time, the window is the queue target's alone.
+TEST(RailEstimator, ALongRoundTripWidensTheWindowAndALanRailsStaysAsItWas) {
+  const uint32_t slice = 1 << 20;
+  const auto target = std::chrono::milliseconds(8);
+  RailEstimator wan;
+  TimePoint t{};
+  // Eight slices a round trip (1 ms of bytes each at 1 GB/s, 100 ms of round trip), so the rate
+  // measured is what that window carries.
+  for (uint32_t i = 0; i < 4; ++i) {
+    for (int k = 0; k < 8; ++k) wan.on_post(slice, t);
+    const TimePoint posted = t;
+    t += std::chrono::milliseconds(101);
+    for (int k = 0; k < 8; ++k) wan.on_done(slice, true, t, t, posted);
+  }
+  ASSERT_GT(wan.bandwidth(), 0);
+  EXPECT_NEAR(wan.base_delay(), 0.101, 1e-6);
+  const double rate = wan.bandwidth();
+  // Room up to rate x (8 ms + 202 ms), not rate x 8 ms: the next round trip carries twice.
+  wan.on_post(static_cast<uint32_t>(rate * 0.190), t);
+  EXPECT_TRUE(wan.has_room(slice, slice, target));
+  wan.on_post(static_cast<uint32_t>(rate * 0.030), t);
+  EXPECT_FALSE(wan.has_room(slice, slice, target));
+
+  RailEstimator lan;
+  t = TimePoint{};
+  for (uint32_t i = 0; i < RailEstimator::kFirstSampleSlices; ++i) {
+    lan.on_post(slice, t);
+    const TimePoint posted = t;
+    t += std::chrono::microseconds(1100);  // 1 ms of bytes, 100 us of round trip
+    lan.on_done(slice, true, t, t, posted);
+  }
+  const double lan_rate = lan.bandwidth();
+  lan.on_post(static_cast<uint32_t>(lan_rate * 0.0075), t);
+  EXPECT_TRUE(lan.has_room(static_cast<uint32_t>(lan_rate * 0.0004), slice, target));
+  EXPECT_FALSE(lan.has_room(static_cast<uint32_t>(lan_rate * 0.0010), slice, target)) << "8 ms of its rate, no more";
+}
+
 }  // namespace
 }  // namespace deltacast

@@ -173,6 +173,33 @@ TEST(SimTransport, APortSharedBySendersIsShared) {
   EXPECT_NEAR(secs(d), 2.0, 1e-3);
 }
 
+// Sites: a slice between two sites crosses their WAN link, at its rate (shared by every flow
+// between them, each way) and its latency instead of the network's; within a site nothing
+// changes; the bytes into each site are counted; a link that is down cannot be crossed.
+TEST(SimTransport, AWanLinkBetweenSitesIsSharedAndHasItsOwnLatency) {
+  SimNetwork net;
+  net.set_latency(std::chrono::microseconds(5));
+  for (const char* host : {"a1", "a2"}) net.set_site(host, 0);
+  for (const char* host : {"b1", "b2"}) net.set_site(host, 1);
+  net.set_wan(0, 1, 100e6, std::chrono::milliseconds(40));
+  const TimePoint local = net.transmit(net.port_of("a1"), net.port_of("a2"), 1000);
+  EXPECT_NEAR(secs(local), 5e-6, 1e-7) << "within a site: the network's latency, no WAN";
+  const TimePoint x = net.transmit(net.port_of("a1"), net.port_of("b1"), 100'000'000);
+  const TimePoint y = net.transmit(net.port_of("a2"), net.port_of("b2"), 100'000'000);
+  EXPECT_NEAR(secs(x), 1.04, 1e-3) << "1 s at the link's rate and its 40 ms";
+  EXPECT_NEAR(secs(y), 2.04, 1e-3) << "the second flow waits for the shared link";
+  const TimePoint back = net.transmit(net.port_of("b1"), net.port_of("a1"), 100'000'000);
+  EXPECT_NEAR(secs(back), 1.04, 1e-3) << "the other direction is a link of its own";
+  EXPECT_EQ(net.wan_bytes_into(1), 200'000'000u);
+  EXPECT_EQ(net.wan_bytes_into(0), 100'000'000u);
+  EXPECT_EQ(net.latency(net.port_of("a1"), net.port_of("b2")), std::chrono::milliseconds(40));
+  EXPECT_TRUE(net.passable(net.port_of("a1"), net.port_of("b1")));
+  net.set_wan_up(1, 0, false);
+  EXPECT_FALSE(net.passable(net.port_of("a1"), net.port_of("b1")));
+  EXPECT_FALSE(net.passable(net.port_of("b2"), net.port_of("a2")));
+  EXPECT_TRUE(net.passable(net.port_of("a1"), net.port_of("a2"))) << "a site's own network still works";
+}
+
 // A port's per-slice cost: ten slices of 1 MB at 1 GB/s with 100 us each hold the port for 11 ms
 // (plus the hop's latency), one slice of the same 10 MB for 10.1 ms.
 TEST(SimTransport, APortSpendsItsSliceCostOnEverySlice) {
