@@ -453,7 +453,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // tails, as a round does.
   const auto everyone_done = [&] { return incomplete_ == 0; };
   std::set<std::pair<uint32_t, uint32_t>> reported;  // (parent node, child node), once each
-  std::set<uint32_t> tailed;                          // nodes moved to the tails alone
+  std::set<uint32_t> tailed;                          // nodes moved to the tails
   const SiteOf sites = site_map(c_);
   // Whether `parent` feeds any of `child`'s GPUs in some stripe of the plan now (a report from
   // a node that no longer does is stale: the child moved since).
@@ -482,9 +482,8 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
           // site failed); a report from a node that no longer feeds it is stale.
           if (tailed.count(child) || !feeds(parent, child)) return;
           ++result.replans;
-          std::vector<uint32_t> everyone;
-          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, &everyone);
-          if (everyone.size() == c_.gpus_per_node) tailed.insert(child);
+          tailed.insert(child);  // at the tails; the rest of its site, if moved along, may move again
+          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites);
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       }

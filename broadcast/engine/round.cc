@@ -17,7 +17,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // Where the round stands, read from the member table.
 struct RoundLook {
   std::set<uint32_t> committed, failed, gone, staged;
-  std::set<uint32_t> unreachable;  // reported by their parents in this transfer
+  // Members reported unreachable in this transfer, each with who reported it (0: the producer).
+  std::map<uint32_t, std::set<uint32_t>> unreachable;
   std::map<uint32_t, std::string> have;
   uint64_t progress = 0;  // grows with every slice, staging and commit anywhere
 
@@ -39,7 +40,9 @@ RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector
       look.progress += r.arrived;
       look.have[id] = r.have;
     }
-    if (r.unreachable_transfer == transfer) look.unreachable.insert(r.unreachable.begin(), r.unreachable.end());
+    if (r.unreachable_transfer == transfer) {
+      for (uint32_t child : r.unreachable) look.unreachable[child].insert(id);
+    }
     if (r.committed >= version) {
       look.committed.insert(id);
       look.staged.insert(id);
@@ -151,12 +154,24 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   bool all_staged = false;
   RoundLook look;
   std::set<uint32_t> moved;  // sent to the tails once, as unreachable
+  // A report counts if it came from a member that feeds `id` now: one made against the plan
+  // before (its site moved since, say) is stale.
+  const auto fresh = [&](uint32_t id, const std::set<uint32_t>& reporters) {
+    for (uint32_t s = 0; s < plan.stripes(); ++s) {
+      const auto& order = plan.order[s];
+      if (std::find(order.begin(), order.end(), id) != order.end() && reporters.count(plan.parent(id, s))) return true;
+    }
+    return false;
+  };
+  const auto to_move = [&](uint32_t id) {
+    const auto it = look.unreachable.find(id);
+    return it != look.unreachable.end() && moved.count(id) == 0 && fresh(id, it->second);
+  };
   for (;;) {
     membership_.wait(Millis(100), [&](const std::map<uint32_t, MemberRecord>& all) {
       look = look_at(all, targets, spec.version, spec.transfer);
       const bool broken = std::any_of(in_plan.begin(), in_plan.end(), [&](uint32_t id) {
-        return look.gone.count(id) != 0 || look.failed.count(id) != 0 ||
-               (look.unreachable.count(id) != 0 && moved.count(id) == 0);
+        return look.gone.count(id) != 0 || look.failed.count(id) != 0 || to_move(id);
       });
       return look.finished(targets.size()) || broken || look.progress != last_progress;
     });
@@ -189,11 +204,11 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (uint32_t id : in_plan) {
       if (look.gone.count(id) || look.failed.count(id)) dropped.push_back(id);
     }
-    std::set<uint32_t> reported = look.unreachable;
-    for (uint32_t id : relay_.unreachable_children()) reported.insert(id);
-    for (uint32_t id : reported) {
+    for (uint32_t id : relay_.unreachable_children()) look.unreachable[id].insert(0);  // the producer's own
+    for (const auto& [id, reporters] : look.unreachable) {
       const bool in_the_plan = std::find(in_plan.begin(), in_plan.end(), id) != in_plan.end();
-      if (in_the_plan && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && moved.insert(id).second) {
+      if (in_the_plan && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && to_move(id)) {
+        moved.insert(id);
         unreachable.push_back(id);
       }
     }
@@ -206,11 +221,10 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     if (in_plan.empty()) continue;
     plan = without_members(plan, dropped);  // the pipelines go on where they are
     if (!unreachable.empty()) {
-      // A site moved whole (its link failed) counts as moved: its other members' reports against
-      // the plan before are stale.
+      // The rest of a site moved with them (its link may have failed) may move again: when its
+      // new parent cannot reach it either (a report from that parent, fresh above).
       std::vector<uint32_t> everyone_moved;
       plan = to_tails(plan, unreachable, sites, &everyone_moved);
-      moved.insert(everyone_moved.begin(), everyone_moved.end());
       log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
                  fmt::join(unreachable, ","),
                  everyone_moved.size() > unreachable.size()

@@ -53,10 +53,10 @@ bool RailEstimator::has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::
   // relays start new children at their siblings' rate. (A looser test, one slice's time, let
   // more rails widen and queue at the WAN link: 64 simulated consumers in 4 sites re-sent up to
   // 1.75x a version's bytes into a site, against 1.02x.)
+  if (known == 0) return inflight_ == 0 || inflight_ + bytes <= 2.0 * slice_bytes;
   const double target = std::chrono::duration<double>(queue_target).count();
   const double delay = base_delay() > target + 2.0 * slice_bytes / known ? 2 * base_delay() : 0.0;
-  const double window =
-      known == 0 ? 2.0 * slice_bytes : std::max(2.0 * slice_bytes, known * target + bandwidth_ * delay);
+  const double window = std::max(2.0 * slice_bytes, known * target + bandwidth_ * delay);
   return inflight_ == 0 || static_cast<double>(inflight_ + bytes) <= window;
 }
 

@@ -50,7 +50,7 @@ struct Copy {
   TimePoint expected;  // predicted completion
   TimePoint deadline;
   bool probe;
-  TimePoint posted{};
+  TimePoint posted = TimePoint::min();
   bool expired = false;
 };
 

@@ -108,7 +108,7 @@ struct SiteGroups {
 // Where a site's part of a stripe went in the stripe's order.
 struct PlacedSite {
   std::vector<uint32_t> entries;  // its fast nodes' entries, by heap position
-  uint32_t last_fast = Plan::kFromProducer;  // its last member outside the slow chain (none: kFromProducer)
+  uint32_t last_fast = Plan::kFromProducer;  // its last healthy member, its fast nodes' first (none: kFromProducer)
   bool empty = true;
 };
 
@@ -139,6 +139,8 @@ PlacedSite place_site(const SiteGroups& site, uint32_t s, uint32_t stripes, uint
   placed.last_fast = n == 0 ? Plan::kFromProducer : last;
   for (const NodeGroup* group : site.slow) {
     for (size_t i = 0; i < group->fast.size(); ++i) place(group->fast[(i + s) % group->fast.size()], last);
+    // A site of slow nodes only: its last healthy member, if any, feeds the next site in chains.
+    if (placed.last_fast == Plan::kFromProducer && !group->fast.empty()) placed.last_fast = last;
     for (uint32_t id : group->slow) place(id, last);
   }
   return placed;
@@ -289,50 +291,55 @@ Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
 
 Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf& sites,
               std::vector<uint32_t>* everyone_moved) {
-  // A member its parent in another site cannot reach (or the producer, for a member away from the
-  // producer's site): the link into its site failed, not the member. Its whole site moves, each
-  // stripe's part of it keeping its shape below the site's entry.
-  std::vector<std::string> moved_sites;
-  std::vector<uint32_t> alone;
+  // Every member of `moved` goes to the tails, once each, in that order (a member that hung
+  // delays nobody there, and stays in case only its link failed).
+  std::vector<uint32_t> tails;
   for (uint32_t id : moved) {
+    if (std::find(tails.begin(), tails.end(), id) == tails.end()) tails.push_back(id);
+  }
+  const auto to_tail = [&](uint32_t id) { return std::find(tails.begin(), tails.end(), id) != tails.end(); };
+  // A member its parent in another site cannot reach (or the producer, for a member away from the
+  // producer's site): the link into its site may have failed. The rest of its site moves too, as
+  // a block keeping its shape, below a third site.
+  std::vector<std::string> moved_sites;
+  for (uint32_t id : tails) {
     const std::string own = site_in(sites, id);
     bool across = false;
-    for (uint32_t s = 0; s < plan.stripes() && !sites.empty(); ++s) {
+    for (uint32_t s = 0; s < plan.stripes() && !own.empty(); ++s) {
       const auto& order = plan.order[s];
       if (std::find(order.begin(), order.end(), id) == order.end()) continue;
       const uint32_t parent = plan.parent(id, s);
-      across = across || (parent == 0 ? !own.empty() : site_in(sites, parent) != own);
+      across = across || (parent == 0 || site_in(sites, parent) != own);
     }
-    if (across && !own.empty() && std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) moved_sites.push_back(own);
+    if (across && std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) moved_sites.push_back(own);
   }
-  const auto in_moved_site = [&](uint32_t id) {
-    return std::find(moved_sites.begin(), moved_sites.end(), site_in(sites, id)) != moved_sites.end();
+  const auto in_block = [&](uint32_t id) {
+    return !to_tail(id) &&
+           std::find(moved_sites.begin(), moved_sites.end(), site_in(sites, id)) != moved_sites.end();
   };
-  // The others move alone (a member its own site's parent cannot reach: the member, or its
-  // link, failed), unless their site moves.
-  for (uint32_t id : moved) {
-    if (!in_moved_site(id)) alone.push_back(id);
-  }
-  const auto is_alone = [&](uint32_t id) { return std::find(alone.begin(), alone.end(), id) != alone.end(); };
   Plan out = empty_like(plan);
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
     const auto& order = plan.order[s];
     const auto& from = plan.fed_by[s];
     auto& out_order = out.order[s];
     auto& out_from = out.fed_by[s];
-    keep_in_stripe(order, from, [&](size_t i) { return in_moved_site(order[i]) || is_alone(order[i]); }, out_order,
-                   out_from);
+    keep_in_stripe(order, from, [&](size_t i) { return in_block(order[i]) || to_tail(order[i]); }, out_order, out_from);
     const size_t kept = out_order.size();
     std::vector<uint32_t> moved_to(order.size(), Plan::kFromProducer);
     for (const std::string& site : moved_sites) {
+      uint32_t root = Plan::kFromProducer;  // where the block enters the site, once
       for (size_t i = 0; i < order.size(); ++i) {
-        if (site_in(sites, order[i]) != site) continue;
+        if (!in_block(order[i]) || site_in(sites, order[i]) != site) continue;
         uint32_t parent = from[i];
-        while (parent != Plan::kFromProducer && is_alone(order[parent])) parent = from[parent];
+        while (parent != Plan::kFromProducer && to_tail(order[parent])) parent = from[parent];
         const bool inside = parent != Plan::kFromProducer && site_in(sites, order[parent]) == site;
-        if (!inside) {
-          // An entry of the site: below the last member kept outside it and outside the site
-          // that fed it (failing that, outside it; failing that, the producer).
+        if (!inside && root != Plan::kFromProducer) {
+          // Another member the moved entry fed: from the block's entry, inside the site (its
+          // fan-out grows, as with deaths), so the stripe still crosses into the site once.
+          out_from.push_back(root);
+        } else if (!inside) {
+          // An entry of the block: below the last member kept outside its site and outside the
+          // site that fed it (failing that, outside its site; failing that, the producer).
           const std::string feeder_site = parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent]);
           uint32_t feeder = Plan::kFromProducer;
           for (bool strict : {true, false}) {
@@ -342,6 +349,7 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
             }
           }
           out_from.push_back(feeder);
+          root = static_cast<uint32_t>(out_order.size());
         } else {
           out_from.push_back(moved_to[parent]);
         }
@@ -349,17 +357,17 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
         out_order.push_back(order[i]);
       }
     }
-    for (uint32_t id : alone) {
+    for (uint32_t id : tails) {
       if (std::find(order.begin(), order.end(), id) != order.end()) append_after_last(out_order, out_from, id);
     }
   }
   out.slow = plan.slow;
-  std::erase_if(out.slow, [&](uint32_t id) { return in_moved_site(id) || is_alone(id); });
+  std::erase_if(out.slow, [&](uint32_t id) { return in_block(id) || to_tail(id); });
   if (everyone_moved != nullptr) {
     std::set<uint32_t> all;
     for (const auto& order : plan.order) {
       for (uint32_t id : order) {
-        if (in_moved_site(id) || is_alone(id)) all.insert(id);
+        if (in_block(id) || to_tail(id)) all.insert(id);
       }
     }
     everyone_moved->assign(all.begin(), all.end());

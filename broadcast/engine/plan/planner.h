@@ -95,11 +95,13 @@ Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
 // `plan` with the members of `moved` taken out of every stripe (their children re-parented as
 // above) and hung in a chain below its last member (in that order): a member its parent cannot
 // reach goes where it delays nobody, and stays in the plan in case only that link failed.
-// With `sites`, a moved member takes the members of its own site below it along (the link that
-// failed is likely the one into its site, and inside it they reach one another), and the block
-// hangs below the last member outside both its own site and its old parent's: a site whose link
-// failed takes the version from another site. `everyone_moved` (if given): the members moved,
-// `moved` and their sites' members, sorted.
+// With `sites`, a moved member whose parent was in another site (or the producer, away from the
+// producer's site) takes the rest of its site along: the link into the site may have failed, and
+// inside it they reach one another. The rest moves as a block, keeping its shape, hung below the
+// last member outside both its site and the site that fed it: a site whose link failed takes the
+// version from a third site (and the moved member itself, at the tails, from its own site's
+// block; were it hung rather than cut off, the block goes on without it). `everyone_moved` (if
+// given): the members moved, `moved` and their blocks, sorted.
 Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf& sites = {},
               std::vector<uint32_t>* everyone_moved = nullptr);
 

@@ -194,7 +194,10 @@ void SimNetwork::set_wan(uint32_t site_a, uint32_t site_b, double bytes_per_seco
 }
 
 void SimNetwork::set_wan_up(uint32_t site_a, uint32_t site_b, bool up) {
-  for (auto key : {std::make_pair(site_a, site_b), std::make_pair(site_b, site_a)}) wan_[key].up = up;
+  for (auto key : {std::make_pair(site_a, site_b), std::make_pair(site_b, site_a)}) {
+    const auto it = wan_.find(key);
+    if (it != wan_.end()) it->second.up = up;  // sites with no link given have none to cut
+  }
 }
 
 SimNetwork::WanLink* SimNetwork::wan(int a, int b) {

@@ -365,6 +365,42 @@ TEST(Planner, EachStripeEntersEachSiteOnce) {
     EXPECT_NE(site(detour.parent(order[first_moved], s)), "west") << "the detour comes from another site";
     EXPECT_NE(site(detour.parent(order[first_moved], s)), "") << "over another site's link";
   }
+  // Only west's entry of stripe 0 reported (its parent, in the producer's site, cannot reach it):
+  // the rest of west moves as a block below a third site, keeping its shape, and the reported
+  // member goes to the tails below its own site's block (cut off, it takes the stripe from its
+  // site; hung, the block goes on without it).
+  const uint32_t entry = [&] {
+    for (uint32_t id : plan.order[0]) {
+      if (site(id) == "west") return id;
+    }
+    return 0u;
+  }();
+  std::vector<uint32_t> moved_along;
+  const Plan block = to_tails(plan, {entry, entry}, sites, &moved_along);
+  EXPECT_EQ(moved_along.size(), 15u) << "west's 15 members";
+  for (uint32_t s = 0; s < 2; ++s) {
+    const auto& order = block.order[s];
+    ASSERT_EQ(order.size(), 60u) << "the entry once, though moved twice";
+    EXPECT_EQ(order.back(), entry);
+    EXPECT_EQ(site(block.parent(entry, s)), "west");
+    int entered = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      ASSERT_TRUE(block.fed_by[s][i] == Plan::kFromProducer || block.fed_by[s][i] < i);
+      if (site(order[i]) != "west" || order[i] == entry) continue;
+      const uint32_t parent = block.parent(order[i], s);
+      if (site(parent) == "west") continue;
+      ++entered;
+      EXPECT_NE(site(parent), "") << "not from the site whose link failed";
+      // Inside the block, parents are those of before (or the entry's, for its children).
+      for (size_t j = i + 1; j < order.size(); ++j) {
+        if (site(order[j]) == "west" && order[j] != entry) {
+          const uint32_t before = plan.parent(order[j], s);
+          EXPECT_TRUE(block.parent(order[j], s) == before || site(before) != "west" || before == entry) << order[j];
+        }
+      }
+    }
+    EXPECT_EQ(entered, 1) << "the block enters west once in stripe " << s;
+  }
   // Without sites, the plans are those of before.
   EXPECT_EQ(plan_trees(members(60), 4, 2, {70}, nodes, {}).order, plan_trees(members(60), 4, 2, {70}, nodes).order);
 }
