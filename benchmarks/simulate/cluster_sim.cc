@@ -453,7 +453,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // tails, as a round does.
   const auto everyone_done = [&] { return incomplete_ == 0; };
   std::set<std::pair<uint32_t, uint32_t>> reported;  // (parent node, child node), once each
-  std::set<uint32_t> tailed;                          // nodes moved to the tails
+  std::map<uint32_t, uint32_t> tailed;                // nodes moved to the tails, how many times
   const SiteOf sites = site_map(c_);
   // Whether `parent` feeds any of `child`'s GPUs in some stripe of the plan now (a report from
   // a node that no longer does is stale: the child moved since).
@@ -477,12 +477,17 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
         if (!reported.insert({node->id, child}).second) continue;
         net_.loop().after(2 * net_.latency(), [&, child, parent = node->id, stripes, live] {
           if (!*live || std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
-          // A node moves once alone (a hung one would go round the tails), and with its site
-          // each time the site's new parent cannot reach it either (its links to more than one
-          // site failed); a report from a node that no longer feeds it is stale.
-          if (tailed.count(child) || !feeds(parent, child)) return;
+          // A node moves once (a hung one would go round the tails), or, reported by a parent in
+          // another site, again while there are sites to try (its site's links to more than one
+          // site failed), as a round moves members; a report from a node that no longer feeds it
+          // is stale.
+          if (!feeds(parent, child)) return;
+          const bool across = c_.sites > 1 && (parent == kProducer ? site_of_node(c_, child - 1) != 0
+                                                                   : site_of_node(c_, parent - 1) != site_of_node(c_, child - 1));
+          const uint32_t times = tailed.count(child) ? tailed.at(child) : 0;
+          if (times > 0 && !(across && times <= c_.sites)) return;
           ++result.replans;
-          tailed.insert(child);  // at the tails; the rest of its site, if moved along, may move again
+          ++tailed[child];
           plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites);
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });

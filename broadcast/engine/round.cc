@@ -153,7 +153,6 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   uint64_t last_progress = 0;
   bool all_staged = false;
   RoundLook look;
-  std::set<uint32_t> moved;  // sent to the tails once, as unreachable
   // A report counts if it came from a member that feeds `id` now: one made against the plan
   // before (its site moved since, say) is stale.
   const auto fresh = [&](uint32_t id, const std::set<uint32_t>& reporters) {
@@ -163,9 +162,31 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     }
     return false;
   };
+  // A member moves once (one that hung would go round the tails); one its parent in another site
+  // cannot reach moves again while there are sites to try (its site's links to more than one
+  // site failed: the planner hangs it below a third each time).
+  std::map<uint32_t, size_t> moves;
+  const auto site_of = [&](uint32_t id) {
+    const auto it = sites.find(id);
+    return it == sites.end() ? std::string() : it->second;
+  };
+  const auto across = [&](uint32_t id) {
+    if (site_of(id).empty()) return false;
+    for (uint32_t s = 0; s < plan.stripes(); ++s) {
+      const auto& order = plan.order[s];
+      if (std::find(order.begin(), order.end(), id) == order.end()) continue;
+      const uint32_t parent = plan.parent(id, s);
+      if (parent == 0 || site_of(parent) != site_of(id)) return true;
+    }
+    return false;
+  };
+  std::set<std::string> site_names;
+  for (const auto& [id, site] : sites) site_names.insert(site);
   const auto to_move = [&](uint32_t id) {
     const auto it = look.unreachable.find(id);
-    return it != look.unreachable.end() && moved.count(id) == 0 && fresh(id, it->second);
+    if (it == look.unreachable.end() || !fresh(id, it->second)) return false;
+    const size_t times = moves.count(id) ? moves.at(id) : 0;
+    return times == 0 || (across(id) && times <= site_names.size());
   };
   for (;;) {
     membership_.wait(Millis(100), [&](const std::map<uint32_t, MemberRecord>& all) {
@@ -208,7 +229,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (const auto& [id, reporters] : look.unreachable) {
       const bool in_the_plan = std::find(in_plan.begin(), in_plan.end(), id) != in_plan.end();
       if (in_the_plan && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && to_move(id)) {
-        moved.insert(id);
+        ++moves[id];
         unreachable.push_back(id);
       }
     }

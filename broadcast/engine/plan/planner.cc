@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -325,6 +326,18 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
     auto& out_from = out.fed_by[s];
     keep_in_stripe(order, from, [&](size_t i) { return in_block(order[i]) || to_tail(order[i]); }, out_order, out_from);
     const size_t kept = out_order.size();
+    // Below the last member kept outside `site` and outside the site that fed it (failing that,
+    // outside `site`; failing that, the producer).
+    const auto feeder_for = [&](const std::string& site, const std::string& feeder_site) {
+      for (bool strict : {true, false}) {
+        for (size_t k = kept; k-- > 0;) {
+          const std::string other = site_in(sites, out_order[k]);
+          if (other != site && (!strict || other != feeder_site)) return static_cast<uint32_t>(k);
+        }
+      }
+      return Plan::kFromProducer;
+    };
+    std::map<std::string, uint32_t> last_of_site;  // each moved site's member placed last
     std::vector<uint32_t> moved_to(order.size(), Plan::kFromProducer);
     for (const std::string& site : moved_sites) {
       uint32_t root = Plan::kFromProducer;  // where the block enters the site, once
@@ -338,27 +351,39 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
           // fan-out grows, as with deaths), so the stripe still crosses into the site once.
           out_from.push_back(root);
         } else if (!inside) {
-          // An entry of the block: below the last member kept outside its site and outside the
-          // site that fed it (failing that, outside its site; failing that, the producer).
-          const std::string feeder_site = parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent]);
-          uint32_t feeder = Plan::kFromProducer;
-          for (bool strict : {true, false}) {
-            for (size_t k = kept; k-- > 0 && feeder == Plan::kFromProducer;) {
-              const std::string other = site_in(sites, out_order[k]);
-              if (other != site && (!strict || other != feeder_site)) feeder = static_cast<uint32_t>(k);
-            }
-          }
-          out_from.push_back(feeder);
+          // The block's entry, from a third site.
+          out_from.push_back(feeder_for(site, parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent])));
           root = static_cast<uint32_t>(out_order.size());
         } else {
           out_from.push_back(moved_to[parent]);
         }
         moved_to[i] = static_cast<uint32_t>(out_order.size());
+        last_of_site[site] = static_cast<uint32_t>(out_order.size());
         out_order.push_back(order[i]);
       }
     }
     for (uint32_t id : tails) {
-      if (std::find(order.begin(), order.end(), id) != order.end()) append_after_last(out_order, out_from, id);
+      const auto at = std::find(order.begin(), order.end(), id);
+      if (at == order.end()) continue;
+      const std::string site = site_in(sites, id);
+      if (std::find(moved_sites.begin(), moved_sites.end(), site) == moved_sites.end()) {
+        append_after_last(out_order, out_from, id);
+        continue;
+      }
+      // A member of a moved site: below its site's member placed last; the first of its site
+      // (its whole site reported at once) from a third site, as a block's entry.
+      const auto last = last_of_site.find(site);
+      if (last != last_of_site.end()) {
+        out_from.push_back(last->second);
+      } else {
+        uint32_t parent = from[static_cast<size_t>(at - order.begin())];
+        while (parent != Plan::kFromProducer && to_tail(order[parent]) && site_in(sites, order[parent]) == site) {
+          parent = from[parent];
+        }
+        out_from.push_back(feeder_for(site, parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent])));
+      }
+      last_of_site[site] = static_cast<uint32_t>(out_order.size());
+      out_order.push_back(id);
     }
   }
   out.slow = plan.slow;

@@ -238,6 +238,41 @@ TEST(FakeEngine, ASiteWhoseLinkFailsTakesTheVersionFromAnotherInTrees) {
   a_site_whose_link_fails_takes_the_version_from_another(2, {1, 2, 3}, {4, 5});
 }
 
+// Two of a site's links fail at once: it is moved below the next site, whose parent cannot reach
+// it either and reports it, and then below a third, which can. The round acts on the second
+// report (from the member that feeds it now) and ignores those made against the plan before.
+TEST(FakeEngine, ASiteCutOffFromTwoSitesTakesTheVersionFromAThird) {
+  const std::vector<std::string> sites = {"", "", "east", "east", "north", "north", "west", "west"};
+  FakeCluster cluster(1 << 22, 8, milliseconds(60000), 2, sites);
+  cluster.publish(false, false);
+  for (int node = 1; node <= 9; ++node) cluster.set_ports(node, 8e6);  // the full version takes over a second
+  const auto into_west_from_east = [&] {
+    uint64_t bytes = 0;
+    for (int to : {8, 9}) {
+      for (int from : {4, 5}) {
+        for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from, r), host(to, r));
+      }
+    }
+    return bytes;
+  };
+  const uint64_t before = into_west_from_east();
+  auto v = cluster.producer().publish(true);
+  ASSERT_TRUE(v.ok());
+  cluster.wait_mid_version();
+  // West keeps only its link to east: cut from the producer's site (hosts 1-3) and north (6, 7).
+  for (int w : {8, 9}) {
+    for (int other : {1, 2, 3, 6, 7}) {
+      for (int r = 0; r < kRails; ++r) cluster.network.set_path_up(host(w, r), host(other, r), false);
+    }
+  }
+  ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok()) << "the round stalled";
+  const VersionReport report = *cluster.producer().report(*v);
+  EXPECT_EQ(report.committed, 8u);
+  EXPECT_GE(report.replans, 2u);
+  cluster.expect_exact(cluster.all());
+  EXPECT_GT(into_west_from_east(), before) << "west took the version from east";
+}
+
 TEST(FakeEngine, AShapeThePlannerDoesNotBuildIsRefusedNamingIt) {
   fake::FakeNetwork network;
   ProducerOptions options;
