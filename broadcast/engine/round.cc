@@ -166,27 +166,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // cannot reach moves again while there are sites to try (its site's links to more than one
   // site failed: the planner hangs it below a third each time).
   std::map<uint32_t, size_t> moves;
-  const auto site_of = [&](uint32_t id) {
-    const auto it = sites.find(id);
-    return it == sites.end() ? std::string() : it->second;
-  };
-  const auto across = [&](uint32_t id) {
-    if (site_of(id).empty()) return false;
-    for (uint32_t s = 0; s < plan.stripes(); ++s) {
-      const auto& order = plan.order[s];
-      if (std::find(order.begin(), order.end(), id) == order.end()) continue;
-      const uint32_t parent = plan.parent(id, s);
-      if (parent == 0 || site_of(parent) != site_of(id)) return true;
-    }
-    return false;
-  };
   std::set<std::string> site_names;
   for (const auto& [id, site] : sites) site_names.insert(site);
   const auto to_move = [&](uint32_t id) {
     const auto it = look.unreachable.find(id);
     if (it == look.unreachable.end() || !fresh(id, it->second)) return false;
     const size_t times = moves.count(id) ? moves.at(id) : 0;
-    return times == 0 || (across(id) && times <= site_names.size());
+    return times == 0 || (fed_across_sites(plan, id, sites) && times <= site_names.size());
   };
   for (;;) {
     membership_.wait(Millis(100), [&](const std::map<uint32_t, MemberRecord>& all) {

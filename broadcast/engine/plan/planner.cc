@@ -172,8 +172,7 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
     }
     if (g == groups.size()) {
       groups.emplace_back();
-      const auto site = sites.find(id);
-      site_of_group.push_back(site == sites.end() ? std::string() : site->second);
+      site_of_group.push_back(site_of(sites, id));
     }
     const auto at = std::find(plan.slow.begin(), plan.slow.end(), id);
     if (at == plan.slow.end()) {
@@ -271,12 +270,24 @@ Plan empty_like(const Plan& plan) {
   return out;
 }
 
-std::string site_in(const SiteOf& sites, uint32_t id) {
+}  // namespace
+
+std::string site_of(const SiteOf& sites, uint32_t id) {
   const auto it = sites.find(id);
   return it == sites.end() ? std::string() : it->second;
 }
 
-}  // namespace
+bool fed_across_sites(const Plan& plan, uint32_t id, const SiteOf& sites) {
+  const std::string own = site_of(sites, id);
+  if (own.empty()) return false;
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    const auto& order = plan.order[s];
+    if (std::find(order.begin(), order.end(), id) == order.end()) continue;
+    const uint32_t parent = plan.parent(id, s);
+    if (parent == 0 || site_of(sites, parent) != own) return true;
+  }
+  return false;
+}
 
 Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
   const auto gone = [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); };
@@ -304,19 +315,14 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
   // a block keeping its shape, below a third site.
   std::vector<std::string> moved_sites;
   for (uint32_t id : tails) {
-    const std::string own = site_in(sites, id);
-    bool across = false;
-    for (uint32_t s = 0; s < plan.stripes() && !own.empty(); ++s) {
-      const auto& order = plan.order[s];
-      if (std::find(order.begin(), order.end(), id) == order.end()) continue;
-      const uint32_t parent = plan.parent(id, s);
-      across = across || (parent == 0 || site_in(sites, parent) != own);
+    const std::string own = site_of(sites, id);
+    if (fed_across_sites(plan, id, sites) && std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) {
+      moved_sites.push_back(own);
     }
-    if (across && std::find(moved_sites.begin(), moved_sites.end(), own) == moved_sites.end()) moved_sites.push_back(own);
   }
   const auto in_block = [&](uint32_t id) {
     return !to_tail(id) &&
-           std::find(moved_sites.begin(), moved_sites.end(), site_in(sites, id)) != moved_sites.end();
+           std::find(moved_sites.begin(), moved_sites.end(), site_of(sites, id)) != moved_sites.end();
   };
   Plan out = empty_like(plan);
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
@@ -331,7 +337,7 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
     const auto feeder_for = [&](const std::string& site, const std::string& feeder_site) {
       for (bool strict : {true, false}) {
         for (size_t k = kept; k-- > 0;) {
-          const std::string other = site_in(sites, out_order[k]);
+          const std::string other = site_of(sites, out_order[k]);
           if (other != site && (!strict || other != feeder_site)) return static_cast<uint32_t>(k);
         }
       }
@@ -342,17 +348,17 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
     for (const std::string& site : moved_sites) {
       uint32_t root = Plan::kFromProducer;  // where the block enters the site, once
       for (size_t i = 0; i < order.size(); ++i) {
-        if (!in_block(order[i]) || site_in(sites, order[i]) != site) continue;
+        if (!in_block(order[i]) || site_of(sites, order[i]) != site) continue;
         uint32_t parent = from[i];
         while (parent != Plan::kFromProducer && to_tail(order[parent])) parent = from[parent];
-        const bool inside = parent != Plan::kFromProducer && site_in(sites, order[parent]) == site;
+        const bool inside = parent != Plan::kFromProducer && site_of(sites, order[parent]) == site;
         if (!inside && root != Plan::kFromProducer) {
           // Another member the moved entry fed: from the block's entry, inside the site (its
           // fan-out grows, as with deaths), so the stripe still crosses into the site once.
           out_from.push_back(root);
         } else if (!inside) {
           // The block's entry, from a third site.
-          out_from.push_back(feeder_for(site, parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent])));
+          out_from.push_back(feeder_for(site, parent == Plan::kFromProducer ? std::string() : site_of(sites, order[parent])));
           root = static_cast<uint32_t>(out_order.size());
         } else {
           out_from.push_back(moved_to[parent]);
@@ -365,7 +371,7 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
     for (uint32_t id : tails) {
       const auto at = std::find(order.begin(), order.end(), id);
       if (at == order.end()) continue;
-      const std::string site = site_in(sites, id);
+      const std::string site = site_of(sites, id);
       if (std::find(moved_sites.begin(), moved_sites.end(), site) == moved_sites.end()) {
         append_after_last(out_order, out_from, id);
         continue;
@@ -377,10 +383,10 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
         out_from.push_back(last->second);
       } else {
         uint32_t parent = from[static_cast<size_t>(at - order.begin())];
-        while (parent != Plan::kFromProducer && to_tail(order[parent]) && site_in(sites, order[parent]) == site) {
+        while (parent != Plan::kFromProducer && to_tail(order[parent]) && site_of(sites, order[parent]) == site) {
           parent = from[parent];
         }
-        out_from.push_back(feeder_for(site, parent == Plan::kFromProducer ? std::string() : site_in(sites, order[parent])));
+        out_from.push_back(feeder_for(site, parent == Plan::kFromProducer ? std::string() : site_of(sites, order[parent])));
       }
       last_of_site[site] = static_cast<uint32_t>(out_order.size());
       out_order.push_back(id);

@@ -92,6 +92,12 @@ Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains);
 // version: the producer then re-sends much of it to new heads.)
 Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
 
+// The site `id` names in `sites` (empty: the producer's).
+std::string site_of(const SiteOf& sites, uint32_t id);
+// Whether some stripe of `plan` feeds `id` from another site (or from the producer, `id` being
+// away from the producer's site): a report of it unreachable may be about the link into its site.
+bool fed_across_sites(const Plan& plan, uint32_t id, const SiteOf& sites);
+
 // `plan` with the members of `moved` taken out of every stripe (their children re-parented as
 // above) and hung in a chain below its last member (in that order): a member its parent cannot
 // reach goes where it delays nobody, and stays in the plan in case only that link failed.
