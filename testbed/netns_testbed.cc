@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "testbed/wan_relay.h"
 
 namespace deltacast {
 
@@ -66,7 +67,8 @@ Status NetnsTestbed::available() {
 
 Result<std::unique_ptr<NetnsTestbed>> NetnsTestbed::create(const std::vector<std::string>& hosts,
                                                            const std::vector<TestbedRail>& rails,
-                                                           const std::vector<TestbedPlane>& planes) {
+                                                           const std::vector<TestbedPlane>& planes,
+                                                           const TestbedSites& sites) {
   DC_RETURN_IF_ERROR(available());
   remove_stale();
   std::unique_ptr<NetnsTestbed> t(new NetnsTestbed());
@@ -75,9 +77,23 @@ Result<std::unique_ptr<NetnsTestbed>> NetnsTestbed::create(const std::vector<std
   t->hosts_ = hosts;
   t->rails_ = rails;
   t->planes_ = planes;
+  t->sites_ = sites;
+  for (const auto& [host, site] : sites.of_host) {
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) return invalid_argument("site of unknown host '{}'", host);
+  }
+  for (const auto& h : hosts) {
+    const auto named = sites.of_host.find(h);
+    const std::string site = named == sites.of_host.end() ? "" : named->second;
+    const auto known = std::find(t->site_names_.begin(), t->site_names_.end(), site);
+    t->host_site_.push_back(static_cast<size_t>(known - t->site_names_.begin()));
+    if (known == t->site_names_.end()) t->site_names_.push_back(site);
+  }
+  if (t->site_names_.size() > 1 && planes.empty()) return invalid_argument("sites join planes: name at least one plane");
+  if (t->site_names_.size() > 9) return invalid_argument("a testbed takes at most 9 sites");
   ++g_instances;
   Status s = t->build(hosts);
   if (s.ok()) s = t->build_planes();
+  if (s.ok()) s = t->build_wans();
   if (!s.ok()) return s;  // the destructor tears down what was built
   return t;
 }
@@ -148,21 +164,71 @@ Status NetnsTestbed::build_planes() {
   if (hosts_.size() > 250) return invalid_argument("planes take at most 250 hosts");
   DC_RETURN_IF_ERROR(ok("ip netns add " + switch_netns()));
   for (size_t p = 0; p < planes_.size(); ++p) {
-    const std::string bridge = fmt::format("br{}", p);
-    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link add {} type bridge", switch_netns(), bridge)));
-    DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} up", switch_netns(), bridge)));
+    for (size_t site = 0; site < (planes_[p].spans_sites ? 1 : site_names_.size()); ++site) {
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link add {} type bridge", switch_netns(), bridge(p, site))));
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} up", switch_netns(), bridge(p, site))));
+    }
     for (size_t h = 0; h < hosts_.size(); ++h) {
       const std::string ta = fmt::format("q{}_{}_{}a", getpid() % 100000, p, h), tb = fmt::format("q{}_{}_{}b", getpid() % 100000, p, h);
       DC_RETURN_IF_ERROR(ok(fmt::format("ip link add {} type veth peer name {}", ta, tb)));
       DC_RETURN_IF_ERROR(ok(fmt::format("ip link set {} netns {} name {}", ta, netns(hosts_[h]), plane_interface(p))));
       DC_RETURN_IF_ERROR(ok(fmt::format("ip link set {} netns {} name {}", tb, switch_netns(), switch_port(p, h))));
-      DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} master {}", switch_netns(), switch_port(p, h), bridge)));
+      const size_t site = planes_[p].spans_sites ? 0 : host_site_[h];
+      DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} master {}", switch_netns(), switch_port(p, h), bridge(p, site))));
       DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} addr add {}/24 dev {}", netns(hosts_[h]),
                                         plane_address(p, hosts_[h]).host, plane_interface(p))));
       if (!planes_[p].rate.empty()) DC_RETURN_IF_ERROR(set_plane_rate(p, hosts_[h], planes_[p].rate));
       DC_RETURN_IF_ERROR(set_plane_link(p, hosts_[h], true));
     }
   }
+  return Status();
+}
+
+std::string NetnsTestbed::bridge(size_t plane, size_t site) const {
+  return site == 0 ? fmt::format("br{}", plane) : fmt::format("br{}s{}", plane, site);
+}
+
+size_t NetnsTestbed::site_index(const std::string& site) const {
+  return static_cast<size_t>(std::find(site_names_.begin(), site_names_.end(), site) - site_names_.begin());
+}
+
+std::string NetnsTestbed::wan_interface(size_t plane, const std::string& from, const std::string& to) const {
+  return fmt::format("w{}s{}s{}", plane, site_index(from), site_index(to));
+}
+
+Status NetnsTestbed::build_wans() {
+  wans_.resize(planes_.size());
+  for (size_t p = 0; p < planes_.size(); ++p) {
+    if (planes_[p].spans_sites) continue;
+    wans_[p].resize(site_names_.size());
+    for (size_t i = 0; i < site_names_.size(); ++i) {
+      wans_[p][i].resize(site_names_.size());
+      for (size_t j = i + 1; j < site_names_.size(); ++j) {
+        // Tap "wPsIsJ" is a port of site J's bridge: it delivers what comes from site I.
+        const std::string into_j = wan_interface(p, site_names_[i], site_names_[j]);
+        const std::string into_i = wan_interface(p, site_names_[j], site_names_[i]);
+        auto relay = WanRelay::start(switch_netns(), into_i, into_j, sites_.wan_delay_ms);
+        if (!relay.ok()) return relay.status();
+        wans_[p][i][j] = std::move(*relay);
+        for (const auto& [tap, site] : {std::pair{into_i, i}, std::pair{into_j, j}}) {
+          DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} master {}", switch_netns(), tap, bridge(p, site))));
+          DC_RETURN_IF_ERROR(ok(fmt::format("ip netns exec {} bridge link set dev {} isolated on", switch_netns(), tap)));
+          DC_RETURN_IF_ERROR(ok(fmt::format("ip -n {} link set {} up", switch_netns(), tap)));
+          if (!sites_.wan_rate.empty()) DC_RETURN_IF_ERROR(ok(tbf(switch_netns(), tap, sites_.wan_rate, "add")));
+        }
+      }
+    }
+  }
+  return Status();
+}
+
+Status NetnsTestbed::set_wan_link(size_t plane, const std::string& a, const std::string& b, bool up) {
+  size_t i = site_index(a), j = site_index(b);
+  if (i > j) std::swap(i, j);
+  if (plane >= wans_.size() || wans_[plane].empty() || j >= site_names_.size() || i == j) {
+    return invalid_argument("no WAN link between sites '{}' and '{}' on plane {}", a, b, plane);
+  }
+  wans_[plane][i][j]->set_up(up);
   return Status();
 }
 
@@ -220,6 +286,7 @@ Status NetnsTestbed::exec(const std::string& host, const std::string& command) c
 }
 
 void NetnsTestbed::teardown() {
+  wans_.clear();  // the relays stop before their namespace goes
   for (const auto& h : hosts_) (void)ok("ip netns del " + netns(h) + " 2>/dev/null");
   if (!planes_.empty()) (void)ok("ip netns del " + switch_netns() + " 2>/dev/null");
   // The safety route goes when the last testbed of this process does and no other run's remain.

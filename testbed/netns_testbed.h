@@ -7,6 +7,7 @@
 // destructor, also when a test fails. Needs root (CI runs as root).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,7 +28,24 @@ struct TestbedRail {
 // ends of a host's port shapes its uplink and its downlink.
 struct TestbedPlane {
   std::string rate;  // empty: unshaped
+  // One bridge for every host whatever its site (a management network, for control connections
+  // that must outlive a WAN link): no WAN links on it.
+  bool spans_sites = false;
 };
+
+// Sites on the planes: each plane has a bridge per site, and every two sites
+// are joined on each plane by a WAN link (a WanRelay between two taps) shaped
+// to `wan_rate` and delayed by `wan_delay_ms` each way. The WAN ports of a
+// bridge are isolated from one another: a frame from one site reaches only
+// the hosts of the next (no loops among three sites, no transit: traffic
+// between two sites crosses their own link or none).
+struct TestbedSites {
+  std::map<std::string, std::string> of_host;  // host -> site; hosts left out are in site ""
+  std::string wan_rate;                        // empty: unshaped
+  double wan_delay_ms = 0;
+};
+
+class WanRelay;
 
 class NetnsTestbed {
  public:
@@ -35,8 +53,11 @@ class NetnsTestbed {
   static Status available();
   static Result<std::unique_ptr<NetnsTestbed>> create(const std::vector<std::string>& hosts,
                                                       const std::vector<TestbedRail>& rails,
-                                                      const std::vector<TestbedPlane>& planes = {});
+                                                      const std::vector<TestbedPlane>& planes = {},
+                                                      const TestbedSites& sites = {});
   ~NetnsTestbed();
+  NetnsTestbed(const NetnsTestbed&) = delete;
+  NetnsTestbed& operator=(const NetnsTestbed&) = delete;
 
   std::string netns(const std::string& host) const;
   // The address of rail `rail`'s end on its `a` (true) or `b` host.
@@ -55,6 +76,16 @@ class NetnsTestbed {
   Status set_plane_link(size_t plane, const std::string& host, bool up);
   Status set_plane_rate(size_t plane, const std::string& host, const std::string& rate);
 
+  // Sites in order of their first host; the first is the first host's.
+  const std::vector<std::string>& sites() const { return site_names_; }
+  // The interface, in the switch namespace, by which the WAN link from site
+  // `from` to site `to` on `plane` enters `to`'s bridge: its received bytes
+  // are what crossed into `to`.
+  std::string wan_interface(size_t plane, const std::string& from, const std::string& to) const;
+  // The WAN link between two sites on a plane cut (frames dropped silently both ways) or mended.
+  Status set_wan_link(size_t plane, const std::string& a, const std::string& b, bool up);
+  std::string switch_netns() const { return prefix_ + "-sw"; }
+
   // Runs a shell command inside a host's namespace.
   Status exec(const std::string& host, const std::string& command) const;
 
@@ -63,7 +94,9 @@ class NetnsTestbed {
   Status build(const std::vector<std::string>& hosts);
   Status build_planes();
   size_t host_index(const std::string& host) const;
-  std::string switch_netns() const { return prefix_ + "-sw"; }
+  Status build_wans();
+  size_t site_index(const std::string& site) const;
+  std::string bridge(size_t plane, size_t site) const;
   std::string switch_port(size_t plane, size_t host) const;
   void teardown();
 
@@ -71,6 +104,11 @@ class NetnsTestbed {
   std::vector<std::string> hosts_;
   std::vector<TestbedRail> rails_;
   std::vector<TestbedPlane> planes_;
+  TestbedSites sites_;
+  std::vector<std::string> site_names_;
+  std::vector<size_t> host_site_;  // index into site_names_, per host
+  // wans_[plane][i][j], i < j: the link between sites i and j.
+  std::vector<std::vector<std::vector<std::unique_ptr<WanRelay>>>> wans_;
 };
 
 }  // namespace deltacast

@@ -2,7 +2,7 @@
 // from network namespaces for tests that run several processes, prints them
 // as one JSON line, then takes commands on stdin until it closes ("down R",
 // "up R", "rate R 50mbit", "pdown P HOST", "pup P HOST", "prate P HOST RATE",
-// "exit") and tears everything down. Tests in any language drive it; the
+// "wdown P SITE SITE", "wup P SITE SITE", "exit") and tears everything down. Tests in any language drive it; the
 // namespace code itself lives once, in netns_testbed.cc.
 #include <csignal>
 #include <iostream>
@@ -36,11 +36,26 @@ Result<TestbedRail> parse_rail_arg(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"deltacast-testbed: network-namespace hosts and rails for multi-process tests"};
-  std::vector<std::string> hosts, rail_args, plane_args;
+  std::vector<std::string> hosts, rail_args, plane_args, site_args;
+  TestbedSites sites;
   app.add_option("--host", hosts, "A host (a network namespace); repeat")->required();
   app.add_option("--rail", rail_args, "A rail HOST_A:HOST_B[:RATE] (veth pair, tbf RATE); repeat");
   app.add_option("--plane", plane_args, "A switched rail joining every host, shaped to RATE per port ('-': unshaped); repeat");
+  app.add_option("--site", site_args, "HOST=SITE: the host's plane ports join SITE's bridges (default: site ''); repeat");
+  bool management_plane = false;
+  app.add_flag("--management-plane", management_plane,
+               "One more plane, unshaped, joining every host whatever its site (control connections)");
+  app.add_option("--wan-rate", sites.wan_rate, "tbf rate of each WAN link between two sites, each way (default: unshaped)");
+  app.add_option("--wan-delay-ms", sites.wan_delay_ms, "Delay of each WAN link, each way")->check(CLI::Range(0.0, 10000.0));
   CLI11_PARSE(app, argc, argv);
+  for (const auto& s : site_args) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fmt::print(stderr, "deltacast-testbed: --site '{}' is not HOST=SITE\n", s);
+      return 2;
+    }
+    sites.of_host[s.substr(0, eq)] = s.substr(eq + 1);
+  }
   if (Status s = NetnsTestbed::available(); !s.ok()) {
     fmt::print(stderr, "deltacast-testbed: {}\n", s.message());
     return 77;
@@ -56,9 +71,10 @@ int main(int argc, char** argv) {
   }
   std::vector<TestbedPlane> planes;
   for (const auto& p : plane_args) planes.push_back(TestbedPlane{p == "-" ? "" : p});
+  if (management_plane) planes.push_back(TestbedPlane{"", true});
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  auto testbed = NetnsTestbed::create(hosts, rails, planes);
+  auto testbed = NetnsTestbed::create(hosts, rails, planes, sites);
   if (!testbed.ok()) {
     fmt::print(stderr, "deltacast-testbed: {}\n", testbed.status().to_string());
     return 1;
@@ -79,20 +95,33 @@ int main(int argc, char** argv) {
   for (size_t p = 0; p < planes.size(); ++p) {
     nlohmann::json addresses;
     for (const auto& h : hosts) addresses[h] = (*testbed)->plane_address(p, h).host;
-    out["planes"].push_back({{"rate", planes[p].rate}, {"interface", (*testbed)->plane_interface(p)}, {"addresses", addresses}});
+    out["planes"].push_back({{"rate", planes[p].rate}, {"spans_sites", planes[p].spans_sites}, {"interface", (*testbed)->plane_interface(p)}, {"addresses", addresses}});
+  }
+  out["switch"] = (*testbed)->switch_netns();
+  out["sites"] = (*testbed)->sites();
+  out["wans"] = nlohmann::json::array();
+  for (size_t p = 0; p < planes.size(); ++p) {
+    for (const auto& from : planes[p].spans_sites ? std::vector<std::string>{} : (*testbed)->sites()) {
+      for (const auto& to : (*testbed)->sites()) {
+        if (from != to) out["wans"].push_back({{"plane", p}, {"from", from}, {"to", to}, {"interface", (*testbed)->wan_interface(p, from, to)}});
+      }
+    }
   }
   std::cout << out.dump() << std::endl;
   std::string line;
   while (!g_stop && std::getline(std::cin, line)) {
     std::stringstream in(line);
-    std::string command, rate, host;
+    std::string command, rate, host, site_a, site_b;
     size_t rail = 0;
     in >> command >> rail;
     if (command.rfind("p", 0) == 0) in >> host;
+    if (command.rfind("w", 0) == 0) in >> site_a >> site_b;
     in >> rate;
     Status s;
     if (command == "exit") break;
-    if (command == "pdown" || command == "pup") {
+    if (command == "wdown" || command == "wup") {
+      s = (*testbed)->set_wan_link(rail, site_a, site_b, command == "wup");
+    } else if (command == "pdown" || command == "pup") {
       s = (*testbed)->set_plane_link(rail, host, command == "pup");
     } else if (command == "prate") {
       s = (*testbed)->set_plane_rate(rail, host, rate);

@@ -187,7 +187,16 @@ std::vector<uint32_t> Relay::unreachable_children() const {
   for (uint32_t id : child_ids()) {
     auto it = senders_.find(id);
     if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
-    if (it->second.sprayer->silent_for() >= options_.unreachable_after) silent.push_back(id);
+    const Sprayer& sprayer = *it->second.sprayer;
+    // A rail not measured yet (a new child's first slices) is given half the window more. (Twice
+    // the window more did not stop the false reports of a cold cluster's first version across a
+    // 40 ms WAN in the namespace test of sites, and it slows finding a child cut from the start.)
+    const Millis allowed = options_.unreachable_after + 2 * sprayer.expected_silence(options_.unreachable_after / 4);
+    // A receiver whose heartbeats still arrive on some rail is alive and reachable: its slices
+    // are only slow (across a WAN, a new connection's slow start outlasts any fixed allowance).
+    const auto heard = sprayer.receiver_silent_for();
+    if (heard && *heard < options_.unreachable_after) continue;
+    if (sprayer.silent_for() >= allowed) silent.push_back(id);
   }
   return silent;
 }

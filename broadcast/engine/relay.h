@@ -28,8 +28,12 @@ struct RelayOptions {
   std::vector<Endpoint> local_rails;     // this node's address per rail (the local end of each rail)
   ChannelOptions channel;
   SprayOptions spray;
-  // A child silent this long while it owes slices is reported unreachable (moved to the tails);
-  // a slow or congested child still acknowledges something in that time.
+  // A child silent this long while it owes slices, and not heard on any rail (heartbeats, where
+  // the backend has them) for this long either, is reported unreachable (moved to the tails);
+  // a slow or congested child still acknowledges something in that time. Plus twice what its
+  // rails hold in flight needs at their measured rates and round trips (Sprayer::expected_silence;
+  // twice: a WAN link shared with another flow), so that a far, slow link is not taken for a
+  // cut one; on a LAN that adds milliseconds.
   Millis unreachable_after{500};
 };
 

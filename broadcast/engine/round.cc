@@ -101,6 +101,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
   Plan plan = plan_trees(in_plan, stripes, planned.fanout, verdict.slow, nodes, sites);
+  // A WAN link that failed in a recent round: its site takes this version through another.
+  std::vector<uint32_t> routed_around;
+  plan = around_broken_links(plan, sites, recent_broken_links(), &routed_around);
+  if (!routed_around.empty()) {
+    log().info("version {}: consumers {} take it through another site (a WAN link into theirs failed lately)",
+               spec.version, fmt::join(routed_around, ","));
+  }
   rates_.adopt(targets, verdict);
   result.first_plan = plan;
   log().debug("version {}: {} stripes of {}-byte slices, fan-out {} (modelled {:.2f} ms, bound {:.2f} ms); order {}; "
@@ -154,18 +161,30 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   bool all_staged = false;
   RoundLook look;
   // A report counts if it came from a member that feeds `id` now: one made against the plan
-  // before (its site moved since, say) is stale.
-  const auto fresh = [&](uint32_t id, const std::set<uint32_t>& reporters) {
+  // before (its site moved since, say) is stale. And once: a member reports a child once per
+  // transfer, so a move that brought the child back below the same reporter (few sites to go
+  // round) must not be undone by that old report again (it was, several times in a millisecond).
+  std::set<std::pair<uint32_t, uint32_t>> acted_on;  // (child, reporter)
+  const auto current_reporters = [&](uint32_t id, const std::set<uint32_t>& reporters) {
+    std::set<uint32_t> out;
     for (uint32_t s = 0; s < plan.stripes(); ++s) {
       const auto& order = plan.order[s];
-      if (std::find(order.begin(), order.end(), id) != order.end() && reporters.count(plan.parent(id, s))) return true;
+      const uint32_t parent = plan.parent(id, s);
+      if (std::find(order.begin(), order.end(), id) != order.end() && reporters.count(parent) &&
+          !acted_on.count({id, parent})) {
+        out.insert(parent);
+      }
     }
-    return false;
+    return out;
+  };
+  const auto fresh = [&](uint32_t id, const std::set<uint32_t>& reporters) {
+    return !current_reporters(id, reporters).empty();
   };
   // A member moves once (one that hung would go round the tails); one its parent in another site
   // cannot reach moves again while there are sites to try (its site's links to more than one
   // site failed: the planner hangs it below a third each time).
   std::map<uint32_t, size_t> moves;
+  for (uint32_t id : routed_around) moves[id] = 1;
   std::set<std::string> site_names;
   for (const auto& [id, site] : sites) site_names.insert(site);
   const auto to_move = [&](uint32_t id) {
@@ -217,6 +236,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       if (in_the_plan && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && to_move(id)) {
         ++moves[id];
         unreachable.push_back(id);
+        for (uint32_t reporter : current_reporters(id, reporters)) acted_on.insert({id, reporter});
       }
     }
     if (dropped.empty() && unreachable.empty()) continue;
@@ -230,10 +250,23 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     if (!unreachable.empty()) {
       // The rest of a site moved with them (its link may have failed) may move again: when its
       // new parent cannot reach it either (a report from that parent, fresh above).
+      // A parent in another site that cannot reach its child: the link between their sites may
+      // have failed; the detour avoids it, and so do the next rounds' plans for a while.
+      for (uint32_t id : unreachable) {
+        for (uint32_t s = 0; s < plan.stripes(); ++s) {
+          const uint32_t parent = plan.parent(id, s);
+          const bool in_stripe = std::find(plan.order[s].begin(), plan.order[s].end(), id) != plan.order[s].end();
+          if (in_stripe && look.unreachable[id].count(parent) && site_of(sites, parent) != site_of(sites, id)) {
+            note_broken_link(site_of(sites, parent), site_of(sites, id));
+          }
+        }
+      }
       std::vector<uint32_t> everyone_moved;
-      plan = to_tails(plan, unreachable, sites, &everyone_moved);
+      plan = to_tails(plan, unreachable, sites, &everyone_moved, recent_broken_links());
+      std::vector<std::string> reported;
+      for (uint32_t id : unreachable) reported.push_back(fmt::format("{} (by {})", id, fmt::join(look.unreachable[id], ",")));
       log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
-                 fmt::join(unreachable, ","),
+                 fmt::join(reported, ", "),
                  everyone_moved.size() > unreachable.size()
                      ? fmt::format(" with their sites (the links into them failed: {} moved)", fmt::join(everyone_moved, ","))
                      : std::string());
@@ -294,6 +327,20 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   result.failed.assign(look.failed.begin(), look.failed.end());
   for (uint32_t id : look.gone) result.lost.push_back(id);
   return result;
+}
+
+BrokenLinks RoundDriver::recent_broken_links() {
+  std::lock_guard<std::mutex> lock(broken_mu_);
+  const auto now = Clock::now();
+  std::erase_if(broken_links_, [&](const auto& link) { return now - link.second > options_.broken_link_memory; });
+  BrokenLinks out;
+  for (const auto& [link, when] : broken_links_) out.insert(link);
+  return out;
+}
+
+void RoundDriver::note_broken_link(const std::string& from, const std::string& into) {
+  std::lock_guard<std::mutex> lock(broken_mu_);
+  broken_links_[{from, into}] = Clock::now();
 }
 
 std::optional<RoundProgress> RoundDriver::progress() const {

@@ -35,6 +35,9 @@ struct RoundOptions {
   std::string site;
   double alpha_seconds = 100e-6;   // per-slice cost in that model
   double default_rate = 125e6;     // bytes/s assumed for slice sizing before anyone is measured
+  // A WAN link between two sites found failed (a member across it reported unreachable by its
+  // parent) is planned around for this long, in this round and the next, then tried again.
+  Millis broken_link_memory{60000};
   Millis stall_timeout{10000};     // no progress anywhere for this long ends the round
   Millis timeout{0};               // 0: 30 s + bytes at 10 MB/s
 };
@@ -118,6 +121,12 @@ class RoundDriver {
   };
   mutable std::mutex in_flight_mu_;
   std::optional<InFlight> in_flight_;
+
+  // WAN links found failed lately, each with when (RoundOptions::broken_link_memory).
+  BrokenLinks recent_broken_links();
+  void note_broken_link(const std::string& from, const std::string& into);
+  std::mutex broken_mu_;
+  std::map<std::pair<std::string, std::string>, std::chrono::steady_clock::time_point> broken_links_;
 
   Membership& membership_;
   Relay& relay_;

@@ -39,7 +39,11 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
 std::chrono::milliseconds RailEstimator::deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
                                                   std::chrono::milliseconds first) const {
   if (bandwidth_ == 0) return first;
-  const double margin = std::max(std::chrono::duration<double>(min_margin).count(), late_mean_ + 4 * late_dev_);
+  // Plus the rail's round trip: the prediction counts bytes at the rate, not the propagation
+  // both ways, and across a WAN of 40 ms a margin of 30 ms failed every slice before the lateness
+  // average had learnt the delay (the rails flapped to probing and their receivers fell silent).
+  const double margin =
+      std::max(std::chrono::duration<double>(min_margin).count(), late_mean_ + 4 * late_dev_) + base_delay();
   return std::chrono::milliseconds(static_cast<int64_t>(1000 * (factor * predicted + margin)));
 }
 

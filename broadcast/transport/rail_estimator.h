@@ -62,8 +62,8 @@ class RailEstimator {
     return static_cast<double>(inflight_ + bytes) / (bandwidth_ > 0 ? bandwidth_ : unmeasured_rate);
   }
   // How long a copy predicted to take `predicted` seconds is given: `factor` times the
-  // prediction plus a margin of at least `min_margin` (more on a jittery rail), or `first`
-  // before the rail's rate is measured.
+  // prediction plus a margin of at least `min_margin` (more on a jittery rail) plus the base
+  // delay (a WAN's round trip), or `first` before the rail's rate is measured.
   std::chrono::milliseconds deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
                                      std::chrono::milliseconds first) const;
   // Whether `bytes` more may go in flight: up to `queue_target` worth of the rail's rate, plus

@@ -555,6 +555,29 @@ Millis Sprayer::silent_for() const {
   return std::chrono::duration_cast<Millis>(s.now() - s.last_heard);
 }
 
+std::optional<Millis> Sprayer::receiver_silent_for() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::optional<Millis> least;
+  for (const Rail& rail : state_->rails) {
+    const auto silent = rail.channel != nullptr ? rail.channel->receiver_silent_for() : std::nullopt;
+    if (silent && (!least || *silent < *least)) least = silent;
+  }
+  return least;
+}
+
+Millis Sprayer::expected_silence(Millis unmeasured) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  double longest = 0;
+  for (const Rail& rail : state_->rails) {
+    const RailEstimator& e = rail.estimate;
+    if (e.inflight() == 0) continue;
+    const double seconds = e.bandwidth() > 0 ? static_cast<double>(e.inflight()) / e.bandwidth() + e.base_delay()
+                                             : std::chrono::duration<double>(unmeasured).count();
+    longest = std::max(longest, seconds);
+  }
+  return Millis(static_cast<int64_t>(longest * 1000));
+}
+
 uint64_t Sprayer::open_transfer() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->active() ? state_->transfer() : 0;

@@ -133,6 +133,14 @@ class Sprayer {
   // slices (0 when it owes none): a receiver that is only slow or congested still acknowledges
   // something now and then; one that hangs, or whose every link is cut, does not.
   Millis silent_for() const;
+  // How long a receiver that is only slow may stay silent now: the longest any rail needs to
+  // deliver what it holds in flight at its measured rate, plus that rail's round trip (a rail not
+  // measured yet: `unmeasured`); 0 with nothing in flight. Across a WAN of a few hundred Mbit/s a
+  // pair of 4 MiB slices takes most of a second where a LAN takes milliseconds.
+  Millis expected_silence(Millis unmeasured) const;
+  // How long since the receiver was last heard on any rail (Channel::receiver_silent_for), or
+  // nothing where no rail's backend can tell.
+  std::optional<Millis> receiver_silent_for() const;
 
   std::vector<RailTelemetry> telemetry() const;
   // How the link to the receiver did in the open (or last) transfer.

@@ -67,6 +67,10 @@ class Channel {
   // What the last connection's two ends agreed on (the stronger of their requirements), or
   // nothing before the first connection and on backends without sessions.
   virtual std::optional<trust::Protection> protection() const { return std::nullopt; }
+  // How long since the receiver was last heard on this rail (an acknowledgement or one of its
+  // heartbeats), or nothing where the backend cannot tell: a receiver still heard is alive and
+  // its path works, however long its slices take to cross a slow or far link.
+  virtual std::optional<Millis> receiver_silent_for() const { return std::nullopt; }
 };
 
 // Waits until `channel` is connected and taking slices; false when `timeout` passed first.

@@ -10,9 +10,9 @@ def make_testbed():
     """Builds testbeds that are torn down after the test, whatever happens."""
     made = []
 
-    def make(hosts, rails=(), planes=()):
+    def make(hosts, rails=(), planes=(), **sites):
         try:
-            tb = Testbed(binary("deltacast-testbed"), hosts, rails, planes)
+            tb = Testbed(binary("deltacast-testbed"), hosts, rails, planes, **sites)
         except TestbedUnavailable as e:
             pytest.skip(str(e))
         made.append(tb)

@@ -83,16 +83,21 @@ class Cluster:
         self.producer = None
 
     def rails(self, host):
-        return [a for plane in range(len(self.tb.planes)) for a in ("--rail", self.tb.plane_address(plane, host))]
+        return [a for plane in self.rail_planes() for a in ("--rail", self.tb.plane_address(plane, host))]
 
     def coordinators(self):
-        return [a for plane in range(len(self.tb.planes))
+        """The producer's addresses for control: a management plane's where the testbed has one."""
+        management = [p for p, plane in enumerate(self.tb.planes) if plane.get("spans_sites")]
+        return [a for plane in management or self.rail_planes()
                 for a in ("--connect", f"{self.tb.plane_address(plane, 'p')}:{PORT}")]
 
-    def start_producer(self):
+    def rail_planes(self):
+        return [p for p, plane in enumerate(self.tb.planes) if not plane.get("spans_sites")]
+
+    def start_producer(self, extra=()):
         argv = [binary("deltacast-bench"), "sync", "--role", "producer", "--commands", "--listen", f"0.0.0.0:{PORT}",
                 "--elements", str(self.elements), "--token", str(self.token), "--protection", self.protection,
-                *self.rails("p")]
+                *self.rails("p"), *extra]
         proc = self.tb.spawn("p", argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_sink("producer"),
                              text=True, bufsize=1)
         self.producer = Events(proc, "producer")
@@ -103,12 +108,13 @@ class Cluster:
         self.producer.proc.stdin.flush()
         return self.producer.next(answer, timeout)
 
-    def start_consumer(self, host, elements=None, token=None, name=None):
-        """A consumer process on `host` (its namespace is its node); `name` for several on one host."""
+    def start_consumer(self, host, elements=None, token=None, name=None, extra=()):
+        """A consumer process on `host` (its namespace is its node); `name` for several on one host;
+        `extra`: more of its arguments."""
         name = name or host
         argv = [binary("deltacast-bench"), "sync", "--role", "consumer", "--name", name, "--node", host, "--elements",
                 str(elements or self.elements), "--token", str(token or self.token), "--protection", self.protection,
-                *self.coordinators(), *self.rails(host)]
+                *self.coordinators(), *self.rails(host), *extra]
         proc = self.tb.spawn(host, argv, stdout=subprocess.PIPE, stderr=log_sink(name), text=True)
         self.consumers[name] = Events(proc, name)
         return self.consumers[name]

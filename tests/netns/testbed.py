@@ -8,6 +8,13 @@
         Testbed(binary, hosts=["p", "c0", "c1"], planes=["1gbit", "1gbit"])
         tb.plane_address(0, "c1"); tb.plane_rate(1, "c1", "300mbit")
 
+    Sites: each plane has a bridge per site, and every two sites are joined on
+    each plane by a WAN link shaped to `wan_rate` and delayed `wan_delay_ms` each way:
+        Testbed(binary, hosts=[...], planes=["1gbit"], sites={"p": "east", "c0": "west"},
+                wan_rate="200mbit", wan_delay_ms=20)
+        tb.wan_down(0, "east", "west"); tb.wan_bytes_into("west")
+    `management_plane=True` adds one more plane, unshaped and spanning the sites (control).
+
 Teardown happens when the context ends, also on failure (the C++ testbed's
 destructor removes every namespace it made)."""
 import json
@@ -20,7 +27,8 @@ class TestbedUnavailable(Exception):
 
 
 class Testbed:
-    def __init__(self, binary, hosts, rails=(), planes=()):
+    def __init__(self, binary, hosts, rails=(), planes=(), sites=None, wan_rate=None, wan_delay_ms=0,
+                 management_plane=False):
         args = [binary]
         for h in hosts:
             args += ["--host", h]
@@ -28,6 +36,14 @@ class Testbed:
             args += ["--rail", ":".join(x for x in rail if x)]
         for rate in planes:
             args += ["--plane", rate or "-"]
+        for host, site in (sites or {}).items():
+            args += ["--site", f"{host}={site}"]
+        if wan_rate:
+            args += ["--wan-rate", wan_rate]
+        if wan_delay_ms:
+            args += ["--wan-delay-ms", str(wan_delay_ms)]
+        if management_plane:
+            args += ["--management-plane"]
         self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True)
         line = self._proc.stdout.readline()
@@ -41,6 +57,9 @@ class Testbed:
         self.hosts = info["hosts"]
         self.rails = info["rails"]
         self.planes = info["planes"]
+        self.switch = info["switch"]
+        self.sites = info["sites"]
+        self.wans = info["wans"]
 
     def __enter__(self):
         return self
@@ -82,15 +101,36 @@ class Testbed:
     def plane_rate(self, plane, host, rate):
         self._command(f"prate {plane} {host} {rate}")
 
+    def wan_down(self, plane, a, b):
+        """Cuts the WAN link between sites a and b on a plane: frames are dropped silently, both ways."""
+        self._command(f"wdown {plane} {a} {b}")
+
+    def wan_up(self, plane, a, b):
+        self._command(f"wup {plane} {a} {b}")
+
+    def wan_bytes_into(self, site, planes=None):
+        """{source site: bytes that crossed into `site` over the WAN links from it}, summed over planes."""
+        counters = self._interface_counters(["ip", "netns", "exec", self.switch, "cat", "/proc/net/dev"])
+        into = {}
+        for wan in self.wans:
+            if wan["to"] == site and (planes is None or wan["plane"] in planes):
+                into[wan["from"]] = into.get(wan["from"], 0) + counters[wan["interface"]]
+        return into
+
     def plane_address(self, plane, host):
         return self.planes[plane]["addresses"][host]
 
     def received_bytes(self, host):
         """{interface: bytes that arrived on it} in a host's namespace, loopback left out."""
-        out = subprocess.run(self.netns_argv(host, ["cat", "/proc/net/dev"]), capture_output=True, text=True,
-                             check=True).stdout
+        counters = self._interface_counters(self.netns_argv(host, ["cat", "/proc/net/dev"]))
+        return {name: received for name, received in counters.items() if name != "lo"}
+
+    @staticmethod
+    def _interface_counters(argv):
+        """{interface: received bytes} from a namespace's /proc/net/dev."""
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
         return {name.strip(): int(counters.split()[0]) for name, counters in
-                (line.split(":", 1) for line in out.splitlines()[2:]) if name.strip() != "lo"}
+                (line.split(":", 1) for line in out.splitlines()[2:])}
 
     def netns_argv(self, host, argv):
         return ["ip", "netns", "exec", self.hosts[host]] + list(argv)

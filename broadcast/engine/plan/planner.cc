@@ -302,7 +302,7 @@ Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
 }
 
 Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf& sites,
-              std::vector<uint32_t>* everyone_moved) {
+              std::vector<uint32_t>* everyone_moved, const BrokenLinks& broken) {
   // Every member of `moved` goes to the tails, once each, in that order (a member that hung
   // delays nobody there, and stays in case only its link failed).
   std::vector<uint32_t> tails;
@@ -332,13 +332,16 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
     auto& out_from = out.fed_by[s];
     keep_in_stripe(order, from, [&](size_t i) { return in_block(order[i]) || to_tail(order[i]); }, out_order, out_from);
     const size_t kept = out_order.size();
-    // Below the last member kept outside `site` and outside the site that fed it (failing that,
-    // outside `site`; failing that, the producer).
+    // Below the last member kept outside `site`, outside the site that fed it and not across a
+    // link known broken (failing that, not across a broken link; failing that, not from the
+    // feeder site; failing that, anywhere outside `site`; failing that, the producer).
     const auto feeder_for = [&](const std::string& site, const std::string& feeder_site) {
-      for (bool strict : {true, false}) {
+      for (const auto& [avoid_feeder, avoid_broken] : {std::pair{true, true}, {false, true}, {true, false}, {false, false}}) {
         for (size_t k = kept; k-- > 0;) {
           const std::string other = site_of(sites, out_order[k]);
-          if (other != site && (!strict || other != feeder_site)) return static_cast<uint32_t>(k);
+          if (other == site || (avoid_feeder && other == feeder_site)) continue;
+          if (avoid_broken && broken.count({other, site})) continue;
+          return static_cast<uint32_t>(k);
         }
       }
       return Plan::kFromProducer;
@@ -404,6 +407,28 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
     everyone_moved->assign(all.begin(), all.end());
   }
   return out;
+}
+
+Plan around_broken_links(const Plan& plan, const SiteOf& sites, const BrokenLinks& broken,
+                         std::vector<uint32_t>* moved) {
+  std::vector<uint32_t> across;
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    for (uint32_t id : plan.order[s]) {
+      const uint32_t parent = plan.parent(id, s);
+      const std::string into = site_of(sites, id);
+      if (broken.count({parent == 0 ? std::string() : site_of(sites, parent), into}) &&
+          std::find(across.begin(), across.end(), id) == across.end()) {
+        across.push_back(id);
+      }
+    }
+  }
+  if (across.empty()) {
+    if (moved != nullptr) moved->clear();
+    return plan;
+  }
+  // The entries fed across a broken link move; to_tails hangs each below its own site's block
+  // (or, the whole site fed so, the first as the block's entry from a working site).
+  return to_tails(plan, across, sites, moved, broken);
 }
 
 uint32_t alpha_beta_slice_bytes(uint64_t bytes, uint32_t hops, double alpha_seconds, double beta_bytes_per_second,

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,9 @@ Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains);
 // version: the producer then re-sends much of it to new heads.)
 Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
 
+// WAN links found failed, from one site into another (sites by name; "": the producer's).
+using BrokenLinks = std::set<std::pair<std::string, std::string>>;
+
 // The site `id` names in `sites` (empty: the producer's).
 std::string site_of(const SiteOf& sites, uint32_t id);
 // Whether some stripe of `plan` feeds `id` from another site (or from the producer, `id` being
@@ -108,8 +112,15 @@ bool fed_across_sites(const Plan& plan, uint32_t id, const SiteOf& sites);
 // version from a third site (and the moved member itself, at the tails, from its own site's
 // block; were it hung rather than cut off, the block goes on without it). `everyone_moved` (if
 // given): the members moved, `moved` and their blocks, sorted.
+// `broken`: WAN links found failed; no block is hung below a member across one of them while
+// another member will do.
 Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf& sites = {},
-              std::vector<uint32_t>* everyone_moved = nullptr);
+              std::vector<uint32_t>* everyone_moved = nullptr, const BrokenLinks& broken = {});
+// `plan` with every member fed over a link of `broken` moved as to_tails moves a reported one
+// (its site along, below a site whose link into it works): a fresh plan for the next version
+// routes around a WAN link that failed in the last. `moved` (if given): the members moved.
+Plan around_broken_links(const Plan& plan, const SiteOf& sites, const BrokenLinks& broken,
+                         std::vector<uint32_t>* moved = nullptr);
 
 // Stripes for n consumers: enough that no uplink carries everything, few
 // enough that each chain's slices stay large.

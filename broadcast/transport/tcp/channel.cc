@@ -33,6 +33,11 @@ void TcpChannel::send(const SliceRef& slice, const uint8_t* data, SliceDone done
   cv_.notify_all();
 }
 
+std::optional<Millis> TcpChannel::receiver_silent_for() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::chrono::duration_cast<Millis>(Clock::now() - last_heard_);
+}
+
 bool TcpChannel::ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   return fd_ >= 0 && !closed_ && Clock::now() - last_heard_ < silence_limit_;

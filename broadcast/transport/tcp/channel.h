@@ -26,6 +26,7 @@ class TcpChannel : public Channel {
 
   void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
   bool ready() const override;
+  std::optional<Millis> receiver_silent_for() const override;
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return rail_; }

@@ -405,6 +405,63 @@ TEST(Planner, EachStripeEntersEachSiteOnce) {
   EXPECT_EQ(plan_trees(members(60), 4, 2, {70}, nodes, {}).order, plan_trees(members(60), 4, 2, {70}, nodes).order);
 }
 
+TEST(Planner, AWanLinkFoundBrokenIsPlannedAround) {
+  // e0 (1) in the producer's site, west 2-3, north 4-5, as in the namespace test of sites.
+  const SiteOf sites{{2, "west"}, {3, "west"}, {4, "north"}, {5, "north"}};
+  const NodeOf nodes{{1, "e0"}, {2, "w0"}, {3, "w1"}, {4, "n0"}, {5, "n1"}};
+  const auto site = [&](uint32_t id) { return id == 0 ? std::string() : site_of(sites, id); };
+  for (uint32_t fanout : {1u, 2u}) {
+    const Plan plan = plan_trees({1, 2, 3, 4, 5}, 4, fanout, {}, nodes, sites);
+    std::vector<uint32_t> moved;
+    EXPECT_EQ(around_broken_links(plan, sites, {}, &moved).order, plan.order) << "nothing broken, nothing moves";
+    EXPECT_TRUE(moved.empty());
+    // The producer's site lost its link into north: north takes every stripe from west, once.
+    const Plan around = around_broken_links(plan, sites, {{"", "north"}}, &moved);
+    // (Chains pass each stripe from site to site: north's may come from west already.)
+    if (fanout > 1) {
+      EXPECT_EQ(moved, (std::vector<uint32_t>{4, 5}));
+    }
+    for (uint32_t s = 0; s < 4; ++s) {
+      ASSERT_EQ(around.order[s].size(), 5u);
+      int entered = 0;
+      for (uint32_t id : around.order[s]) {
+        const uint32_t parent = around.parent(id, s);
+        if (site(id) != "north" || site(parent) == "north") continue;
+        ++entered;
+        EXPECT_EQ(site(parent), "west") << "fan-out " << fanout << ", stripe " << s;
+      }
+      EXPECT_EQ(entered, 1) << "fan-out " << fanout << ", stripe " << s;
+      // West keeps its link from the producer's site.
+      for (uint32_t id : {2u, 3u}) EXPECT_NE(site(around.parent(id, s)), "north");
+    }
+    // North cut off from both other sites: it stays in the plan (from the producer's site, the
+    // last resort), every member once per stripe.
+    const Plan stuck = around_broken_links(plan, sites, {{"", "north"}, {"west", "north"}});
+    for (uint32_t s = 0; s < 4; ++s) EXPECT_EQ(stuck.order[s].size(), 5u);
+  }
+  // A reported member's site is not hung below a site whose link into it failed before: west's
+  // entry reported by its parent in the producer's site, north's link into west known broken:
+  // west goes below the producer's site again (its other member, e0; the report may have been
+  // about the entry alone) rather than across the link known broken.
+  const Plan plan = plan_trees({1, 2, 3, 4, 5}, 1, 2, {}, nodes, sites);
+  const uint32_t west_entry = [&] {
+    for (uint32_t id : plan.order[0]) {
+      if (site(id) == "west") return id;
+    }
+    return 0u;
+  }();
+  const Plan unbroken = to_tails(plan, {west_entry}, sites);
+  const Plan avoiding = to_tails(plan, {west_entry}, sites, nullptr, {{"north", "west"}});
+  const auto west_parent_site = [&](const Plan& p) {
+    for (uint32_t id : p.order[0]) {
+      if (site(id) == "west" && site(p.parent(id, 0)) != "west") return site(p.parent(id, 0));
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(west_parent_site(unbroken), "north") << "a third site, as before";
+  EXPECT_EQ(west_parent_site(avoiding), "") << "not across the link known broken";
+}
+
 // The shape per version: small versions are latency-bound (a tree's few hops win); large ones to
 // few nodes bandwidth-bound (chains, where every member sends the version once, are as fast and
 // sturdier).
