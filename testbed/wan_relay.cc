@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -48,7 +49,8 @@ Status in_netns(const std::string& netns, Make make) {
   const bool back = setns(own, CLONE_NEWNET) == 0;
   close(target);
   close(own);
-  if (!back) return io_error("cannot return to this process's network namespace");
+  // Left in the switch's namespace, every later command of this process would run there.
+  if (!back) std::abort();
   return made;
 }
 
@@ -106,6 +108,8 @@ void WanRelay::run() {
     pollfd polled[3] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}, {wake_[0], POLLIN, 0}};
     if (poll(polled, 3, timeout_ms) < 0 && errno != EINTR) return;
     if (polled[2].revents != 0) return;
+    // A tap gone (its namespace deleted first): stop rather than spin on its error.
+    if (((polled[0].revents | polled[1].revents) & (POLLERR | POLLHUP | POLLNVAL)) != 0) return;
     const bool carrying = up_.load();
     for (int side = 0; side < 2; ++side) {
       if ((polled[side].revents & POLLIN) == 0) continue;

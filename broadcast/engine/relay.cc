@@ -191,12 +191,16 @@ std::vector<uint32_t> Relay::unreachable_children() const {
     // A rail not measured yet (a new child's first slices) is given half the window more. (Twice
     // the window more did not stop the false reports of a cold cluster's first version across a
     // 40 ms WAN in the namespace test of sites, and it slows finding a child cut from the start.)
-    const Millis allowed = options_.unreachable_after + 2 * sprayer.expected_silence(options_.unreachable_after / 4);
+    const Millis allowed = options_.unreachable_after +
+                           std::min(2 * sprayer.expected_silence(options_.unreachable_after / 4), Millis(10000));
     // A receiver whose heartbeats still arrive on some rail is alive and reachable: its slices
     // are only slow (across a WAN, a new connection's slow start outlasts any fixed allowance).
+    // For a while: one whose data path hangs while its heartbeat thread runs is reported after
+    // four allowances (5 s at least).
+    const Millis quiet = sprayer.silent_for();
     const auto heard = sprayer.receiver_silent_for();
-    if (heard && *heard < options_.unreachable_after) continue;
-    if (sprayer.silent_for() >= allowed) silent.push_back(id);
+    if (heard && *heard < options_.unreachable_after && quiet < std::max(4 * allowed, Millis(5000))) continue;
+    if (quiet >= allowed) silent.push_back(id);
   }
   return silent;
 }

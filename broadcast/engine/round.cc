@@ -184,7 +184,6 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // cannot reach moves again while there are sites to try (its site's links to more than one
   // site failed: the planner hangs it below a third each time).
   std::map<uint32_t, size_t> moves;
-  for (uint32_t id : routed_around) moves[id] = 1;
   std::set<std::string> site_names;
   for (const auto& [id, site] : sites) site_names.insert(site);
   const auto to_move = [&](uint32_t id) {
@@ -293,6 +292,11 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
         }
       }
       membership_.send(id, replan);
+    }
+    // The producer's own reports are made live: a member that is a head again (its parents
+    // dropped, or no other site left to feed it) may be reported by it anew.
+    for (const auto& heads : plan.heads()) {
+      for (uint32_t id : heads) acted_on.erase({id, 0});
     }
     if (Status s = relay_.set_children(plan.heads(), directory, have); !s.ok()) {
       log().error("round for version {}: {}", spec.version, s.to_string());

@@ -117,6 +117,13 @@ class Testbed:
                 into[wan["from"]] = into.get(wan["from"], 0) + counters[wan["interface"]]
         return into
 
+    def wan_bytes_sent(self, site, to):
+        """Bytes `site`'s switch sent toward site `to` over their WAN links (all planes), whether
+        they arrived or not (a cut link drops them after this count)."""
+        counters = self._interface_counters(["ip", "netns", "exec", self.switch, "cat", "/proc/net/dev"], sent=True)
+        # The link's port in `site`'s bridge is the one that delivers what comes from `to`.
+        return sum(counters[wan["interface"]] for wan in self.wans if wan["from"] == to and wan["to"] == site)
+
     def plane_address(self, plane, host):
         return self.planes[plane]["addresses"][host]
 
@@ -126,10 +133,11 @@ class Testbed:
         return {name: received for name, received in counters.items() if name != "lo"}
 
     @staticmethod
-    def _interface_counters(argv):
-        """{interface: received bytes} from a namespace's /proc/net/dev."""
+    def _interface_counters(argv, sent=False):
+        """{interface: received (or sent) bytes} from a namespace's /proc/net/dev."""
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-        return {name.strip(): int(counters.split()[0]) for name, counters in
+        column = 8 if sent else 0
+        return {name.strip(): int(counters.split()[column]) for name, counters in
                 (line.split(":", 1) for line in out.splitlines()[2:])}
 
     def netns_argv(self, host, argv):

@@ -35,7 +35,15 @@ void TcpChannel::send(const SliceRef& slice, const uint8_t* data, SliceDone done
 
 std::optional<Millis> TcpChannel::receiver_silent_for() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::chrono::duration_cast<Millis>(Clock::now() - last_heard_);
+  const auto now = Clock::now();
+  if (!ever_connected_) {
+    // Still dialling its first connection (across a WAN: the connect, the handshake's round
+    // trips, on loaded cores): not silent yet for up to four connect timeouts (2 s), silent
+    // since it was made after that.
+    const auto trying = now - created_;
+    return trying < 4 * options_.connect_timeout ? Millis(0) : std::chrono::duration_cast<Millis>(trying);
+  }
+  return std::chrono::duration_cast<Millis>(now - last_heard_);
 }
 
 bool TcpChannel::ready() const {
@@ -193,6 +201,7 @@ void TcpChannel::run() {
       ++generation_;
       stop_connection_ = false;
       last_heard_ = last_written_ = Clock::now();
+      ever_connected_ = true;
       reader_ = std::thread(
           [this, fd = fd_, generation = generation_, seal = in_seal_.get()] { read_loop(fd, generation, seal); });
       continue;

@@ -82,6 +82,8 @@ class TcpChannel : public Channel {
   uint64_t generation_ = 0;
   Clock::time_point last_heard_{};
   Clock::time_point last_written_{};
+  const Clock::time_point created_ = Clock::now();
+  bool ever_connected_ = false;  // receiver_silent_for: a rail still dialling its first connection
   std::atomic<bool> closed_{false};
   std::atomic<int> agreed_{-1};  // the last connection's trust::Protection (-1: none yet)
   std::atomic<bool> stop_connection_{false};
