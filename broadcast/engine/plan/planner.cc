@@ -412,13 +412,16 @@ Plan to_tails(const Plan& plan, const std::vector<uint32_t>& moved, const SiteOf
 Plan around_broken_links(const Plan& plan, const SiteOf& sites, const BrokenLinks& broken,
                          std::vector<uint32_t>* moved) {
   std::vector<uint32_t> across;
-  for (uint32_t s = 0; s < plan.stripes(); ++s) {
-    for (uint32_t id : plan.order[s]) {
-      const uint32_t parent = plan.parent(id, s);
-      const std::string into = site_of(sites, id);
-      if (broken.count({parent == 0 ? std::string() : site_of(sites, parent), into}) &&
-          std::find(across.begin(), across.end(), id) == across.end()) {
-        across.push_back(id);
+  // Every round starts here: nothing broken costs nothing, and parents come from fed_by by index
+  // (Plan::parent searches the stripe, quadratic over thousands of members).
+  for (uint32_t s = 0; s < plan.stripes() && !broken.empty(); ++s) {
+    const auto& order = plan.order[s];
+    for (size_t i = 0; i < order.size(); ++i) {
+      const uint32_t from = plan.fed_by[s][i];
+      const std::string feeder_site = from == Plan::kFromProducer ? std::string() : site_of(sites, order[from]);
+      if (broken.count({feeder_site, site_of(sites, order[i])}) &&
+          std::find(across.begin(), across.end(), order[i]) == across.end()) {
+        across.push_back(order[i]);
       }
     }
   }
