@@ -309,8 +309,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   if (log().should_log(spdlog::level::debug)) {
     for (uint32_t id : targets) {
       if (const auto r = rates_.rates(id)) {
-        log().debug("version {}: member {} inbound {:.0f} MB/s, capacity {:.0f} MB/s from {}, slow {}, kept up {}",
-                    spec.version, id, r->inbound / 1e6, r->capacity / 1e6, r->capacity_from, r->slow, r->kept_up_rounds);
+        log().debug("version {}: member {} inbound {:.0f} MB/s, capacity {:.0f} MB/s from {}, slow {}", spec.version,
+                    id, r->inbound / 1e6, r->capacity / 1e6, r->capacity_from, r->slow);
       }
     }
   }

@@ -305,11 +305,11 @@ def test_a_throttled_consumer_is_found_and_moved_to_the_tails(cluster):
     others = sum(len([n for n in t if n != "c5"]) for t in tails)
     stays = all("c5" in t for t in tails[found[0]:])
     if others > 2 or not stays:
-        # Open: on two shared cores the rounds after it are not yet steady. Seen 2026-11-26, with a
-        # member at the tails no longer excused by its feeder (rate book): in CI the healthy feeder
-        # held back by c5 measured slow and joined it ([['c5'], ['c3', 'c5'], ['c3', 'c5'], ['c3']]);
-        # locally c5, at the tail and fed at its pace, "kept up" three rounds and rejoined
-        # ([['c5'], ['c5'], ['c5'], []]). Found it must be at once, and that is asserted above.
+        # Open: on two shared cores a healthy consumer still measures under 60% of the others
+        # now and then and joins c5 at the tails for a round or two (['c5', 'c4'] at the last
+        # round, in 2 of 6 runs on 2026-11-27). Since the slow hang from the last healthy member
+        # (not one below another) that costs nobody anything, and c5, no longer released for
+        # keeping up, stayed in every run since.
         pytest.xfail(f"the tails after the throttle were not steady: {tails}")
 
 

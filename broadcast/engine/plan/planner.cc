@@ -116,8 +116,8 @@ struct PlacedSite {
 // Places stripe s's part of one site: its fast nodes in a k-ary heap (node p takes the stripe from
 // node (p - 1) / k, the root from `feeder`), each node's entry feeding the entries of its child
 // nodes and the rest of its own node in a chain (in a chain, k = 1, a node's first member takes it
-// from the previous node's last); then its nodes with slow members in a chain below, the healthy
-// members of each first, its slow members last in it.
+// from the previous node's last); then its nodes with slow members: their healthy members on in
+// the chain, their slow members below the last healthy member (see below).
 PlacedSite place_site(const SiteGroups& site, uint32_t s, uint32_t stripes, uint32_t fanout, uint32_t feeder,
                       std::vector<uint32_t>& order, std::vector<uint32_t>& fed_by) {
   PlacedSite placed;
@@ -138,11 +138,30 @@ PlacedSite place_site(const SiteGroups& site, uint32_t s, uint32_t stripes, uint
     for (size_t i = 1; i < group.fast.size(); ++i) place(group.fast[(i + s) % group.fast.size()], last);
   }
   placed.last_fast = n == 0 ? Plan::kFromProducer : last;
+  // The healthy members of nodes with slow members go on in the healthy chain; the slow nodes
+  // hang below the last healthy member, up to max(2, fanout) of them, the rest in a heap below
+  // those (slowest last, so deepest). Below another slow member a member takes that one's pace
+  // and measures as slow as it: a healthy consumer put at the tails on one noisy round was held
+  // there by a throttled one for rounds on end. (A site without healthy members chains them, so
+  // that the stripe still enters it once.)
+  const size_t tail_fanout = std::max<size_t>(2, fanout);
+  std::vector<uint32_t> slow_entries;  // each slow node's entry, by heap position
   for (const NodeGroup* group : site.slow) {
-    for (size_t i = 0; i < group->fast.size(); ++i) place(group->fast[(i + s) % group->fast.size()], last);
-    // A site of slow nodes only: its last healthy member, if any, feeds the next site in chains.
-    if (placed.last_fast == Plan::kFromProducer && !group->fast.empty()) placed.last_fast = last;
-    for (uint32_t id : group->slow) place(id, last);
+    for (size_t i = 0; i < group->fast.size(); ++i) {
+      place(group->fast[(i + s) % group->fast.size()], placed.last_fast == Plan::kFromProducer ? last : placed.last_fast);
+      placed.last_fast = last;
+    }
+    for (size_t i = 0; i < group->slow.size(); ++i) {
+      // A node's slow members follow one another (one entry into the node), from its own healthy
+      // member if it has one.
+      uint32_t parent = last;
+      if (i == 0 && group->fast.empty() && placed.last_fast != Plan::kFromProducer) {
+        const size_t p = slow_entries.size();
+        parent = p < tail_fanout ? placed.last_fast : slow_entries[(p - tail_fanout) / tail_fanout];
+        slow_entries.push_back(static_cast<uint32_t>(order.size()));
+      }
+      place(group->slow[i], parent);
+    }
   }
   return placed;
 }

@@ -65,13 +65,16 @@ void RateBook::close_round(uint32_t slice_bytes) {
     if (bottleneck) {
       m.capacity = inbound;
       m.capacity_from = waited_from;
-      m.kept_up_rounds = 0;
-    } else if (!m.slow || ++m.kept_up_rounds >= kKeptUpRounds) {
-      // It kept up: whatever made it slow is gone (a slow member only after a few such rounds:
-      // at a tail it is fed at the pace of whoever feeds it, which may hide a slow port).
+    } else if (!m.slow) {
+      // It kept up: whatever made it slow is gone.
       m.capacity = 0;
       m.capacity_from = 0;
     }
+    // A member at the tails that kept up keeps its capacity: it hangs from a healthy member there
+    // (planner.h) and takes what it can at that member's pace, so its inbound rate (known()) is
+    // what says it recovered. Keeping up proves nothing: links from a port throttled to 30%
+    // seldom waited on two busy cores, and three such rounds sent it back into the chains,
+    // slowing everyone once every four rounds.
   }
   round_.clear();
 }
@@ -99,7 +102,7 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
   verdict.slice_bytes = slice_bytes_;
   for (uint32_t id : members) {
     const MemberRates* r = rates_of(id);
-    if (r == nullptr || r->capacity <= 0) continue;  // never a bottleneck, or kept up long enough
+    if (r == nullptr || r->capacity <= 0) continue;  // never a bottleneck, or kept up since
     const double rate = r->known();
     // A sender about as slow as this member explains it (a port slow both ways), but only a
     // member not yet at the tails: there it is fed by whoever ends the chains, and a feeder held
@@ -135,7 +138,6 @@ void RateBook::adopt(const std::vector<uint32_t>& members, const SlowVerdict& ve
       if (slow) members_[id].slow = true;
       continue;
     }
-    if (it->second.slow != slow) it->second.kept_up_rounds = 0;
     it->second.slow = slow;
   }
 }

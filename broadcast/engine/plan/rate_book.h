@@ -16,11 +16,12 @@
 //
 // A member measured as a bottleneck at under kSlowFraction of the healthy rate
 // (the upper median of what the others are known to take) is slow. At the tails
-// it stays until measured at kRecoverFraction of the healthy rate, or until it
-// kept up (was never a bottleneck) for kKeptUpRounds measured rounds. The
-// healthy rate comes from lower bounds too, so it is there even when every
-// healthy link kept up: a machine with cores to spare, where no healthy link is
-// ever a bottleneck, finds a slow member as surely as one whose cores are busy.
+// it hangs from a healthy member (planner.h), and stays until what it takes
+// (its capacity, or a newer inbound rate) reaches kRecoverFraction of the
+// healthy rate. The healthy rate comes from lower bounds too, so it is there
+// even when every healthy link kept up: a machine with cores to spare, where no
+// healthy link is ever a bottleneck, finds a slow member as surely as one whose
+// cores are busy.
 //
 // Thread-safe: reports come from control-link threads, verdicts from the round loop.
 #pragma once
@@ -40,7 +41,6 @@ inline constexpr uint32_t kProducerSender = 0;
 
 inline constexpr double kSlowFraction = 0.6;
 inline constexpr double kRecoverFraction = 0.8;
-inline constexpr uint32_t kKeptUpRounds = 3;
 // A link's share of busy time with slices waiting that makes it a bottleneck.
 inline constexpr double kBottleneckShare = 0.5;
 // Reports on fewer slices or less busy time say nothing (a small sparse version).
@@ -53,7 +53,6 @@ struct MemberRates {
   double capacity = 0;       // the same, from a round in which a link into it was its bottleneck (0: it kept up)
   uint32_t capacity_from = 0;  // the sender of that link
   bool slow = false;         // at the tails since the last adopted verdict
-  uint32_t kept_up_rounds = 0;  // measured rounds in a row in which it was no bottleneck
   uint64_t rounds = 0;       // rounds that measured it
 
   // What it is known to take: a slow member's capacity may be older than its last inbound rate,

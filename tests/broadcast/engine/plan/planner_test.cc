@@ -74,6 +74,40 @@ TEST(Planner, SlowMembersGoToEveryTailSlowestLast) {
   }
   EXPECT_EQ(heads.size(), 3u) << "the others still rotate";
   EXPECT_EQ(plan.slow, (std::vector<uint32_t>{20, 50}));
+  // Each hangs from the last healthy member, not one below the other: below a slow member a
+  // member takes its pace and measures as slow (a healthy one put at the tails on one noisy round
+  // would stay there).
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    EXPECT_EQ(plan.parent(20, s), plan.order[s][3]);
+    EXPECT_EQ(plan.parent(50, s), plan.order[s][3]);
+  }
+}
+
+TEST(Planner, ManySlowMembersMakeAHeapBelowTheLastHealthyOne) {
+  // 10 members, 6 slow (slowest last): two below the last healthy member, two below each of those.
+  const std::vector<uint32_t> slow = {40, 50, 60, 70, 80, 90};
+  for (uint32_t fanout : {1u, 2u}) {
+    const Plan plan = plan_trees(members(10), 2, fanout, slow);
+    for (uint32_t s = 0; s < plan.stripes(); ++s) {
+      const auto& order = plan.order[s];
+      ASSERT_EQ(order.size(), 10u);
+      const uint32_t last_healthy = order[3];
+      EXPECT_EQ(std::vector<uint32_t>(order.begin() + 4, order.end()), slow);
+      EXPECT_EQ(plan.parent(40, s), last_healthy);
+      EXPECT_EQ(plan.parent(50, s), last_healthy);
+      EXPECT_EQ(plan.parent(60, s), 40u);
+      EXPECT_EQ(plan.parent(70, s), 40u);
+      EXPECT_EQ(plan.parent(80, s), 50u);
+      EXPECT_EQ(plan.parent(90, s), 50u);
+    }
+  }
+  // A node's slow member hangs from its own healthy member: the node is entered once.
+  const NodeOf nodes = {{10, "a"}, {20, "a"}, {30, "b"}, {40, "b"}};
+  const Plan plan = plan_chains(members(4), 2, {20}, nodes);
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    EXPECT_EQ(plan.order[s].back(), 20u);
+    EXPECT_EQ(plan.parent(20, s), 10u);
+  }
 }
 
 TEST(Planner, SlowMembersThatLeftAreLeftOut) {

@@ -145,7 +145,7 @@ TEST(RateBook, SlowestIsLast) {
   EXPECT_EQ(book.judge({1, 2, 3, 4, 5}).slow, (std::vector<uint32_t>{2, 3}));
 }
 
-TEST(RateBook, ASlowMemberStaysAtTheTailsUntilItRecoversOrKeepsUp) {
+TEST(RateBook, ASlowMemberStaysAtTheTailsUntilWhatItTakesRecovers) {
   RateBook book;
   const std::vector<uint32_t> four = {1, 2, 3, 4};
   const auto round = [&](LinkSample into_3) {
@@ -166,10 +166,11 @@ TEST(RateBook, ASlowMemberStaysAtTheTailsUntilItRecoversOrKeepsUp) {
   LinkSample tiny = waited(2e9);
   tiny.slices = 2;
   EXPECT_EQ(round(tiny), std::vector<uint32_t>{3});
-  // Keeping up at a tail may only mean its feeder is slow: three such rounds, then it rejoins.
-  EXPECT_EQ(round(kept_up(0.5e9)), std::vector<uint32_t>{3});
-  EXPECT_EQ(round(kept_up(0.5e9)), std::vector<uint32_t>{3});
-  EXPECT_TRUE(round(kept_up(0.5e9)).empty());
+  // Keeping up at a tail proves nothing while what it takes stays low (a throttled port's links
+  // seldom wait on busy cores): it stays, round after round.
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(round(kept_up(0.5e9)), std::vector<uint32_t>{3}) << "round " << i;
+  // Keeping up at the healthy pace of the member it hangs from: recovered.
+  EXPECT_TRUE(round(kept_up(0.9e9)).empty());
   EXPECT_FALSE(book.rates(3)->slow);
   // Slow again, then measured close to the others: back in the rotation at once.
   EXPECT_EQ(round(waited(0.4e9)), std::vector<uint32_t>{3});
