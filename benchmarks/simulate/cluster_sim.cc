@@ -328,9 +328,15 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
                        : c_.slice_cost_seconds > 0 ? c_.slice_cost_seconds
                                                    : RoundOptions{}.alpha_seconds;
   const bool deltacast = topology_ == SimTopology::kDeltacast;
+  // The WAN as a round measures it: half the longest base round trip of the last round's links
+  // across sites (node ids in the book: the producer is node 0, in site 0).
+  const auto site_of_id = [&](uint32_t n) { return n == kProducer ? 0 : site_of_node(c_, n - 1); };
+  const WanPath wan{c_.sites, book_.longest_round_trip([&](uint32_t sender, uint32_t child) {
+                      return site_of_id(sender) != site_of_id(child);
+                    }) / 2};
   const VersionShape planned =
       version_shape(bytes, consumers, static_cast<uint32_t>(alive_.size()), rate, c_.rails, alpha,
-                    deltacast ? c_.stripes : 1, 0, measured ? verdict.slice_bytes : 0, deltacast ? c_.fanout : 1);
+                    deltacast ? c_.stripes : 1, 0, measured ? verdict.slice_bytes : 0, deltacast ? c_.fanout : 1, wan);
   const uint32_t stripes = planned.stripes;
   const uint32_t slice_bytes = planned.slice_bytes;
   DC_ASSIGN_OR_RETURN(const TransferShape shape, TransferShape::make(++transfer_, bytes, slice_bytes));
@@ -362,10 +368,19 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   const double node_limit = c_.node_limit_bytes_per_second > 0 ? c_.node_limit_bytes_per_second : node_rate;
   const double hop_alpha = c_.latency_seconds + c_.slice_cost_seconds;
   result.chain_bound_seconds = pipelined_bound(bytes, c_.nodes, std::min(node_rate, node_limit), hop_alpha);
+  // Across sites the bound is the model's best over the shapes with the WAN in it (every site
+  // entered from the producer's in one hop, the farthest's latency), and no less than the WAN
+  // floor: the version over one WAN link plus that latency.
+  WanPath farthest{c_.sites, 0};
+  for (uint32_t site = 1; site < c_.sites; ++site) {
+    farthest.one_way_seconds = std::max(farthest.one_way_seconds, wan_latency_seconds(c_, 0, site));
+  }
+  const double shapes_bound =
+      version_shape(bytes, consumers, c_.nodes, std::min(node_rate, node_limit), c_.rails, hop_alpha, 0, 0, 0, 0, farthest)
+          .bound_seconds;
   result.bound_seconds =
-      std::min(result.chain_bound_seconds,
-               version_shape(bytes, consumers, c_.nodes, std::min(node_rate, node_limit), c_.rails, hop_alpha, 0, 0, 0, 0)
-                   .bound_seconds);
+      c_.sites > 1 ? std::max(shapes_bound, static_cast<double>(bytes) / c_.wan_bytes_per_second + farthest.one_way_seconds)
+                   : std::min(result.chain_bound_seconds, shapes_bound);
   std::vector<std::map<uint32_t, std::vector<uint32_t>>> gpu_order(stripes);
   if (topology_ == SimTopology::kBinaryTree) {
     DC_RETURN_IF_ERROR(grow_tree(shape.id, bytes, slice_bytes, source_checksums));
@@ -455,6 +470,13 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   std::set<std::pair<uint32_t, uint32_t>> reported;  // (parent node, child node), once each
   std::map<uint32_t, uint32_t> tailed;                // nodes moved to the tails, how many times
   const SiteOf sites = site_map(c_);
+  // WAN links found broken in this version (a parent that cannot reach its child in another
+  // site), which a move then avoids, as a round's do (RoundDriver::note_broken_link).
+  BrokenLinks broken;
+  const auto site_name = [&](uint32_t node) {
+    return node == kProducer || site_of_node(c_, node - 1) == 0 ? std::string()
+                                                                : site_of(sites, gpu_ids(c_, node - 1).front());
+  };
   // Whether `parent` feeds any of `child`'s GPUs in some stripe of the plan now (a report from
   // a node that no longer does is stale: the child moved since).
   const auto feeds = [&](uint32_t parent, uint32_t child) {
@@ -488,7 +510,8 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
           if (times > 0 && !(across && times <= c_.sites)) return;
           ++result.replans;
           ++tailed[child];
-          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites);
+          if (across) broken.insert({site_name(parent), site_name(child)});
+          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, nullptr, broken);
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       }

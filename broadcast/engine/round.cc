@@ -93,10 +93,18 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     const auto it = nodes.find(id);
     hosts.insert(it != nodes.end() ? it->second : fmt::format("#{}", id));
   }
+  // The WAN: the sites with targets (the producer's counted), and a hop's latency as the last
+  // round's links across sites measured it (half the longest base round trip; 0 before any).
+  std::set<std::string> sites_in_version = {std::string()};
+  for (uint32_t id : targets) sites_in_version.insert(site_of(sites, id));
+  const WanPath wan{static_cast<uint32_t>(sites_in_version.size()),
+                    rates_.longest_round_trip([&](uint32_t sender, uint32_t child) {
+                      return site_of(sites, sender) != site_of(sites, child);
+                    }) / 2};
   const VersionShape planned =
       version_shape(spec.bytes, targets.size(), static_cast<uint32_t>(hosts.size()), rate, static_cast<uint32_t>(rails),
                     options_.alpha_seconds, options_.stripes, options_.slice_bytes,
-                    verdict.healthy > 0 ? verdict.slice_bytes : 0, options_.fanout);
+                    verdict.healthy > 0 ? verdict.slice_bytes : 0, options_.fanout, wan);
   const uint32_t slice_bytes = planned.slice_bytes;
   const uint32_t stripes = planned.stripes;
   const TransferShape shape{spec.transfer, spec.bytes, slice_bytes};
@@ -110,10 +118,11 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   }
   rates_.adopt(targets, verdict);
   result.first_plan = plan;
-  log().debug("version {}: {} stripes of {}-byte slices, fan-out {} (modelled {:.2f} ms, bound {:.2f} ms); order {}; "
-              "healthy {:.0f} MB/s; slow {}",
+  log().debug("version {}: {} stripes of {}-byte slices, fan-out {} (modelled {:.2f} ms, bound {:.2f} ms; {} sites, "
+              "{:.1f} ms a WAN hop); order {}; healthy {:.0f} MB/s; slow {}",
               spec.version, stripes, slice_bytes, planned.fanout, planned.seconds * 1e3, planned.bound_seconds * 1e3,
-              fmt::format("{}", plan.order), verdict.healthy / 1e6, fmt::format("{}", plan.slow));
+              wan.sites, wan.one_way_seconds * 1e3, fmt::format("{}", plan.order), verdict.healthy / 1e6,
+              fmt::format("{}", plan.slow));
   result.slice_bytes = slice_bytes;
   result.stripes = stripes;
   result.fanout = planned.fanout;

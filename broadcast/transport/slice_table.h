@@ -27,6 +27,7 @@ struct LinkSample {
   double busy_seconds = 0;         // time with offered slices not yet delivered
   double backlogged_seconds = 0;   // of which, time with offered slices waiting for room
   double rail_rate = 0;            // bytes/s: the usable rails' measured rates, summed (sprayer)
+  double round_trip = 0;           // seconds: the shortest base round trip of its rails (0: none measured)
 
   bool measured() const { return slices > 0 && busy_seconds > 0; }
   double rate() const { return busy_seconds > 0 ? static_cast<double>(bytes) / busy_seconds : 0; }

@@ -421,6 +421,8 @@ LinkSample Sprayer::link_sample() const {
   const TimePoint now = state_->now();
   LinkSample sample = state_->table.link_sample(now);
   for (auto& rail : state_->rails) {
+    const double round_trip = rail.estimate.base_delay();
+    if (round_trip > 0 && (sample.round_trip == 0 || round_trip < sample.round_trip)) sample.round_trip = round_trip;
     const double busy = rail.estimate.busy_total(now) - rail.busy_mark;
     if (rail.health.state(now) == RailState::kPaused || busy < kMinRailBusySeconds) continue;
     sample.rail_rate += static_cast<double>(rail.estimate.delivered_total() - rail.delivered_mark) / busy;

@@ -21,6 +21,7 @@ LinkSample some_link_sample() {
   s.busy_seconds = 0.25;
   s.backlogged_seconds = 0.125;
   s.rail_rate = 123.5e6;
+  s.round_trip = 0.0405;
   return s;
 }
 

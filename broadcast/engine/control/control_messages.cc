@@ -171,7 +171,8 @@ Json links_json(const std::map<uint32_t, LinkSample>& links) {
                                {"slices", s.slices},
                                {"busy_seconds", s.busy_seconds},
                                {"backlogged_seconds", s.backlogged_seconds},
-                               {"rail_rate", s.rail_rate}};
+                               {"rail_rate", s.rail_rate},
+                               {"round_trip", s.round_trip}};
   }
   return out;
 }
@@ -181,13 +182,15 @@ std::map<uint32_t, LinkSample> as_links(const Json& v, const std::string& where)
   std::map<uint32_t, LinkSample> links;
   for (auto it = v.begin(); it != v.end(); ++it) {
     const uint32_t id = id_key(it.key(), where);
-    const Fields f(it.value(), fmt::format("{}.{}", where, it.key()), {"bytes", "slices", "busy_seconds", "backlogged_seconds", "rail_rate"});
+    const Fields f(it.value(), fmt::format("{}.{}", where, it.key()), {"bytes", "slices", "busy_seconds", "backlogged_seconds", "rail_rate",
+                                                                        "round_trip"});
     LinkSample s;
     s.bytes = f.u64("bytes");
     s.slices = f.u32("slices");
     s.busy_seconds = f.number("busy_seconds");
     s.backlogged_seconds = f.number("backlogged_seconds");
     s.rail_rate = f.number("rail_rate");
+    s.round_trip = f.number("round_trip");
     if (s.backlogged_seconds > s.busy_seconds * 1.001 + 1e-6) {
       refuse(fmt::format("{}.{}: backlogged longer than busy", where, it.key()));
     }

@@ -511,7 +511,7 @@ struct ShapeTerms {
 };
 
 ShapeTerms shape_terms(uint64_t bytes, uint32_t stripes, uint32_t fanout, const ShapeLoad& load, double rail_rate,
-                       uint32_t rails, double alpha_seconds) {
+                       uint32_t rails, double alpha_seconds, const WanPath& wan) {
   ShapeTerms t;
   // The producer sends the whole version once, so no node's load counts below 1.
   const double load_factor =
@@ -525,6 +525,9 @@ ShapeTerms shape_terms(uint64_t bytes, uint32_t stripes, uint32_t fanout, const 
   const double fan = fanout;
   t.fill_alpha = load.fill_hops * fan * alpha_seconds;
   t.fill_per_byte = load.fill_hops * fan / rail_rate;
+  // Chains cross the sites in a row, trees enter each from the producer's site (plan_trees).
+  const uint32_t wan_hops = wan.sites <= 1 ? 0 : fanout <= 1 ? wan.sites - 1 : 1;
+  t.fill_alpha += wan_hops * std::max(0.0, wan.one_way_seconds);
   return t;
 }
 
@@ -548,7 +551,7 @@ uint32_t modeled_slice_bytes(const ShapeTerms& t) {
 
 VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double rate, uint32_t rails,
                            double alpha_seconds, uint32_t stripes, uint32_t slice_bytes,
-                           uint32_t measured_slice_bytes, uint32_t fanout) {
+                           uint32_t measured_slice_bytes, uint32_t fanout, WanPath wan) {
   const uint32_t nodes = std::max<uint32_t>(1, hops);
   rails = std::max<uint32_t>(1, rails);
   rate = std::max(rate, 1.0);
@@ -558,7 +561,7 @@ VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double
     shape.fanout = k;
     shape.stripes = stripes != 0 ? stripes : k == 1 ? default_stripes(members) : k;
     const ShapeTerms terms =
-        shape_terms(bytes, shape.stripes, k, shape_load(nodes, shape.stripes, k), rail_rate, rails, alpha_seconds);
+        shape_terms(bytes, shape.stripes, k, shape_load(nodes, shape.stripes, k), rail_rate, rails, alpha_seconds, wan);
     if (slice_bytes != 0) {
       shape.slice_bytes = slice_bytes;
     } else if (k == 1 || nodes <= 1) {  // one node: the tree is a chain through it
@@ -569,7 +572,7 @@ VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double
     const uint64_t slices = bytes == 0 ? 0 : (bytes + shape.slice_bytes - 1) / shape.slice_bytes;
     shape.stripes = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(shape.stripes, slices)));
     const ShapeTerms used =
-        shape_terms(bytes, shape.stripes, k, shape_load(nodes, shape.stripes, k), rail_rate, rails, alpha_seconds);
+        shape_terms(bytes, shape.stripes, k, shape_load(nodes, shape.stripes, k), rail_rate, rails, alpha_seconds, wan);
     shape.seconds = bytes == 0 ? 0 : modeled_seconds(used, shape.slice_bytes);
     shape.bound_seconds = bytes == 0 ? 0 : modeled_bound(used);
     return shape;

@@ -146,6 +146,16 @@ std::string shape_name(uint32_t fanout);
 // few hops more and cost each forwarding member a connection per child.
 inline constexpr uint32_t kFanouts[] = {1, 2, 4, 8};
 
+// The WAN between sites as the shape model sees it: the sites with members (the producer's
+// counted) and a WAN hop's one-way latency. In chains each stripe crosses the sites one after
+// another (sites - 1 WAN hops in its fill), in trees every site takes it from the producer's
+// (one): across 20-80 ms links the model without them chose chains for 64 simulated consumers in
+// 4 sites, 1.32 s against trees' 0.79 s.
+struct WanPath {
+  uint32_t sites = 1;
+  double one_way_seconds = 0;
+};
+
 // For `bytes` to `members` consumers on `hops` nodes, each taking and sending data at `rate`
 // bytes/s over `rails` rails, `alpha_seconds` per slice per hop (latency and the slice's own
 // cost). `fanout` 0 chooses the shape the model finds fastest (the narrowest within 2% of the
@@ -155,18 +165,19 @@ inline constexpr uint32_t kFanouts[] = {1, 2, 4, 8};
 // stripe per slice. Chains' slices: the alpha-beta optimum for a chain through every node, with
 // one rail's share of the rate as beta (a slice crosses each hop over one rail; taking the whole
 // rate made slices `rails` times too large for the pipeline's fill). `measured_slice_bytes`: the
-// slices `rate` was measured over (rate_without_slice_cost; 0: none).
+// slices `rate` was measured over (rate_without_slice_cost; 0: none). `wan`: the sites' WAN
+// hops, each adding its latency to the fill.
 //
 // The model (docs/DESIGN.md, "Shapes"): slices of m bytes cross F fill hops (chains: nodes - 1;
 // trees: the depth of a k-ary heap of the nodes), and
-//   T(m) = L S / B (1 + alpha beta / m) + F k (alpha + m / beta)
-// with L the busiest node's bytes out over the version's (shape_load's sends per slice over the
+//   T(m) = L S / B (1 + alpha beta / m) + F k (alpha + m / beta) + W lambda
+// with W the WAN hops a stripe crosses in a row and lambda a WAN hop's latency, L the busiest node's bytes out over the version's (shape_load's sends per slice over the
 // stripes; the producer's 1 at least), B a node's rate, beta one rail's (a slice crosses a hop
 // over one rail, and a member's k children of a stripe take it one after another). Its least
 // over m is (sqrt(L S / B) + sqrt(F k alpha))^2; the bound is the least of those over the shapes.
 VersionShape version_shape(uint64_t bytes, size_t members, uint32_t hops, double rate, uint32_t rails,
                            double alpha_seconds, uint32_t stripes = 0, uint32_t slice_bytes = 0,
-                           uint32_t measured_slice_bytes = 0, uint32_t fanout = 1);
+                           uint32_t measured_slice_bytes = 0, uint32_t fanout = 1, WanPath wan = {});
 
 // The fill hops and the sends per slice (F and c above) of `fanout`-wide trees (1: chains) in
 // `stripes` stripes over `nodes` nodes, as plan_trees builds them.

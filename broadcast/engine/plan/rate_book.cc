@@ -27,6 +27,13 @@ void RateBook::record(uint32_t sender, uint32_t child, const LinkSample& sample)
 
 void RateBook::close_round(uint32_t slice_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::pair<uint32_t, uint32_t>, double> round_trips;
+  for (const auto& [child, reports] : round_) {
+    for (const Report& r : reports) {
+      if (r.sample.round_trip > 0) round_trips[{r.sender, child}] = std::min(r.sample.round_trip, kMaxRoundTripSeconds);
+    }
+  }
+  if (!round_trips.empty()) round_trips_ = std::move(round_trips);
   // A sender whose several links all had slices waiting was limited by its own uplink: those
   // waits say nothing of its receivers.
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> by_sender;  // usable reports, backlogged ones
@@ -83,6 +90,7 @@ void RateBook::forget(uint32_t member) {
   std::lock_guard<std::mutex> lock(mu_);
   members_.erase(member);
   round_.erase(member);
+  std::erase_if(round_trips_, [&](const auto& link) { return link.first.first == member || link.first.second == member; });
 }
 
 SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
@@ -140,6 +148,15 @@ void RateBook::adopt(const std::vector<uint32_t>& members, const SlowVerdict& ve
     }
     it->second.slow = slow;
   }
+}
+
+double RateBook::longest_round_trip(const std::function<bool(uint32_t sender, uint32_t child)>& counted) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double longest = 0;
+  for (const auto& [link, seconds] : round_trips_) {
+    if (seconds > longest && counted(link.first, link.second)) longest = seconds;
+  }
+  return longest;
 }
 
 std::optional<MemberRates> RateBook::rates(uint32_t member) const {

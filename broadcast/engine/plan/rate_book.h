@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -46,6 +47,8 @@ inline constexpr double kBottleneckShare = 0.5;
 // Reports on fewer slices or less busy time say nothing (a small sparse version).
 inline constexpr uint32_t kMinSamplesSlices = 16;
 inline constexpr double kMinSampleSeconds = 0.005;
+// A round trip reported longer than this counts as this long (a report is untrusted input).
+inline constexpr double kMaxRoundTripSeconds = 10;
 
 // What the book knows of one member.
 struct MemberRates {
@@ -83,6 +86,11 @@ class RateBook {
 
   std::optional<MemberRates> rates(uint32_t member) const;
 
+  // The longest base round trip over the links of the last round that measured any, of those
+  // `counted` picks (0: none): across sites, the WAN's (version_shape's WanPath). A report
+  // counts for at most kMaxRoundTripSeconds.
+  double longest_round_trip(const std::function<bool(uint32_t sender, uint32_t child)>& counted) const;
+
  private:
   struct Report {
     uint32_t sender;
@@ -94,6 +102,7 @@ class RateBook {
   uint32_t slice_bytes_ = 0;  // of the last round that measured anyone
   std::map<uint32_t, MemberRates> members_;
   std::map<uint32_t, std::vector<Report>> round_;  // reports of the current round, by receiver
+  std::map<std::pair<uint32_t, uint32_t>, double> round_trips_;  // (sender, child): of the last round with any
 };
 
 }  // namespace deltacast

@@ -177,6 +177,37 @@ TEST(RateBook, ASlowMemberStaysAtTheTailsUntilWhatItTakesRecovers) {
   EXPECT_TRUE(round(waited(0.95e9)).empty());
 }
 
+// The WAN's latency for the shape model: the longest base round trip of the last measured
+// round's links that the caller counts (those across sites).
+TEST(RateBook, TheLongestRoundTripIsOfTheLastRoundsCountedLinks) {
+  RateBook book;
+  const auto any = [](uint32_t, uint32_t) { return true; };
+  EXPECT_EQ(book.longest_round_trip(any), 0) << "nothing measured";
+  const auto with_round_trip = [](double seconds) {
+    LinkSample s = kept_up(1e9);
+    s.round_trip = seconds;
+    return s;
+  };
+  book.record(kProducerSender, 1, with_round_trip(0.0002));
+  book.record(1, 2, with_round_trip(0.041));   // across a WAN
+  book.record(1, 3, with_round_trip(0.083));   // across a longer one
+  book.record(2, 4, with_round_trip(0.0003));
+  book.close_round();
+  const auto across = [](uint32_t sender, uint32_t child) { return sender == 1 && child != 1; };
+  EXPECT_DOUBLE_EQ(book.longest_round_trip(across), 0.083);
+  EXPECT_DOUBLE_EQ(book.longest_round_trip([](uint32_t sender, uint32_t) { return sender != 1; }), 0.0003);
+  // A round without round trips (a version too small to measure) keeps the last ones.
+  book.record(1, 2, kept_up(1e9));
+  book.close_round();
+  EXPECT_DOUBLE_EQ(book.longest_round_trip(across), 0.083);
+  // A member that left takes its links along; a report's round trip is capped (untrusted input).
+  book.forget(3);
+  EXPECT_DOUBLE_EQ(book.longest_round_trip(across), 0.041);
+  book.record(1, 2, with_round_trip(1e9));
+  book.close_round();
+  EXPECT_DOUBLE_EQ(book.longest_round_trip(any), kMaxRoundTripSeconds);
+}
+
 TEST(RateBook, JudgingChangesNothingAndUsesTheNewestReports) {
   RateBook book;
   report_many_core_round(book);
