@@ -67,7 +67,7 @@ class RailEstimator {
   std::chrono::milliseconds deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
                                      std::chrono::milliseconds first) const;
   // Whether `bytes` more may go in flight: up to `queue_target` worth of the rail's rate, plus
-  // twice its base delay's worth where that is longer than the target and two slices' time (a
+  // twice its base delay's worth where that is longer than the target and a slice's time (a
   // WAN's round trip), at least two slices; two slices at a time before the rate is
   // measured and while nothing is assumed (slow start, so that an unknown slow rail cannot
   // swallow a large share before its first acks tell its speed). The base delay keeps a long
