@@ -95,9 +95,9 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   }
   // The WAN: the sites with targets (the producer's counted), and a hop's latency as the last
   // round's links across sites measured it (half the longest base round trip; 0 before any).
-  std::set<std::string> sites_in_version = {std::string()};
-  for (uint32_t id : targets) sites_in_version.insert(site_of(sites, id));
-  const WanPath wan{static_cast<uint32_t>(sites_in_version.size()),
+  std::set<std::string> site_names;  // the sites other than the producer's
+  for (const auto& [id, site] : sites) site_names.insert(site);
+  const WanPath wan{static_cast<uint32_t>(site_names.size() + 1),
                     rates_.longest_round_trip([&](uint32_t sender, uint32_t child) {
                       return site_of(sites, sender) != site_of(sites, child);
                     }) / 2};
@@ -193,8 +193,6 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // cannot reach moves again while there are sites to try (its site's links to more than one
   // site failed: the planner hangs it below a third each time).
   std::map<uint32_t, size_t> moves;
-  std::set<std::string> site_names;
-  for (const auto& [id, site] : sites) site_names.insert(site);
   const auto to_move = [&](uint32_t id) {
     const auto it = look.unreachable.find(id);
     if (it == look.unreachable.end() || !fresh(id, it->second)) return false;
