@@ -6,6 +6,7 @@
 #include "broadcast/engine/metrics/engine_metrics.h"
 #include "broadcast/engine/plan/planner.h"
 #include "broadcast/engine/version_blob.h"
+#include "broadcast/transport/rail_health.h"
 #include "broadcast/transport/socket.h"
 #include "broadcast/transport/transport_select.h"
 #include "core/hash.h"
@@ -460,8 +461,15 @@ void Consumer::report_unreachable_children() {
   }
   for (uint32_t child : relay_.unreachable_children()) {
     if (!reported_unreachable_.insert(child).second) continue;
-    log().warn("consumer {}: consumer {}, which it forwards transfer {} to, acknowledges nothing", options_.name, child,
-               transfer);
+    // The rails say why: one dead and one never measured, or all of them stalled.
+    std::string rails;
+    for (const auto& rail : relay_.telemetry(child)) {
+      rails += fmt::format("{}{} {} ({:.0f} MB/s, {} bytes in flight, {} acked, {} failed, {} timed out)",
+                           rails.empty() ? "" : "; ", rail.name, rail_state_name(rail.state), rail.bandwidth_bps / 1e6,
+                           rail.inflight_bytes, rail.slices_acked, rail.errors, rail.timeouts);
+    }
+    log().warn("consumer {}: consumer {}, which it forwards transfer {} to, acknowledges nothing; rails: {}",
+               options_.name, child, transfer, rails);
     send(control::Unreachable{transfer, child});
   }
 }

@@ -46,6 +46,7 @@ class FaultyChannel : public Channel {
   void close() override;
   const RailSpec& rail() const override { return inner_->rail(); }
   std::optional<trust::Protection> protection() const override { return inner_->protection(); }
+  uint32_t initial_window() const override { return inner_->initial_window(); }
 
  private:
   struct Held {

@@ -36,15 +36,31 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
   }
 }
 
-std::chrono::milliseconds RailEstimator::deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
-                                                  std::chrono::milliseconds first) const {
+std::chrono::milliseconds RailEstimator::deadline(uint32_t bytes, double factor, std::chrono::milliseconds min_margin,
+                                                  std::chrono::milliseconds first, uint32_t initial_window) const {
   if (bandwidth_ == 0) return first;
   // Plus the rail's round trip: the prediction counts bytes at the rate, not the propagation
   // both ways, and across a WAN of 40 ms a margin of 30 ms failed every slice before the lateness
   // average had learnt the delay (the rails flapped to probing and their receivers fell silent).
-  const double margin =
-      std::max(std::chrono::duration<double>(min_margin).count(), late_mean_ + 4 * late_dev_) + base_delay();
-  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (factor * predicted + margin)));
+  // And a round trip more per doubling of a cold connection's window: TCP restarts slow start on
+  // a new connection and on one idle past its retransmission timeout (between two versions), and
+  // across a 40 ms WAN the 128 KiB probe on a fresh connection took four round trips against a
+  // deadline of about two. Each expiry reset the connection, so the next probe was cold again and
+  // the rail stayed paused for good (a relay's child across the WAN starved, and the round stalled).
+  const uint64_t burst = inflight_ + bytes;
+  const double margin = std::max(std::chrono::duration<double>(min_margin).count(), late_mean_ + 4 * late_dev_) +
+                        base_delay() * (1 + slow_start_round_trips(burst, initial_window));
+  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (factor * predicted_seconds(bytes) + margin)));
+}
+
+uint32_t RailEstimator::slow_start_round_trips(uint64_t bytes, uint32_t initial_window) {
+  if (initial_window == 0) return 0;
+  uint32_t rounds = 0;
+  for (uint64_t sent = initial_window, window = initial_window; sent < bytes; ++rounds) {
+    window *= 2;
+    sent += window;
+  }
+  return rounds;
 }
 
 bool RailEstimator::has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::milliseconds queue_target) const {

@@ -61,11 +61,16 @@ class RailEstimator {
   double predicted_seconds(uint32_t bytes, double unmeasured_rate) const {
     return static_cast<double>(inflight_ + bytes) / (bandwidth_ > 0 ? bandwidth_ : unmeasured_rate);
   }
-  // How long a copy predicted to take `predicted` seconds is given: `factor` times the
-  // prediction plus a margin of at least `min_margin` (more on a jittery rail) plus the base
-  // delay (a WAN's round trip), or `first` before the rail's rate is measured.
-  std::chrono::milliseconds deadline(double predicted, double factor, std::chrono::milliseconds min_margin,
-                                     std::chrono::milliseconds first) const;
+  // How long a copy of `bytes` posted now is given: `factor` times its predicted completion plus
+  // a margin of at least `min_margin` (more on a jittery rail) plus the base delay (a WAN's round
+  // trip) once more for each round trip a cold connection's slow start needs for what is in
+  // flight (`initial_window`: what the connection sends in its first round trip; 0 where the
+  // transport has no slow start), or `first` before the rail's rate is measured.
+  std::chrono::milliseconds deadline(uint32_t bytes, double factor, std::chrono::milliseconds min_margin,
+                                     std::chrono::milliseconds first, uint32_t initial_window = 0) const;
+  // Round trips a connection sending `bytes` from a window of `initial_window` that doubles each
+  // round trip needs beyond the first (0 where `initial_window` is 0: no slow start).
+  static uint32_t slow_start_round_trips(uint64_t bytes, uint32_t initial_window);
   // Whether `bytes` more may go in flight: up to `queue_target` worth of the rail's rate, plus
   // twice its base delay's worth where that is longer than the target and a slice's time (a
   // WAN's round trip), at least two slices; two slices at a time before the rate is

@@ -145,7 +145,8 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     const uint32_t length = shape.length(slice);
     const double predicted = rail.estimate.predicted_seconds(length);
     const auto deadline_span =
-        rail.estimate.deadline(predicted, options.deadline_factor, options.min_deadline, options.first_deadline);
+        rail.estimate.deadline(length, options.deadline_factor, options.min_deadline, options.first_deadline,
+                               rail.channel->initial_window());
     rail.estimate.on_post(length, now);
     const uint64_t id = next_copy++;
     const Copy c{shape.id,

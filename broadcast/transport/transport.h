@@ -71,6 +71,10 @@ class Channel {
   // heartbeats), or nothing where the backend cannot tell: a receiver still heard is alive and
   // its path works, however long its slices take to cross a slow or far link.
   virtual std::optional<Millis> receiver_silent_for() const { return std::nullopt; }
+  // Bytes a cold connection sends in its first round trip before its window doubles per round
+  // trip (TCP's slow start), or 0 where the backend has none: the sprayer's deadlines wait for
+  // it, or a far rail's copies miss them whenever it starts cold.
+  virtual uint32_t initial_window() const { return 0; }
 };
 
 // Waits until `channel` is connected and taking slices; false when `timeout` passed first.

@@ -27,6 +27,9 @@ class TcpChannel : public Channel {
   void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
   bool ready() const override;
   std::optional<Millis> receiver_silent_for() const override;
+  // Linux starts a connection, and restarts one idle past its retransmission timeout, at ten
+  // segments (RFC 6928).
+  uint32_t initial_window() const override { return 10 * 1448; }
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return rail_; }

@@ -61,7 +61,7 @@ TEST(RailEstimator, AnAssumedRateOpensTheWindowUntilTheFirstSampleReplacesIt) {
   EXPECT_TRUE(e.has_room(slice, slice, target)) << "held to slow start's two slices despite the assumed rate";
   e.on_post(15 * slice, TimePoint{});
   EXPECT_FALSE(e.has_room(slice, slice, target)) << "more than queue_target of the assumed rate in flight";
-  EXPECT_EQ(e.deadline(0.001, 3.0, std::chrono::milliseconds(30), std::chrono::milliseconds(500)),
+  EXPECT_EQ(e.deadline(slice, 3.0, std::chrono::milliseconds(30), std::chrono::milliseconds(500)),
             std::chrono::milliseconds(500))
       << "deadlines wait for a measurement";
   e.on_done(95 * slice, false, TimePoint{}, TimePoint{});
@@ -136,6 +136,54 @@ TEST(RailEstimator, ARailInSlowStartAcrossAWanGrowsItsWindow) {
   wan.on_post(slice, t);
   wan.on_post(slice, t);
   EXPECT_FALSE(wan.has_room(slice, slice, target)) << "about four slices a round trip, twice what it carried";
+}
+
+// A cold TCP connection across a 40 ms WAN (a new one after a reset, or one idle between two
+// versions) sends ten segments in its first round trip and doubles from there: a 128 KiB slice
+// takes four round trips. Its deadline must allow them, or the copy expires, the rail is reset,
+// the next copy starts cold again, and the rail never carries anything (a relay's child across
+// the WAN in the namespace test of sites starved, and the round stalled).
+TEST(RailEstimator, ADeadlineWaitsForAColdConnectionsSlowStart) {
+  EXPECT_EQ(RailEstimator::slow_start_round_trips(128 << 10, 0), 0u) << "no slow start";
+  EXPECT_EQ(RailEstimator::slow_start_round_trips(14480, 14480), 0u) << "one window: the first round trip";
+  EXPECT_EQ(RailEstimator::slow_start_round_trips(14481, 14480), 1u);
+  // 14480, then 28960, 57920, 115840: 217,200 bytes by the end of the fourth round trip.
+  EXPECT_EQ(RailEstimator::slow_start_round_trips(128 << 10, 14480), 3u);
+  EXPECT_EQ(RailEstimator::slow_start_round_trips(217200, 14480), 3u);
+  EXPECT_EQ(RailEstimator::slow_start_round_trips(217201, 14480), 4u);
+
+  const uint32_t slice = 128 << 10;
+  const double rate = 12.5e6;  // 100 Mbit/s
+  const double round_trip = 0.040 + slice / rate;
+  // Measured at the link's rate (a warm window), and one copy alone on the link for the round trip.
+  RailEstimator wan;
+  TimePoint t = deliver(wan, TimePoint{}, RailEstimator::kFirstSampleSlices, slice, rate);
+  wan.on_post(slice, t);
+  const TimePoint alone = t;
+  t += std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(round_trip));
+  wan.on_done(slice, true, t, t, alone);
+  ASSERT_GT(wan.bandwidth(), 0.5 * rate);
+  ASSERT_NEAR(wan.base_delay(), round_trip, 1e-6);
+  const auto min_margin = std::chrono::milliseconds(30), first = std::chrono::milliseconds(500);
+  const auto warm = wan.deadline(slice, 3.0, min_margin, first, 0);
+  const auto cold = wan.deadline(slice, 3.0, min_margin, first, 14480);
+  // What the slice takes on a cold connection: four round trips of propagation, then its bytes.
+  const double needs = 4 * 0.040 + slice / rate;
+  EXPECT_LT(std::chrono::duration<double>(warm).count(), needs) << "the deadline this rule is for";
+  EXPECT_GE(std::chrono::duration<double>(cold).count(), needs);
+  EXPECT_NEAR(std::chrono::duration<double>(cold - warm).count(), 3 * round_trip, 0.002) << "three round trips more";
+
+  // On a LAN the round trip is a slice's own time: the same rule adds little.
+  RailEstimator lan;
+  t = TimePoint{};
+  for (uint32_t i = 0; i < RailEstimator::kFirstSampleSlices; ++i) {
+    lan.on_post(slice, t);
+    const TimePoint posted = t;
+    t += std::chrono::microseconds(1100);
+    lan.on_done(slice, true, t, t, posted);
+  }
+  EXPECT_LE(lan.deadline(slice, 3.0, min_margin, first, 14480) - lan.deadline(slice, 3.0, min_margin, first, 0),
+            std::chrono::milliseconds(4));
 }
 
 }  // namespace

@@ -199,8 +199,12 @@ def test_checkpoint_engine_example_rank_that_dies_is_named(deployment, checkpoin
     only(deployment, "tp2")
     dirs, _ = checkpoints
     before = len(deployment.server.rpc("deltacast_test_history")[0])
+    # The rendezvous timeout bounds how soon the death is named; it also bounds how far apart the
+    # ranks may arrive at each exchange, and at 6 s a CI run failed at the start: rank 1 waited
+    # 6 s at its first exchange while rank 0, on two cores shared with vLLM, was still starting
+    # the group's coordinator.
     ranks = example_ranks(deployment, dirs["step0"], 50, tmp_path / "dies.log", timeout=8,
-                          env={"DELTACAST_RENDEZVOUS_TIMEOUT": "6"})
+                          env={"DELTACAST_RENDEZVOUS_TIMEOUT": "20"})
     # Polled once a second: each poll is a collective_rpc through every vLLM process, and the
     # ranks importing torch share the machine's two cores with them.
     deadline = time.monotonic() + 600
