@@ -114,20 +114,27 @@ SiteOf site_map(const ClusterSpec& c) {
   return sites;
 }
 
+// Every GPU's node, as consumers name them.
+NodeOf node_map(const ClusterSpec& c) {
+  NodeOf nodes;
+  for (uint32_t k = 0; k < c.nodes; ++k) {
+    for (uint32_t id : gpu_ids(c, k)) nodes[id] = fmt::format("n{}", k);
+  }
+  return nodes;
+}
+
 // deltacast's plan: the real planner over every GPU, grouped by node and site.
 Plan plan_gpus(const ClusterSpec& c, const std::vector<uint32_t>& alive_nodes, uint32_t stripes, uint32_t fanout,
                const std::vector<uint32_t>& slow_nodes) {
   std::vector<uint32_t> members;
-  NodeOf nodes;
   std::vector<uint32_t> slow;
   for (uint32_t k : alive_nodes) {
     for (uint32_t id : gpu_ids(c, k)) {
       members.push_back(id);
-      nodes[id] = fmt::format("n{}", k);
       if (std::find(slow_nodes.begin(), slow_nodes.end(), k) != slow_nodes.end()) slow.push_back(id);
     }
   }
-  return plan_trees(members, stripes, fanout, slow, nodes, site_map(c));
+  return plan_trees(members, stripes, fanout, slow, node_map(c), site_map(c));
 }
 
 // A plan over GPUs collapsed to the nodes it passes through: each stripe enters each node once
@@ -434,7 +441,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
           if (!*live) return;
           alive_.erase(std::remove(alive_.begin(), alive_.end(), k), alive_.end());
           ++result.replans;
-          plan_ = without_members(plan_, gpu_ids(c_, k));  // as a round re-plans around members that died
+          plan_ = without_members(plan_, gpu_ids(c_, k), node_map(c_), site_map(c_));  // as a round re-plans
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       });

@@ -252,7 +252,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       relay_.forget_peer(id);
     }
     if (in_plan.empty()) continue;
-    plan = without_members(plan, dropped);  // the pipelines go on where they are
+    plan = without_members(plan, dropped, nodes, sites);  // the pipelines go on where they are
     if (!unreachable.empty()) {
       // The rest of a site moved with them (its link may have failed) may move again: when its
       // new parent cannot reach it either (a report from that parent, fresh above).

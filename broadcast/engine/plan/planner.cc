@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "broadcast/engine/plan/orphans.h"
 #include "core/hash.h"
 
 namespace deltacast {
@@ -308,8 +309,9 @@ bool fed_across_sites(const Plan& plan, uint32_t id, const SiteOf& sites) {
   return false;
 }
 
-Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
-  const auto gone = [&](uint32_t id) { return std::find(dropped.begin(), dropped.end(), id) != dropped.end(); };
+Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites) {
+  const std::set<uint32_t> dead(dropped.begin(), dropped.end());
+  const auto gone = [&](uint32_t id) { return dead.count(id) != 0; };
   Plan out = empty_like(plan);
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
     const auto& order = plan.order[s];
@@ -317,6 +319,7 @@ Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped) {
   }
   out.slow = plan.slow;
   std::erase_if(out.slow, gone);
+  spread_orphans(plan, dropped, nodes, sites, out);
   return out;
 }
 

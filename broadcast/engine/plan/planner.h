@@ -86,12 +86,15 @@ Plan plan_from_chains(std::vector<std::vector<uint32_t>> chains);
 
 // `plan` with the members of `dropped` taken out of every stripe and everyone else kept in place:
 // each dropped member's children now take the stripe from its parent (its nearest ancestor that
-// is still there). This is how a version under way goes on around members that died: each
-// surviving member's new parent was ahead of it in the same stripe, so it holds what the old one
-// held and more, the pipelines keep their positions, and no tree grows deeper. (A fresh plan over
-// the rest rotates the stripes anew and hands most members a parent at another point of the
-// version: the producer then re-sends much of it to new heads.)
-Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped);
+// is still there). This is how a version under way goes on around members that died: the
+// pipelines keep their positions, and in chains nobody's load changes. (A fresh plan over the
+// rest rotates the stripes anew and hands most members a parent at another point of the
+// version: the producer then re-sends much of it to new heads.) In trees, where the ancestor
+// would feed more children on other nodes than before, the orphans beyond its freed place move to
+// nodes whose uplinks the deaths freed (spread_orphans, orphans.h; `nodes` and `sites` as for
+// plan_trees): no uplink carries more than before, and no stripe grows more than twice as deep.
+Plan without_members(const Plan& plan, const std::vector<uint32_t>& dropped, const NodeOf& nodes = {},
+                     const SiteOf& sites = {});
 
 // WAN links found failed, from one site into another (sites by name; "": the producer's).
 using BrokenLinks = std::set<std::pair<std::string, std::string>>;

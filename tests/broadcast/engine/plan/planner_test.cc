@@ -289,28 +289,68 @@ TEST(Planner, ATreeEntersEachNodeOnceAndRunsThroughItInAChain) {
   }
 }
 
-TEST(Planner, DeathsInATreeReparentToAnAncestorAndNeverDeepenIt) {
-  const Plan before = plan_trees(members(60), 4, 4, {50});
-  const std::vector<uint32_t> dropped = {before.head(0), before.order[1][3], 50, 600, 999};
-  const Plan after = without_members(before, dropped);
-  EXPECT_LE(after.depth(), before.depth());
-  // A dead head's children take its stripe from the producer: heads() names them all.
-  const StripeChildren heads = after.heads();
-  EXPECT_EQ(heads[0], before.children_in(before.head(0), 0));
-  EXPECT_TRUE(after.slow.empty());
+// Children on other nodes each uplink feeds, over every stripe ("producer": its heads).
+std::map<std::string, int> uplink_loads(const Plan& plan, const NodeOf& nodes = {}) {
+  const auto node = [&](uint32_t id) { return nodes.count(id) ? nodes.at(id) : std::to_string(id); };
+  std::map<std::string, int> loads;
+  for (uint32_t s = 0; s < plan.stripes(); ++s) {
+    for (uint32_t id : plan.order[s]) {
+      const uint32_t parent = plan.parent(id, s);
+      const std::string from = parent == 0 ? "producer" : node(parent);
+      if (from != node(id)) ++loads[from];
+    }
+  }
+  return loads;
+}
+
+// Every stripe lists parents first, holds every survivor once, and each member's parent
+// survived; members whose parent survived keep it.
+void expect_spliced(const Plan& before, const Plan& after, const std::vector<uint32_t>& dropped) {
+  const auto dead = [&](uint32_t id) { return std::count(dropped.begin(), dropped.end(), id) != 0; };
+  ASSERT_EQ(after.stripes(), before.stripes());
   for (uint32_t s = 0; s < after.stripes(); ++s) {
-    ASSERT_EQ(after.order[s].size(), 56u);
+    auto survivors = before.order[s];
+    std::erase_if(survivors, dead);
+    auto listed = after.order[s];
+    std::sort(survivors.begin(), survivors.end());
+    std::sort(listed.begin(), listed.end());
+    EXPECT_EQ(listed, survivors) << "stripe " << s;
     for (size_t i = 0; i < after.order[s].size(); ++i) {
       const uint32_t id = after.order[s][i];
       EXPECT_TRUE(after.fed_by[s][i] == Plan::kFromProducer || after.fed_by[s][i] < i);
-      EXPECT_EQ(after.fed_by[s][i] == Plan::kFromProducer,
-                std::count(heads[s].begin(), heads[s].end(), id) == 1);
-      // The new parent is the nearest ancestor that survived.
-      uint32_t ancestor = before.parent(id, s);
-      while (ancestor != 0 && std::count(dropped.begin(), dropped.end(), ancestor)) ancestor = before.parent(ancestor, s);
-      EXPECT_EQ(after.parent(id, s), ancestor) << "stripe " << s << " member " << id;
+      const uint32_t parent = after.parent(id, s);
+      EXPECT_FALSE(dead(parent)) << "stripe " << s << " member " << id;
+      if (!dead(before.parent(id, s))) {
+        EXPECT_EQ(parent, before.parent(id, s)) << "stripe " << s << " member " << id;
+      }
     }
   }
+}
+
+// No node's uplink feeds more than the busiest did before (the rate the stripes ran at), and the
+// producer no more than it did.
+void expect_no_uplink_carries_more(const Plan& before, const Plan& after, const NodeOf& nodes = {}) {
+  const auto was = uplink_loads(before, nodes);
+  int busiest = 0;
+  for (const auto& [uplink, load] : was) busiest = uplink == "producer" ? busiest : std::max(busiest, load);
+  for (const auto& [uplink, load] : uplink_loads(after, nodes)) {
+    EXPECT_LE(load, uplink == "producer" ? was.at("producer") : busiest) << uplink;
+  }
+}
+
+// A tree's uplinks are full: spliced to their nearest ancestor, a dead member's k children would
+// load it with k - 1 more (a dead head's, the producer). They go to the uplinks the deaths freed.
+TEST(Planner, DeathsInATreeLoadNoUplinkMoreThanBefore) {
+  const Plan before = plan_trees(members(60), 4, 4, {50});
+  const std::vector<uint32_t> dropped = {before.head(0), before.order[1][3], 50, 600, 999};
+  const Plan after = without_members(before, dropped);
+  expect_spliced(before, after, dropped);
+  expect_no_uplink_carries_more(before, after);
+  EXPECT_LE(after.depth(), 2 * before.depth());
+  EXPECT_TRUE(after.slow.empty());
+  // The producer still feeds one head a stripe: the dead head's children went elsewhere.
+  for (const auto& heads : after.heads()) EXPECT_EQ(heads.size(), 1u);
+  EXPECT_EQ(without_members(before, {}).order, before.order);
   // Unreachable ones hang in a chain below the last member, everyone else where they were.
   const Plan moved = to_tails(after, {after.order[2][1]});
   const uint32_t gone = after.order[2][1];
@@ -318,6 +358,71 @@ TEST(Planner, DeathsInATreeReparentToAnAncestorAndNeverDeepenIt) {
     EXPECT_EQ(moved.order[s].back(), gone);
     EXPECT_EQ(moved.fed_by[s].back(), moved.order[s].size() - 2);
     EXPECT_TRUE(moved.children_in(gone, s).empty());
+  }
+}
+
+// Members of a node share its uplink. A whole node dying frees the uplinks that fed it in every
+// stripe, and its children on other nodes go there: no node's uplink carries more, every node
+// is still entered once a stripe. A node's entry dying alone leaves its node's uplink free: the
+// member behind it on its node takes its children. Across sites, no stripe crosses into a site
+// more often than before.
+TEST(Planner, ADeadNodesChildrenGoToTheUplinksItsDeathFreed) {
+  NodeOf nodes;
+  SiteOf sites;
+  for (uint32_t id : members(96)) {
+    const uint32_t node = (id / 10 - 1) / 4;  // 24 nodes of 4
+    nodes[id] = fmt::format("n{}", node);
+    if (node >= 16) sites[id] = "far";
+  }
+  const auto entered_once = [&](const Plan& plan) {
+    for (uint32_t s = 0; s < plan.stripes(); ++s) {
+      std::map<std::string, int> entered;
+      for (uint32_t id : plan.order[s]) {
+        const uint32_t parent = plan.parent(id, s);
+        if (parent == 0 || nodes.at(parent) != nodes.at(id)) ++entered[nodes.at(id)];
+      }
+      for (const auto& [node, times] : entered) EXPECT_EQ(times, 1) << node << " entered twice in stripe " << s;
+    }
+  };
+  const auto crossings = [&](const Plan& plan) {
+    int n = 0;
+    for (uint32_t s = 0; s < plan.stripes(); ++s) {
+      for (uint32_t id : plan.order[s]) n += site_of(sites, plan.parent(id, s)) != site_of(sites, id);
+    }
+    return n;
+  };
+  for (uint32_t fanout : {2u, 4u}) {
+    const Plan before = plan_trees(members(96), fanout, fanout, {}, nodes, sites);
+    // The node whose entry forwards to the most other nodes in stripe 0.
+    uint32_t busiest = before.head(0);
+    size_t most = 0;
+    for (uint32_t id : before.order[0]) {
+      size_t remote = 0;
+      for (uint32_t child : before.children_in(id, 0)) remote += nodes.at(child) != nodes.at(id);
+      if (remote > most) busiest = id, most = remote;
+    }
+    ASSERT_GE(most, 2u);
+    std::vector<uint32_t> node_dead;
+    for (const auto& [id, node] : nodes) {
+      if (node == nodes.at(busiest)) node_dead.push_back(id);
+    }
+    const Plan after = without_members(before, node_dead, nodes, sites);
+    expect_spliced(before, after, node_dead);
+    expect_no_uplink_carries_more(before, after, nodes);
+    entered_once(after);
+    EXPECT_LE(crossings(after), crossings(before));
+    EXPECT_LE(after.depth(), 2 * before.depth());
+
+    // Its entry alone: the member behind it on its node takes its children on other nodes.
+    const Plan alone = without_members(before, {busiest}, nodes, sites);
+    expect_spliced(before, alone, {busiest});
+    expect_no_uplink_carries_more(before, alone, nodes);
+    entered_once(alone);
+    for (uint32_t child : before.children_in(busiest, 0)) {
+      if (nodes.at(child) != nodes.at(busiest)) {
+        EXPECT_EQ(nodes.at(alone.parent(child, 0)), nodes.at(busiest)) << child;
+      }
+    }
   }
 }
 
