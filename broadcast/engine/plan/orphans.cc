@@ -131,10 +131,11 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
       member_sites.push_back(site_of(sites, id));
     }
     bool moved = false;
-    for (const auto& [height, i] : orphans) {
+    for (const auto& [shortest_first, i] : orphans) {
       const uint32_t p = tree.parent[i];
       const std::string& feeding = p == Plan::kFromProducer ? kProducerUplink : uplinks[p];
       if (feeding == uplinks[i] || room_of(feeding) >= 0) continue;
+      const uint32_t height = tree.height(i);  // now: an orphan moved before may hang below it
       // From the same site as its parent now: the stripe crosses into the orphan's site as often as before.
       const std::string site = p == Plan::kFromProducer ? std::string() : member_sites[p];
       uint32_t best = Plan::kFromProducer, best_depth = 0;
