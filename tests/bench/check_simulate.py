@@ -72,9 +72,10 @@ for r in json.loads(out.stdout)["scenarios"]:
 # by at most 5%. (Slices sized for 100 us on ports that charged nothing per slice made it 1.21x;
 # the 8192-consumer numbers are in benchmarks/README.md.)
 # The planner takes trees for it; chains, where a death costs nothing (the dead member's parent
-# feeds its child, whose load stays one copy), are held to 5% for one. In a tree every forwarding
-# member's uplink is full (each forwards in about one stripe), so the dead one's children load
-# someone else's: 1.09x measured, held to 1.10x here (open: the shapes' issue asks 1.05x).
+# feeds its child, whose load stays one copy), are held to 5% for one, and so are trees. In a tree
+# every forwarding member's uplink is full (each forwards in about one stripe): spliced to their
+# nearest ancestor alone, the dead one's children loaded it (1.087x); they now go to the uplinks
+# the death freed (spread_orphans): 1.010x.
 def sparse_1024(*extra):
     out = subprocess.run([bench, "simulate", "--consumers", "1024", "--versions", "sparse", "--no-baselines", "--json",
                           *extra], capture_output=True, text=True, timeout=300)
@@ -88,7 +89,7 @@ def sparse_1024(*extra):
 sparse = sparse_1024()
 assert sparse["fanout"] > 1, "a 2% version to 128 nodes is latency-bound: a tree"
 assert sparse["ratio_to_bound"] <= 1.15, f"1024 consumers, sparse: x{sparse['ratio_to_bound']:.3f} of the bound"
-assert sparse["faults"]["vs_fault_free"] <= 1.10, sparse["faults"]
+assert sparse["faults"]["vs_fault_free"] <= 1.05, sparse["faults"]
 chains = sparse_1024("--fanout", "1")
 assert chains["fanout"] == 1
 assert chains["seconds"] <= 1.15 * chains["chain_bound_seconds"], chains
