@@ -63,7 +63,7 @@ class RailEstimator {
   }
   // How long a copy of `bytes` posted now is given: `factor` times its predicted completion plus
   // a margin of at least `min_margin` (more on a jittery rail) plus the base delay (a WAN's round
-  // trip) once more for each round trip a cold connection's slow start needs for what is in
+  // trip), once more for each round trip a cold connection's slow start needs for what is in
   // flight (`initial_window`: what the connection sends in its first round trip; 0 where the
   // transport has no slow start), or `first` before the rail's rate is measured.
   std::chrono::milliseconds deadline(uint32_t bytes, double factor, std::chrono::milliseconds min_margin,

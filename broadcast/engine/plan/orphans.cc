@@ -31,14 +31,31 @@ std::map<std::string, int> uplink_loads(const Plan& plan, const NodeOf& nodes) {
   return loads;
 }
 
+uint32_t busiest_of(const std::map<std::string, int>& loads) {
+  int busiest = 0;
+  for (const auto& [uplink, load] : loads) {
+    if (uplink != kProducerUplink) busiest = std::max(busiest, load);
+  }
+  return static_cast<uint32_t>(busiest);
+}
+
 // One stripe's tree by position, while orphans move (a parent may then come after its child).
+// Built only for a stripe with an overloaded orphan; every query is within a subtree or a path.
 struct StripeTree {
   std::vector<uint32_t> parent;  // the parent's position, Plan::kFromProducer for a head
+  std::vector<uint32_t> depth;   // hops from the producer
+  std::vector<std::vector<uint32_t>> children;
 
-  uint32_t depth(uint32_t i) const {
-    uint32_t hops = 1;
-    for (uint32_t p = parent[i]; p != Plan::kFromProducer; p = parent[p]) ++hops;
-    return hops;
+  explicit StripeTree(const std::vector<uint32_t>& fed_by) : parent(fed_by), depth(fed_by.size()), children(fed_by.size()) {
+    // Parents come first in a plan's stripe.
+    for (uint32_t i = 0; i < parent.size(); ++i) {
+      if (parent[i] == Plan::kFromProducer) {
+        depth[i] = 1;
+      } else {
+        depth[i] = depth[parent[i]] + 1;
+        children[parent[i]].push_back(i);
+      }
+    }
   }
   // Whether j is i or below it.
   bool below(uint32_t j, uint32_t i) const {
@@ -47,14 +64,31 @@ struct StripeTree {
     }
     return false;
   }
+  // Calls visit on i and everyone below it.
+  template <typename Visit>
+  void each_below(uint32_t i, Visit visit) const {
+    std::vector<uint32_t> stack{i};
+    while (!stack.empty()) {
+      const uint32_t j = stack.back();
+      stack.pop_back();
+      visit(j);
+      stack.insert(stack.end(), children[j].begin(), children[j].end());
+    }
+  }
   // Hops from i down to the deepest member below it.
   uint32_t height(uint32_t i) const {
-    const uint32_t own = depth(i);
-    uint32_t deepest = own;
-    for (uint32_t j = 0; j < parent.size(); ++j) {
-      if (below(j, i)) deepest = std::max(deepest, depth(j));
-    }
-    return deepest - own;
+    uint32_t deepest = depth[i];
+    each_below(i, [&](uint32_t j) { deepest = std::max(deepest, depth[j]); });
+    return deepest - depth[i];
+  }
+  // i, with everyone below it, now takes the stripe from `to`.
+  void move(uint32_t i, uint32_t to) {
+    if (parent[i] != Plan::kFromProducer) std::erase(children[parent[i]], i);
+    parent[i] = to;
+    children[to].push_back(i);
+    const uint32_t from_depth = depth[i];
+    const uint32_t to_depth = depth[to] + 1;
+    each_below(i, [&](uint32_t j) { depth[j] = depth[j] - from_depth + to_depth; });
   }
 };
 
@@ -82,6 +116,8 @@ void relist(Plan& plan, uint32_t s, const StripeTree& tree) {
 
 }  // namespace
 
+uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes) { return busiest_of(uplink_loads(plan, nodes)); }
+
 void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites,
                     Plan& after) {
   if (dropped.empty() || after.stripes() != before.stripes()) return;
@@ -90,10 +126,7 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
   // What an uplink may feed: what the busiest node's fed before (the rate every stripe ran at;
   // a node that fed fewer, a leaf, has room), and the producer what it fed before.
   const auto loads_before = uplink_loads(before, nodes);
-  int busiest = 0;
-  for (const auto& [uplink, load] : loads_before) {
-    if (uplink != kProducerUplink) busiest = std::max(busiest, load);
-  }
+  const int busiest = static_cast<int>(before.built_busiest > 0 ? before.built_busiest : busiest_of(loads_before));
   std::map<std::string, int> load = uplink_loads(after, nodes);
   const auto room_of = [&](const std::string& uplink) {
     const auto fed = load.find(uplink);
@@ -102,52 +135,59 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
     const auto was = loads_before.find(uplink);
     return (was == loads_before.end() ? 0 : was->second) - now;
   };
-  const uint32_t depth_limit = 2 * before.depth();
+  const uint32_t depth_limit = 2 * (before.built_depth > 0 ? before.built_depth : before.depth());
   for (uint32_t s = 0; s < after.stripes(); ++s) {
     const auto& order = after.order[s];
-    // The orphans: members whose parent in `before` died.
+    const auto& from = after.fed_by[s];
+    // The orphans: members whose parent in `before` died. Only those whose new parent's uplink is
+    // overloaded may move (a move never overloads another), and in chains none is: their
+    // subtrees (the rest of a chain) are never walked.
     std::unordered_map<uint32_t, uint32_t> old_parent;  // member -> its parent's id (0: the producer)
     const auto& old_order = before.order[s];
     for (size_t i = 0; i < old_order.size(); ++i) {
       const uint32_t f = before.fed_by[s][i];
       old_parent[old_order[i]] = f == Plan::kFromProducer ? 0 : old_order[f];
     }
-    StripeTree tree{after.fed_by[s]};
-    std::vector<std::pair<uint32_t, uint32_t>> orphans;  // (height, position)
+    std::vector<uint32_t> overloaded;
     for (uint32_t i = 0; i < order.size(); ++i) {
       const auto it = old_parent.find(order[i]);
+      if (it == old_parent.end() || it->second == 0 || !gone.count(it->second)) continue;
       // One on its dead parent's own node stays: it takes the dead member's place, and the node's
       // uplink, freed of the dead member's children, is where they go.
-      if (it != old_parent.end() && it->second != 0 && gone.count(it->second) &&
-          uplink_of(nodes, it->second) != uplink_of(nodes, order[i])) {
-        orphans.emplace_back(tree.height(i), i);
-      }
+      const std::string own = uplink_of(nodes, order[i]);
+      if (uplink_of(nodes, it->second) == own) continue;
+      const std::string feeding = from[i] == Plan::kFromProducer ? kProducerUplink : uplink_of(nodes, order[from[i]]);
+      if (feeding != own && room_of(feeding) < 0) overloaded.push_back(i);
     }
-    if (orphans.empty()) continue;
+    if (overloaded.empty()) continue;
+    StripeTree tree(from);
+    std::vector<std::pair<uint32_t, uint32_t>> orphans;  // (height, position): the shortest first
+    for (uint32_t i : overloaded) orphans.emplace_back(tree.height(i), i);
     std::sort(orphans.begin(), orphans.end());
     std::vector<std::string> uplinks, member_sites;
-    for (uint32_t id : order) {
-      uplinks.push_back(uplink_of(nodes, id));
-      member_sites.push_back(site_of(sites, id));
+    std::vector<bool> under_slow(order.size(), false);  // slow, or below a slow member
+    for (uint32_t i = 0; i < order.size(); ++i) {
+      uplinks.push_back(uplink_of(nodes, order[i]));
+      member_sites.push_back(site_of(sites, order[i]));
+      under_slow[i] = slow.count(order[i]) != 0 || (from[i] != Plan::kFromProducer && under_slow[from[i]]);
     }
     bool moved = false;
     for (const auto& [shortest_first, i] : orphans) {
       const uint32_t p = tree.parent[i];
       const std::string& feeding = p == Plan::kFromProducer ? kProducerUplink : uplinks[p];
-      if (feeding == uplinks[i] || room_of(feeding) >= 0) continue;
+      if (room_of(feeding) >= 0) continue;
       const uint32_t height = tree.height(i);  // now: an orphan moved before may hang below it
       // From the same site as its parent now: the stripe crosses into the orphan's site as often as before.
       const std::string site = p == Plan::kFromProducer ? std::string() : member_sites[p];
-      uint32_t best = Plan::kFromProducer, best_depth = 0;
+      uint32_t best = Plan::kFromProducer;
       for (uint32_t j = 0; j < order.size(); ++j) {
-        if (uplinks[j] == uplinks[i] || room_of(uplinks[j]) <= 0 || member_sites[j] != site || slow.count(order[j])) continue;
-        const uint32_t d = tree.depth(j);
-        if (d + 1 + height > depth_limit || (best != Plan::kFromProducer && d >= best_depth) || tree.below(j, i)) continue;
+        if (uplinks[j] == uplinks[i] || under_slow[j] || member_sites[j] != site || room_of(uplinks[j]) <= 0) continue;
+        const uint32_t d = tree.depth[j];
+        if (d + 1 + height > depth_limit || (best != Plan::kFromProducer && d >= tree.depth[best]) || tree.below(j, i)) continue;
         best = j;
-        best_depth = d;
       }
       if (best == Plan::kFromProducer) continue;
-      tree.parent[i] = best;
+      tree.move(i, best);
       ++load[uplinks[best]];
       --load[feeding];
       moved = true;

@@ -17,13 +17,18 @@ namespace deltacast {
 
 // `after` is `before` without the members of `dropped`, each orphan fed by its nearest
 // ancestor that stays. Each orphan whose new parent's uplink now feeds more children on other
-// nodes than the busiest uplink did in `before` (the producer: than it did) moves, with its
+// nodes than the busiest uplink did as built (`Plan::built_busiest`, else in `before`; the
+// producer: than it did in `before`) moves, with its
 // subtree, below a member whose uplink feeds fewer: of the new parent's site (no more WAN
-// crossings), not slow, not below the orphan itself, the shallowest such (the dead member's
+// crossings), neither slow nor below a slow member, not below the orphan itself, the shallowest such (the dead member's
 // node-mate, which took its place, when it has one), and only where the subtree stays within twice `before`'s depth. Members of one node share one uplink (children on
 // their own node cost it nothing); an orphan on its dead parent's node stays, in its place. The
 // orphans with the shortest subtrees move first (the tallest stays where it was); each stripe
 // keeps its order but for the moved subtrees, which follow their new parents.
+// The most children on other nodes any node's uplink feeds over the stripes (the producer's
+// not counted): what every stripe's rate is set by.
+uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes);
+
 void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites,
                     Plan& after);
 

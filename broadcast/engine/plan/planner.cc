@@ -244,6 +244,8 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
       }
     }
   }
+  plan.built_depth = plan.depth();
+  plan.built_busiest = busiest_uplink(plan, nodes);
   return plan;
 }
 
@@ -285,6 +287,8 @@ void keep_in_stripe(const std::vector<uint32_t>& order, const std::vector<uint32
 Plan empty_like(const Plan& plan) {
   Plan out;
   out.fanout = plan.fanout;
+  out.built_depth = plan.built_depth;
+  out.built_busiest = plan.built_busiest;
   out.order.resize(plan.stripes());
   out.fed_by.resize(plan.stripes());
   return out;

@@ -35,6 +35,11 @@ struct Plan {
   std::vector<uint32_t> slow;
   // The widest a member fans a stripe out to, as built (1: chains).
   uint32_t fanout = 1;
+  // As built, kept through re-plans: the deepest stripe, and the most children on other nodes a
+  // node's uplink fed (0: not known). Deaths' re-plans hold to them (spread_orphans), so that one
+  // death after another neither deepens the trees without bound nor raises the busiest uplink.
+  uint32_t built_depth = 0;
+  uint32_t built_busiest = 0;
 
   uint32_t stripes() const { return static_cast<uint32_t>(order.size()); }
   static uint32_t stripe_of(uint32_t slice, uint32_t stripes) { return slice % stripes; }

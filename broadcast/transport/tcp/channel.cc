@@ -182,6 +182,8 @@ void TcpChannel::run() {
         break;
       }
       if (!dialled.ok()) {
+        log().debug("{}: dialling failed (again in {} ms): {}", rail_.to_string(), backoff.count(),
+                    dialled.status().to_string());
         // Slices cannot wait for a rail that is not there: they fail, and the sprayer
         // places them elsewhere.
         for (auto& r : queue_) fail(r, dialled.status());
@@ -202,6 +204,7 @@ void TcpChannel::run() {
       stop_connection_ = false;
       last_heard_ = last_written_ = Clock::now();
       ever_connected_ = true;
+      log().debug("{}: connected", rail_.to_string());
       reader_ = std::thread(
           [this, fd = fd_, generation = generation_, seal = in_seal_.get()] { read_loop(fd, generation, seal); });
       continue;

@@ -144,15 +144,17 @@ void TcpListener::heartbeat_loop() {
 
 Status TcpListener::handshake(Connection* c) {
   const auto deadline = Clock::now() + options_.handshake_timeout;
-  auto session = net::shake_hands(c->fd, trust::Role::kServer, options_.trust, trust::Purpose::kData, deadline, &closed_);
-  DC_RETURN_IF_ERROR(session.status());
-  {
-    std::lock_guard<std::mutex> write(c->write_mu);
-    c->session = std::move(session).value();
-  }
+  auto shaken = net::shake_hands(c->fd, trust::Role::kServer, options_.trust, trust::Purpose::kData, deadline, &closed_);
+  DC_RETURN_IF_ERROR(shaken.status());
+  // The connection's session is set only with the HELLO_ACK written: the heartbeat thread writes
+  // to every connection that has one, and a heartbeat sent before the ack is read by the sender
+  // as its ack ("the receiver did not accept the handshake"). Across a 40 ms WAN the HELLO takes
+  // most of a 50 ms heartbeat period to arrive, so most reconnections failed that way, and a
+  // relay's rail to its child could not come back for seconds.
+  net::Session session = std::move(shaken).value();
   uint8_t hello[kFrameHeaderBytes + 24];
   DC_RETURN_IF_ERROR(net::read_full(c->fd, hello, sizeof(hello), deadline, &closed_).with_context("handshake"));
-  DC_RETURN_IF_ERROR(read_tag(c->fd, *c->session.seals.incoming, hello, sizeof(hello), deadline, &closed_)
+  DC_RETURN_IF_ERROR(read_tag(c->fd, *session.seals.incoming, hello, sizeof(hello), deadline, &closed_)
                          .with_context("handshake"));
   DC_ASSIGN_OR_RETURN(FrameHeader header, parse_frame_header(hello));
   if (header.type != kHello) return corrupt("handshake: expected HELLO, got frame type {}", header.type);
@@ -164,7 +166,9 @@ Status TcpListener::handshake(Connection* c) {
   store_le<uint32_t>(ack + 8, kProtocolVersion);
   store_le<uint32_t>(ack + 12, 0);
   std::lock_guard<std::mutex> write(c->write_mu);
-  return write_sealed(c->fd, *c->session.seals.outgoing, ack, sizeof(ack), deadline, &closed_);
+  const Status written = write_sealed(c->fd, *session.seals.outgoing, ack, sizeof(ack), deadline, &closed_);
+  c->session = std::move(session);
+  return written;
 }
 
 Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* head,

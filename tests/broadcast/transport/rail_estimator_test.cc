@@ -173,7 +173,7 @@ TEST(RailEstimator, ADeadlineWaitsForAColdConnectionsSlowStart) {
   EXPECT_GE(std::chrono::duration<double>(cold).count(), needs);
   EXPECT_NEAR(std::chrono::duration<double>(cold - warm).count(), 3 * round_trip, 0.002) << "three round trips more";
 
-  // On a LAN the round trip is a slice's own time: the same rule adds little.
+  // On a LAN with small slices the round trip is short: the same rule adds little.
   RailEstimator lan;
   t = TimePoint{};
   for (uint32_t i = 0; i < RailEstimator::kFirstSampleSlices; ++i) {

@@ -258,6 +258,28 @@ struct RawClient {
   }
 };
 
+// A sender whose HELLO takes a while to arrive (a WAN's round trip) reads the HELLO_ACK first,
+// not a heartbeat the receiver sent meanwhile: read as the ack, a heartbeat made the sender see
+// the handshake refused, and across a 40 ms WAN most reconnections failed that way.
+TEST(TcpLoopback, NoHeartbeatComesBeforeTheHelloAck) {
+  Receiver rx(1);
+  RawClient c(rx.listener->endpoints()[0]);
+  ASSERT_TRUE(c.shake());
+  std::this_thread::sleep_for(milliseconds(200));  // four of the receiver's heartbeat periods
+  std::vector<uint8_t> h(tcp::kFrameHeaderBytes + 24);
+  tcp::write_frame_header(h.data(), tcp::kHello);
+  store_le<uint32_t>(h.data() + 8, tcp::kProtocolVersion);
+  c.put_sealed(h, h.size());
+  uint8_t ack[tcp::kFrameHeaderBytes + 8];
+  ASSERT_EQ(recv(c.fd, ack, sizeof(ack), MSG_WAITALL), static_cast<ssize_t>(sizeof(ack)));
+  ASSERT_TRUE(tcp::read_tag(c.fd, *c.session.seals.incoming, ack, sizeof(ack), net::Clock::now() + milliseconds(2000),
+                            nullptr)
+                  .ok());
+  const auto header = tcp::parse_frame_header(ack);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->type, tcp::kHelloAck);
+}
+
 TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
   ListenOptions options;
   options.frame_timeout = milliseconds(300);
