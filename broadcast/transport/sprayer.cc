@@ -129,11 +129,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
       }
     } else {
       ++rail.telemetry.errors;
-      // An expired copy was counted when it expired; one cut by drain()'s reset at the end of a
-      // transfer is no fault of the rail's (counted, the rail that carried the version across a
-      // WAN went to probing after each version, and the next version's relay, left with one probe
-      // at a time to its child, was reported silent and the round stalled).
-      if (!c.expired && !draining) rail.health.on_failure(now);
+      if (!c.expired) rail.health.on_failure(now);  // an expired copy was counted when it expired
       log().debug("rail {} slice {}: {}", rail.channel->rail().to_string(), c.slice, status.to_string());
       if (current) requeue(c.slice, rail);
       emit(SprayEvent::kFailed, c, now);
