@@ -15,20 +15,28 @@
 
 namespace deltacast {
 
-// `after` is `before` without the members of `dropped`, each orphan fed by its nearest
-// ancestor that stays. Each orphan whose new parent's uplink now feeds more children on other
-// nodes than the busiest uplink did as built (`Plan::built_busiest`, else in `before`; the
-// producer: than it did in `before`) moves, with its
-// subtree, below a member whose uplink feeds fewer: of the new parent's site (no more WAN
-// crossings), neither slow nor below a slow member, not below the orphan itself, the shallowest such (the dead member's
-// node-mate, which took its place, when it has one), and only where the subtree stays within twice `before`'s depth. Members of one node share one uplink (children on
-// their own node cost it nothing); an orphan on its dead parent's node stays, in its place. The
-// orphans with the shortest subtrees move first (the tallest stays where it was); each stripe
-// keeps its order but for the moved subtrees, which follow their new parents.
 // The most children on other nodes any node's uplink feeds over the stripes (the producer's
 // not counted): what every stripe's rate is set by.
 uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes);
 
+// `after` is `before` without the members of `dropped`, each orphan fed by its nearest
+// ancestor that stays. Each orphan whose new parent's uplink now feeds more children on other
+// nodes than the busiest uplink did as built (`Plan::built_busiest`, else in `before`; the
+// producer: than it did in `before`) leaves it, with its subtree, for a member of the new
+// parent's site (no more WAN crossings), neither slow nor below a slow member, not below the
+// orphan itself:
+// - one whose uplink feeds fewer, the shallowest such (the dead member's node-mate, which took
+//   its place, when it has one), where the orphan lands no deeper than it was as built;
+// - failing that, it is passed down: it goes, no deeper than it was, below a member whose
+//   uplink is full, one of whose children on other nodes with a shorter subtree leaves in its
+//   place, the same way (preferring one that rose when its ancestor died, so it sinks back to
+//   where it was), until one finds a member with room where it lands no deeper than it was;
+// - failing that (the orphan, or the last one passed down), below the shallowest member with
+//   room where its subtree stays within twice `before`'s depth; failing that, it stays.
+// Members of one node share one uplink (children on their own node cost it nothing); an orphan
+// on its dead parent's node stays, in its place. The orphans with the shortest subtrees move
+// first (the tallest stays where it was); each stripe keeps its order but for the moved
+// subtrees, which follow their new parents.
 void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites,
                     Plan& after);
 
