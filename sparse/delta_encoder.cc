@@ -66,15 +66,23 @@ void finish_version(const Manifest& manifest, const CodecOptions& options, std::
   for (const auto& bucket : version->buckets) version->stats.wire_bytes += bucket.size();
 }
 
-void DeltaEncoder::finish(EncodedVersion* version, std::span<const ByteBuffer> chunks) {
+namespace {
+
+std::vector<std::span<const uint8_t>> spans_of(std::span<const ByteBuffer> chunks) {
   std::vector<std::span<const uint8_t>> spans;
   spans.reserve(chunks.size());
   for (const auto& c : chunks) spans.push_back(c.span());
-  finish_version(manifest_, options_, spans, *pool_, version);
+  return spans;
+}
+
+}  // namespace
+
+void DeltaEncoder::finish(EncodedVersion* version, std::span<const ByteBuffer> chunks) {
+  finish_version(manifest_, options_, spans_of(chunks), *pool_, version);
 }
 
 Result<EncodedVersion> DeltaEncoder::encode_delta(std::span<const TensorView> current, Shadow& shadow,
-                                                  uint64_t target_version) {
+                                                  uint64_t target_version, const ZstdChoice& choose) {
   DC_RETURN_IF_ERROR(check_host_views(current));
   if (shadow.manifest_hash() != manifest_.hash()) return mismatch("the shadow belongs to another manifest");
   if (target_version <= shadow.version()) {
@@ -102,6 +110,15 @@ Result<EncodedVersion> DeltaEncoder::encode_delta(std::span<const TensorView> cu
     version.stats.sparse_chunks += encoded_as[i] == EncodedAs::kSparse;
     version.stats.dense_chunks += encoded_as[i] == EncodedAs::kDense;
   }
+  version.stats.zstd_level = options_.zstd_level;
+  if (const int level = options_.zstd_level == 0 && choose ? choose(spans_of(chunks)) : 0; level != 0) {
+    std::vector<ByteBuffer> compressed(chunks.size());
+    pool_->parallel_for(chunks.size(), [&](size_t i) {
+      if (!chunks[i].empty()) compress_chunk(chunks[i].span(), level, &compressed[i]);
+    });
+    chunks = std::move(compressed);
+    version.stats.zstd_level = level;
+  }
   finish(&version, chunks);
   shadow.set_version(target_version);
   return version;
@@ -121,6 +138,7 @@ Result<EncodedVersion> DeltaEncoder::encode_full(std::span<const TensorView> ten
   version.full = true;
   version.stats.changed = manifest_.total_elements();
   version.stats.dense_chunks = ranges_.size();
+  version.stats.zstd_level = options_.zstd_level;
   finish(&version, chunks);
   return version;
 }

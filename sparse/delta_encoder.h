@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -24,6 +25,7 @@ struct VersionStats {
   uint64_t wire_bytes = 0;   // bytes of all buckets, headers included
   uint64_t sparse_chunks = 0;
   uint64_t dense_chunks = 0;
+  int zstd_level = 0;        // the zstd stage's level on its chunks (0: none)
 
   double density() const { return elements == 0 ? 0.0 : static_cast<double>(changed) / static_cast<double>(elements); }
 };
@@ -48,6 +50,10 @@ void finish_version(const Manifest& manifest, const CodecOptions& options, std::
 std::vector<ChunkRange> plan_chunk_ranges(const Manifest& manifest, const CodecOptions& options,
                                           std::span<const std::vector<uint64_t>> cuts = {});
 
+// Picks the zstd level for a version once its chunks are encoded without the zstd stage (0:
+// none): the producer's choice for a slow WAN (broadcast/engine/wan_compression.h).
+using ZstdChoice = std::function<int(std::span<const std::span<const uint8_t>> chunks)>;
+
 class DeltaEncoder {
  public:
   // `cuts`: see plan_chunk_ranges (none: chunks of chunk_elements() from each tensor's start).
@@ -59,7 +65,9 @@ class DeltaEncoder {
 
   // Diffs `current` against `shadow` (updating it) and encodes the delta from
   // shadow.version() to `target_version`.
-  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, Shadow& shadow, uint64_t target_version);
+  // Where the options have no zstd stage, `choose` (when given) may add one to this version.
+  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, Shadow& shadow, uint64_t target_version,
+                                      const ZstdChoice& choose = {});
 
   // Encodes every element densely as version `version` (for a consumer that
   // holds nothing, or the wrong base).

@@ -38,7 +38,9 @@ class DeviceEncoder {
   virtual Status assign(std::span<const TensorView> tensors, uint64_t version) = 0;
   // Diffs `current` against the shadow (updated in place) and encodes the delta from the
   // shadow's version to `target_version`, byte for byte what DeltaEncoder makes.
-  virtual Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version) = 0;
+  // `choose`: as DeltaEncoder::encode_delta's.
+  virtual Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version,
+                                              const ZstdChoice& choose = {}) = 0;
   // Chunks are cut at these element offsets too (plan_chunk_ranges); the shadow is kept.
   virtual Status set_cuts(std::span<const std::vector<uint64_t>> cuts) = 0;
   // Copies the shadow into host memory laid out as `host` (views matching the manifest).

@@ -183,6 +183,11 @@ void add_sync_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Trace seed")->capture_default_str();
   cmd->add_option("--value-codec", args->value_codec, "ulp or raw")->capture_default_str()->check(CLI::IsMember({"ulp", "raw"}));
   cmd->add_option("--zstd", args->zstd, "zstd level for buckets (0: off)")->capture_default_str()->check(CLI::Range(0, 19));
+  cmd->add_option("--wan-zstd", args->wan_zstd,
+                  "zstd level a delta gets where consumers in other sites are behind a WAN link slower than zstd "
+                  "costs, by measured rates (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
   cmd->add_option("--threads", args->threads, "Encode threads of the producer (0: all cores)")->capture_default_str();
   cmd->add_flag("!--no-dense", args->dense, "Skip the dense-sync baseline");
   cmd->add_option("--gloo", args->gloo, "torch.distributed gloo baseline: auto (if torch imports), on, off")

@@ -76,6 +76,8 @@ Json VersionRow::to_json() const {
             {"changed", r.stats.changed},
             {"elements", r.stats.elements},
             {"wire_bytes", r.stats.wire_bytes},
+            {"zstd_level", r.stats.zstd_level},
+            {"wan_rate", r.wan_rate},
             {"dense_bytes", r.stats.dense_bytes},
             {"seconds", r.seconds},
             {"encode_seconds", r.encode_seconds},
@@ -120,6 +122,7 @@ Result<std::unique_ptr<SyncProducer>> SyncProducer::create(const SyncArgs& args,
   options.netns = std::move(netns);
   DC_ASSIGN_OR_RETURN(options.codec.value_codec, parse_value_codec(args.value_codec));
   options.codec.zstd_level = args.zstd;
+  options.wan_zstd_level = args.wan_zstd;
   options.codec.threads = args.threads;
   options.round.timeout = Millis(static_cast<int64_t>(args.round_timeout_seconds * 1000));
   DC_ASSIGN_OR_RETURN(options.round.fanout, parse_shape(args.shape));

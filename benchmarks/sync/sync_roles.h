@@ -38,6 +38,7 @@ struct SyncArgs {
   uint64_t seed = 1;
   std::string value_codec = "ulp";
   int zstd = 0;
+  int wan_zstd = 1;
   unsigned threads = 0;
   bool dense = true;
   std::string gloo = "auto";

@@ -70,6 +70,9 @@ struct MemberRecord {
   double receive_seconds = 0;   // of its last staged version
   // Answers to check requests: version held and hash of its tensors.
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> checks;
+
+  // Whether it runs in another site than a producer in `producer_site`: behind a WAN link.
+  bool away_from(const std::string& producer_site) const { return !site.empty() && site != producer_site; }
 };
 
 class Membership {

@@ -4,11 +4,14 @@
 #include <random>
 
 #include "broadcast/engine/metrics/engine_metrics.h"
+#include "broadcast/engine/plan/planner.h"
 #include "broadcast/engine/version_blob.h"
+#include "broadcast/engine/wan_compression.h"
 #include "broadcast/transport/transport_select.h"
 #include "core/hash.h"
 #include "core/parallel_memory.h"
 #include "core/log.h"
+#include "sparse/zstd_stage.h"
 
 namespace deltacast {
 
@@ -68,6 +71,10 @@ bool CheckReport::all_exact() const {
 Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vector<TensorView> tensors,
                                                    ProducerOptions options) {
   DC_RETURN_IF_ERROR(manifest.check_views(tensors));
+  if (options.wan_zstd_level < kMinZstdLevel || options.wan_zstd_level > kMaxZstdLevel) {
+    return invalid_argument("wan_zstd_level {} outside [{}, {}] (0: never)", options.wan_zstd_level, kMinZstdLevel,
+                            kMaxZstdLevel);
+  }
   if (options.shadow != "device" && options.shadow != "host") {
     return invalid_argument("shadow '{}': give \"device\" or \"host\"", options.shadow);
   }
@@ -170,6 +177,7 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
   auto pending = std::make_shared<Pending>();
   pending->published = Clock::now();
   EncodedVersion encoded;
+  double wan = 0;
   {
     std::unique_lock<std::shared_mutex> exclusive(shadow_mu_);
     if (wanted != 0 && wanted <= shadow_.version()) {
@@ -193,12 +201,14 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
     } else {
       const auto members = membership_->snapshot();
       recut_for_members(members);
+      wan = wan_rate(members);
+      const ZstdChoice choose = zstd_for_wan(wan);
       if (device_encoder_) {
-        DC_ASSIGN_OR_RETURN(encoded, device_encoder_->encode_delta(tensors_, version));
+        DC_ASSIGN_OR_RETURN(encoded, device_encoder_->encode_delta(tensors_, version, choose));
         shadow_.set_version(version);
         host_shadow_stale_ = true;
       } else {
-        DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version));
+        DC_ASSIGN_OR_RETURN(encoded, encoder_.encode_delta(tensors_, shadow_, version, choose));
       }
       pending->blob = make_blob(encoded);
       if (std::any_of(members.begin(), members.end(), [](const MemberRecord& m) { return m.held != nullptr; })) {
@@ -226,6 +236,7 @@ Result<uint64_t> Producer::publish(bool full, uint64_t wanted) {
     report.stats = encoded.stats;
     report.stats.wire_bytes = pending->blob.bytes;
     report.encode_seconds = seconds_between(pending->published, pending->encoded);
+    report.wan_rate = wan;
     while (reports_.size() > kReportsKept) reports_.erase(reports_.begin());
     newest_ = pending->version;
     queue_.push_back(pending);
@@ -284,6 +295,45 @@ std::vector<std::vector<uint64_t>> Producer::member_cuts(const std::vector<Membe
     c.erase(std::unique(c.begin(), c.end()), c.end());
   }
   return cuts;
+}
+
+double Producer::wan_rate(const std::vector<MemberRecord>& members) const {
+  SiteOf sites;
+  for (const auto& m : members) {
+    if (m.away_from(options_.round.site)) sites[m.id] = m.site;
+  }
+  if (sites.empty()) return 0;
+  // The producer's links (sender kProducerSender) are in its site, which has no name here.
+  double slowest = rates_.slowest_link_rate(
+      [&](uint32_t sender, uint32_t child) { return site_of(sites, sender) != site_of(sites, child); });
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(wan_receive_rates_, [&](const auto& seen) { return !sites.count(seen.first); });  // gone
+  for (const auto& m : members) {
+    if (!sites.count(m.id)) continue;
+    const auto report = reports_.find(m.base);
+    // A version under kWanSampleBytes took a round trip or two, not a rate: the last one that
+    // measured it stands.
+    if (m.receive_seconds > 0 && report != reports_.end() && report->second.stats.wire_bytes >= kWanSampleBytes) {
+      wan_receive_rates_[m.id] = static_cast<double>(report->second.stats.wire_bytes) / m.receive_seconds;
+    }
+    const auto seen = wan_receive_rates_.find(m.id);
+    if (seen != wan_receive_rates_.end() && (slowest == 0 || seen->second < slowest)) slowest = seen->second;
+  }
+  return slowest;
+}
+
+ZstdChoice Producer::zstd_for_wan(double wan_rate) const {
+  const int level = options_.wan_zstd_level;
+  if (level == 0 || options_.codec.zstd_level != 0 || wan_rate <= 0) return {};
+  return [level, wan_rate, threads = hash_pool_->size()](std::span<const std::span<const uint8_t>> chunks) {
+    const ZstdSample sample = sample_zstd(chunks, level);
+    const bool pays = zstd_pays_off(sample, wan_rate, threads);
+    log().debug("producer: zstd {} for the WAN ({:.1f} MB/s at its slowest link): {:.3f} of the bytes, {:.0f} MB/s "
+                "compressing on {} threads, {:.0f} MB/s decompressing",
+                pays ? "on" : "off", wan_rate / 1e6, sample.ratio, sample.compress_rate / 1e6, threads,
+                sample.decompress_rate / 1e6);
+    return pays ? level : 0;
+  };
 }
 
 void Producer::recut_for_members(const std::vector<MemberRecord>& members) {

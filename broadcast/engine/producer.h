@@ -45,6 +45,10 @@ struct ProducerOptions {
   std::string transport = "tcp";
   std::shared_ptr<Transport> transport_backend;  // given: used instead of `transport` (tests: the fake backend)
   CodecOptions codec;
+  // Where consumers run in other sites and `codec` has no zstd stage: the zstd level a delta
+  // version gets when that makes it cross the slowest WAN link sooner, by the link's measured
+  // rate and zstd's ratio and speed on the version itself (wan_compression.h); 0: never.
+  int wan_zstd_level = 1;
   // Tensors on a GPU: publish() diffs and encodes there, on this CUDA stream (a cudaStream_t as an
   // integer; 0: the default stream), so it reads the tensors as work queued before it on the
   // stream left them.
@@ -71,6 +75,7 @@ struct VersionReport {
   bool full = false;
   VersionStats stats;
   double encode_seconds = 0;  // diff + encode + bucket + blob
+  double wan_rate = 0;        // bytes/s: the slowest WAN link as the zstd choice saw it (0: none measured)
   double queue_seconds = 0;   // waiting for earlier versions' rounds
   double wire_seconds = 0;    // round start until every target staged (received and verified) it
   double apply_seconds = 0;   // the slowest target's commit (apply)
@@ -201,6 +206,15 @@ class Producer {
   std::vector<std::vector<uint64_t>> member_cuts(const std::vector<MemberRecord>& members) const;
   // Cuts the encoder's chunks at the edges of what every member holds, if that changed.
   void recut_for_members(const std::vector<MemberRecord>& members);
+  // The slowest WAN link into a site of `members` (bytes/s; 0: none in another site, or none
+  // measured): the rate book's slowest link across sites, and each member away from the
+  // producer's site as it received its last version of kWanSampleBytes or more (a relay reports
+  // its links when it stages, before a slow WAN child has taken enough to measure).
+  double wan_rate(const std::vector<MemberRecord>& members) const;
+  static constexpr uint64_t kWanSampleBytes = 4 << 20;
+  // The zstd stage a delta version gets for a WAN of `wan_rate` (ProducerOptions::wan_zstd_level),
+  // chosen on its own chunks; none where the rate is 0.
+  ZstdChoice zstd_for_wan(double wan_rate) const;
   // `members` grouped by what they hold (`routed` false: one class, every member, the whole version).
   std::vector<TargetClass> classes_of(const std::vector<MemberRecord>& members, bool routed) const;
   // The chunks of `version` that `held` holds elements of, as a blob (empty on failure).
@@ -241,6 +255,9 @@ class Producer {
   std::map<uint64_t, uint64_t> model_hashes_;  // of the shadow, per version (computed on demand)
 
   mutable std::mutex mu_;
+  // Members away from the producer's site: how fast each received its last version of
+  // kWanSampleBytes or more (wan_rate).
+  mutable std::map<uint32_t, double> wan_receive_rates_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Pending>> queue_;
   std::atomic<size_t> queued_{0};

@@ -75,7 +75,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     in_plan.push_back(m.id);
     directory[m.id] = m.rails;
     if (!m.node.empty()) nodes[m.id] = m.node;
-    if (!m.site.empty() && m.site != options_.site) sites[m.id] = m.site;
+    if (m.away_from(options_.site)) sites[m.id] = m.site;
   }
   const std::vector<uint32_t> targets = in_plan;
   for (uint32_t id : spec.targets) {

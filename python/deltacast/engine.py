@@ -138,7 +138,10 @@ class Producer(EngineHandle):
     a throttled consumer at their tails slowed the others for a few rounds in a namespace test.
     ``site``: the site (datacenter, region) the producer runs in (default: none named). Consumers
     naming another site (``Consumer(site=...)``) take each version once per site over the WAN
-    link into it, and fan it out inside the site.
+    link into it, and fan it out inside the site. ``wan_zstd``: the zstd level (1 by default; 0:
+    never) a delta version gets on top of the codec when that makes it cross the slowest WAN link
+    sooner, judged per version from that link's measured rate and zstd's ratio and speed on the
+    version's own bytes (a report's ``zstd_level`` says which versions got it).
 
     A trainer rank of a sharded group (``group``, a deltacast.Group of the
     logical tensors) publishes only its shards: ``shards`` maps each of its
@@ -165,7 +168,7 @@ class Producer(EngineHandle):
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
                  metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device", encrypt=False,
-                 insecure=False, shape="chains", site=None):
+                 insecure=False, shape="chains", site=None, wan_zstd=1):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None
@@ -184,7 +187,7 @@ class Producer(EngineHandle):
                                       threads=int(threads), transport=_transport(transport), group=seat,
                                       metrics=_metrics(metrics_port, metrics_host),
                                       cuda_stream=parse_stream(stream), shadow=str(shadow), shape=str(shape),
-                                      site=_site(site))
+                                      site=_site(site), wan_zstd=int(wan_zstd))
         if seat is not None:
             self._coordinator = self._engine.group_coordinator or seat["coordinator"][0]
         self._address = self._engine.address

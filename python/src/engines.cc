@@ -34,6 +34,8 @@ Json version_json(const VersionReport& r) {
               {"density", r.stats.density()},
               {"dense_bytes", r.stats.dense_bytes},
               {"wire_bytes", r.stats.wire_bytes},
+              {"zstd_level", r.stats.zstd_level},
+              {"wan_rate", r.wan_rate},
               {"encode_seconds", r.encode_seconds},
               {"queue_seconds", r.queue_seconds},
               {"wire_seconds", r.wire_seconds},
@@ -119,6 +121,7 @@ PyProducer::PyProducer(const std::vector<std::string>& names, const std::vector<
   options.shadow = args.shadow;
   options.round.fanout = value_or_raise(parse_shape(args.shape));
   options.round.site = args.site;
+  options.wan_zstd_level = args.wan_zstd;
   if (!args.metrics.empty()) options.metrics = metrics_endpoint(args.metrics);
   const Millis register_timeout = to_millis(args.register_timeout);
   // Raising needs the interpreter: errors are raised once it is held again.

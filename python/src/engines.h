@@ -32,6 +32,7 @@ struct ProducerArgs {
   std::string protection = "authenticated";  // trust::parse_protection's names
   std::string shape = "chains";              // parse_shape's names: how versions go out
   std::string site;                          // the producer's site (consumers naming another cross a WAN)
+  int wan_zstd = 1;                          // ProducerOptions::wan_zstd_level
 };
 
 class PyProducer {

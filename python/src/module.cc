@@ -18,11 +18,11 @@ PYBIND11_MODULE(_core, m) {
                        const std::vector<std::string>& dtypes, std::string listen, std::string token,
                        std::vector<std::string> rails, std::string value_codec, unsigned threads, std::string transport,
                        const py::object& group, std::string metrics, uintptr_t cuda_stream, std::string shadow,
-                       std::string protection, std::string shape, std::string site) {
+                       std::string protection, std::string shape, std::string site, int wan_zstd) {
              ProducerArgs args{std::move(listen), std::move(token),        std::move(rails),   std::move(value_codec),
                                threads,           std::move(transport), std::nullopt, 60,
                                std::move(metrics), cuda_stream, std::move(shadow), std::move(protection),
-                               std::move(shape),   std::move(site)};
+                               std::move(shape),   std::move(site),       wan_zstd};
              if (!group.is_none()) {
                // {logical, shards, rank, world, coordinator, host, advertise, register_timeout}, from engine.py
                const py::dict g = group.cast<py::dict>();
@@ -37,7 +37,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
            py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none(),
            py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("shadow") = "device",
-           py::arg("protection") = "authenticated", py::arg("shape") = "chains", py::arg("site") = "")
+           py::arg("protection") = "authenticated", py::arg("shape") = "chains", py::arg("site") = "",
+           py::arg("wan_zstd") = 1)
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("metrics_address", &PyProducer::metrics_address)
       .def("progress", &PyProducer::progress)

@@ -54,11 +54,12 @@ class GpuDeviceEncoder final : public DeviceEncoder {
     return encoder_ ? Status() : set_cuts({});
   }
 
-  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version) override {
+  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version,
+                                      const ZstdChoice& choose) override {
     if (!shadow_) return failed_precondition("no version was published yet: the first one is a full one");
     if (!encoder_) DC_RETURN_IF_ERROR(set_cuts({}));
     DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    return encoder_->encode_delta(current, *shadow_, target_version, stream_);
+    return encoder_->encode_delta(current, *shadow_, target_version, stream_, choose);
   }
 
   Status copy_shadow(std::span<const TensorView> host) override {

@@ -143,7 +143,8 @@ Status GpuDeltaEncoder::check_device_views(std::span<const TensorView> tensors) 
 }
 
 Result<EncodedVersion> GpuDeltaEncoder::encode_delta(std::span<const TensorView> current, GpuShadow& shadow,
-                                                     uint64_t target_version, cudaStream_t stream) {
+                                                     uint64_t target_version, cudaStream_t stream,
+                                                     const ZstdChoice& choose) {
   const auto start = std::chrono::steady_clock::now();
   DC_RETURN_IF_ERROR(check_device_views(current));
   if (shadow.manifest_hash() != manifest_.hash()) return mismatch("the shadow belongs to another manifest");
@@ -210,7 +211,6 @@ Result<EncodedVersion> GpuDeltaEncoder::encode_delta(std::span<const TensorView>
   version.base_version = shadow.version();
   version.target_version = target_version;
   std::vector<std::span<const uint8_t>> chunks(n);
-  std::vector<ByteBuffer> compressed(options_.zstd_level != 0 ? n : 0);
   for (size_t i = 0; i < n; ++i) {
     version.stats.changed += sizes[n + i];
     if (sizes[i] == 0) continue;
@@ -219,9 +219,12 @@ Result<EncodedVersion> GpuDeltaEncoder::encode_delta(std::span<const TensorView>
     version.stats.dense_chunks += dense;
     version.stats.sparse_chunks += !dense;
   }
-  if (options_.zstd_level != 0) {
+  const int level = options_.zstd_level != 0 ? options_.zstd_level : choose ? choose(chunks) : 0;
+  version.stats.zstd_level = level;
+  std::vector<ByteBuffer> compressed(level != 0 ? n : 0);
+  if (level != 0) {
     pool_->parallel_for(n, [&](size_t i) {
-      if (!chunks[i].empty()) compress_chunk(chunks[i], options_.zstd_level, &compressed[i]);
+      if (!chunks[i].empty()) compress_chunk(chunks[i], level, &compressed[i]);
     });
     for (size_t i = 0; i < n; ++i) {
       if (!chunks[i].empty()) chunks[i] = compressed[i].span();

@@ -65,8 +65,9 @@ class GpuDeltaEncoder {
 
   // Diffs device tensors `current` against `shadow` (updated in place) and
   // encodes the delta from shadow.version() to `target_version`.
+  // `choose`: as DeltaEncoder::encode_delta's.
   Result<EncodedVersion> encode_delta(std::span<const TensorView> current, GpuShadow& shadow, uint64_t target_version,
-                                      cudaStream_t stream = nullptr);
+                                      cudaStream_t stream = nullptr, const ZstdChoice& choose = {});
 
   // A full (dense) sync of device tensors as version `version`.
   Result<EncodedVersion> encode_full(std::span<const TensorView> tensors, uint64_t version, cudaStream_t stream = nullptr);

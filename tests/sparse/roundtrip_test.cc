@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "sparse/format.h"
 #include "support/codec_harness.h"
 
 namespace deltacast {
@@ -129,6 +130,52 @@ TEST(RoundTrip, SuccessiveVersionsChain) {
     auto delta = encoder->encode_delta(views, *shadow, v);
     ASSERT_TRUE(delta.ok());
     EXPECT_EQ(delta->base_version, v - 1);
+    ASSERT_TRUE(testing::verify_and_apply(applier, delta->buckets, v - 1, consumer).ok());
+    EXPECT_TRUE(consumer.same_bits(current)) << "version " << v;
+  }
+}
+
+// The producer may add the zstd stage per version (a slow WAN): the choice sees the version's
+// chunks without it, the level it picks is applied to every chunk, and the consumer applies the
+// result exactly, versions with and without it in one chain.
+TEST(RoundTrip, AZstdStageChosenPerVersionAppliesExactly) {
+  Manifest manifest = testing::make_manifest({{"w", DType::kBF16, {200000}}});
+  std::mt19937_64 rng(31);
+  TensorSet current(manifest), consumer(manifest);
+  testing::fill_random_bits(current, rng);
+  CodecOptions options;
+  options.chunk_bytes = 16384;
+  auto chosen = DeltaEncoder::create(manifest, options);
+  auto plain = DeltaEncoder::create(manifest, options);
+  ASSERT_TRUE(chosen.ok() && plain.ok());
+  DeltaApplier applier(manifest, 1);
+  auto shadow = Shadow::copy_of(manifest, current.views(), 1);
+  auto plain_shadow = Shadow::copy_of(manifest, current.views(), 1);
+  const auto views = current.views();
+  ASSERT_TRUE(testing::verify_and_apply(applier, chosen->encode_full(views, 1)->buckets, std::nullopt, consumer).ok());
+  for (uint64_t v = 2; v <= 5; ++v) {
+    // An optimizer-like step: every 23rd weight to one of a few values (zstd finds the repeats).
+    auto* w = reinterpret_cast<uint16_t*>(current.tensors[0].data());
+    for (uint64_t i = v; i < 200000; i += 23) w[i] = static_cast<uint16_t>(0x3f80 + (i / 23 + v) % 4);
+    const int wanted = v % 2 == 0 ? 1 : 0;
+    size_t seen = 0;
+    auto delta = chosen->encode_delta(views, *shadow, v, [&](std::span<const std::span<const uint8_t>> chunks) {
+      for (const auto& chunk : chunks) {
+        if (chunk.empty()) continue;
+        ++seen;
+        EXPECT_EQ(ChunkHeader::parse(chunk)->compression, Compression::kNone) << "offered with the zstd stage";
+      }
+      return wanted;
+    });
+    auto reference = plain->encode_delta(views, *plain_shadow, v);
+    ASSERT_TRUE(delta.ok() && reference.ok());
+    EXPECT_GT(seen, 1u);
+    EXPECT_EQ(delta->stats.zstd_level, wanted);
+    if (wanted != 0) {
+      EXPECT_LT(delta->stats.wire_bytes, reference->stats.wire_bytes * 9 / 10) << "version " << v;
+    } else {
+      EXPECT_EQ(delta->buckets, reference->buckets) << "version " << v;
+    }
     ASSERT_TRUE(testing::verify_and_apply(applier, delta->buckets, v - 1, consumer).ok());
     EXPECT_TRUE(consumer.same_bits(current)) << "version " << v;
   }

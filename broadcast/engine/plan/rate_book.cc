@@ -27,13 +27,15 @@ void RateBook::record(uint32_t sender, uint32_t child, const LinkSample& sample)
 
 void RateBook::close_round(uint32_t slice_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::pair<uint32_t, uint32_t>, double> round_trips;
+  std::map<std::pair<uint32_t, uint32_t>, double> round_trips, link_rates;
   for (const auto& [child, reports] : round_) {
     for (const Report& r : reports) {
       if (r.sample.round_trip > 0) round_trips[{r.sender, child}] = std::min(r.sample.round_trip, kMaxRoundTripSeconds);
+      if (usable(r.sample)) link_rates[{r.sender, child}] = r.sample.rail_rate;
     }
   }
   if (!round_trips.empty()) round_trips_ = std::move(round_trips);
+  if (!link_rates.empty()) link_rates_ = std::move(link_rates);
   // A sender whose several links all had slices waiting was limited by its own uplink: those
   // waits say nothing of its receivers.
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> by_sender;  // usable reports, backlogged ones
@@ -90,7 +92,9 @@ void RateBook::forget(uint32_t member) {
   std::lock_guard<std::mutex> lock(mu_);
   members_.erase(member);
   round_.erase(member);
-  std::erase_if(round_trips_, [&](const auto& link) { return link.first.first == member || link.first.second == member; });
+  const auto touches = [&](const auto& link) { return link.first.first == member || link.first.second == member; };
+  std::erase_if(round_trips_, touches);
+  std::erase_if(link_rates_, touches);
 }
 
 SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
@@ -157,6 +161,15 @@ double RateBook::longest_round_trip(const std::function<bool(uint32_t sender, ui
     if (seconds > longest && counted(link.first, link.second)) longest = seconds;
   }
   return longest;
+}
+
+double RateBook::slowest_link_rate(const std::function<bool(uint32_t sender, uint32_t child)>& counted) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double slowest = 0;
+  for (const auto& [link, rate] : link_rates_) {
+    if ((slowest == 0 || rate < slowest) && counted(link.first, link.second)) slowest = rate;
+  }
+  return slowest;
 }
 
 std::optional<MemberRates> RateBook::rates(uint32_t member) const {

@@ -90,6 +90,10 @@ class RateBook {
   // `counted` picks (0: none): across sites, the WAN's (version_shape's WanPath). A report
   // counts for at most kMaxRoundTripSeconds.
   double longest_round_trip(const std::function<bool(uint32_t sender, uint32_t child)>& counted) const;
+  // The lowest rate (bytes/s, its rails' measured rates summed) over the links of the last round
+  // that measured any, of those `counted` picks (0: none): across sites, the slowest WAN link's,
+  // which decides whether a version is worth compressing harder (wan_compression.h).
+  double slowest_link_rate(const std::function<bool(uint32_t sender, uint32_t child)>& counted) const;
 
  private:
   struct Report {
@@ -103,6 +107,7 @@ class RateBook {
   std::map<uint32_t, MemberRates> members_;
   std::map<uint32_t, std::vector<Report>> round_;  // reports of the current round, by receiver
   std::map<std::pair<uint32_t, uint32_t>, double> round_trips_;  // (sender, child): of the last round with any
+  std::map<std::pair<uint32_t, uint32_t>, double> link_rates_;   // (sender, child): of the last round with any
 };
 
 }  // namespace deltacast

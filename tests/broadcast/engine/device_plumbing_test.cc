@@ -51,11 +51,12 @@ class HostBackedEncoder final : public DeviceEncoder {
     shadow_ = std::make_unique<Shadow>(std::move(copy));
     return Status();
   }
-  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version) override {
+  Result<EncodedVersion> encode_delta(std::span<const TensorView> current, uint64_t target_version,
+                                      const ZstdChoice& choose) override {
     ++calls.encode;
     if (!shadow_) return failed_precondition("no full version yet");
     if (!encoder_) DC_RETURN_IF_ERROR(set_cuts({}));
-    return encoder_->encode_delta(as_host(current), *shadow_, target_version);
+    return encoder_->encode_delta(as_host(current), *shadow_, target_version, choose);
   }
   Status set_cuts(std::span<const std::vector<uint64_t>> cuts) override {
     DC_ASSIGN_OR_RETURN(DeltaEncoder encoder, DeltaEncoder::create(manifest_, options_, cuts));

@@ -208,6 +208,31 @@ TEST(RateBook, TheLongestRoundTripIsOfTheLastRoundsCountedLinks) {
   EXPECT_DOUBLE_EQ(book.longest_round_trip(any), kMaxRoundTripSeconds);
 }
 
+// The slowest WAN link's rate, for the choice to compress a version harder: the lowest measured
+// rate of the last measured round's links the caller counts; a link too short to measure says nothing.
+TEST(RateBook, TheSlowestLinkRateIsOfTheLastRoundsCountedLinks) {
+  RateBook book;
+  const auto any = [](uint32_t, uint32_t) { return true; };
+  const auto across = [](uint32_t sender, uint32_t child) { return sender == 1 && child != 1; };
+  EXPECT_EQ(book.slowest_link_rate(any), 0) << "nothing measured";
+  book.record(kProducerSender, 1, kept_up(1e9));
+  book.record(1, 2, kept_up(12.5e6));  // across a 100 Mbit/s WAN
+  book.record(1, 3, kept_up(50e6));
+  LinkSample too_short = kept_up(1e6);
+  too_short.slices = 1;
+  book.record(2, 4, too_short);
+  book.close_round();
+  EXPECT_DOUBLE_EQ(book.slowest_link_rate(across), 12.5e6);
+  EXPECT_DOUBLE_EQ(book.slowest_link_rate(any), 12.5e6);
+  EXPECT_DOUBLE_EQ(book.slowest_link_rate([](uint32_t sender, uint32_t) { return sender != 1; }), 1e9);
+  // A round that measured nothing keeps the last rates; a member that left takes its links along.
+  book.record(2, 4, too_short);
+  book.close_round();
+  EXPECT_DOUBLE_EQ(book.slowest_link_rate(across), 12.5e6);
+  book.forget(2);
+  EXPECT_DOUBLE_EQ(book.slowest_link_rate(across), 50e6);
+}
+
 TEST(RateBook, JudgingChangesNothingAndUsesTheNewestReports) {
   RateBook book;
   report_many_core_round(book);

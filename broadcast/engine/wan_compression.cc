@@ -1,0 +1,60 @@
+#include "broadcast/engine/wan_compression.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/byte_buffer.h"
+#include "sparse/chunk_encoder.h"
+#include "sparse/format.h"
+#include "sparse/zstd_stage.h"
+
+namespace deltacast {
+
+ZstdSample sample_zstd(std::span<const std::span<const uint8_t>> chunks, int level, size_t max_bytes) {
+  using Clock = std::chrono::steady_clock;
+  size_t total = 0;
+  for (const auto& chunk : chunks) total += chunk.size();
+  ZstdSample sample;
+  if (total == 0 || level == 0) return sample;
+  // Every step-th byte's chunk: the sample spreads over the tensors (their deltas differ).
+  const size_t step = std::max<size_t>(1, total / std::max<size_t>(1, max_bytes));
+  size_t compressed = 0, next = 0, seen = 0;
+  double compress_seconds = 0, decompress_seconds = 0;
+  ByteBuffer out;
+  std::vector<uint8_t> raw;
+  for (const auto& chunk : chunks) {
+    seen += chunk.size();
+    if (chunk.empty() || seen <= next) continue;
+    next = seen + (step > chunk.size() ? step - chunk.size() : 0);
+    out.clear();
+    const auto start = Clock::now();
+    compress_chunk(chunk, level, &out);
+    const auto packed = Clock::now();
+    const auto header = ChunkHeader::parse(out.span());
+    if (header.ok() && header->compression == Compression::kZstd) {
+      raw.resize(header->raw_body_bytes);
+      (void)zstd_decompress_exact(out.span().subspan(ChunkHeader::kBytes, header->body_bytes), raw.data(), raw.size());
+    }
+    decompress_seconds += std::chrono::duration<double>(Clock::now() - packed).count();
+    compress_seconds += std::chrono::duration<double>(packed - start).count();
+    sample.bytes += chunk.size();
+    compressed += std::min(out.size(), chunk.size());
+    if (sample.bytes >= max_bytes) break;
+  }
+  sample.ratio = static_cast<double>(compressed) / static_cast<double>(sample.bytes);
+  // A timer's tick on a tiny sample: no faster than 100 GB/s.
+  const double floor = static_cast<double>(sample.bytes) / 100e9;
+  sample.compress_rate = static_cast<double>(sample.bytes) / std::max(compress_seconds, floor);
+  sample.decompress_rate = static_cast<double>(sample.bytes) / std::max(decompress_seconds, floor);
+  return sample;
+}
+
+bool zstd_pays_off(const ZstdSample& sample, double wan_rate, uint32_t threads) {
+  if (!sample.measured() || wan_rate <= 0 || sample.ratio >= 1) return false;
+  const double saved = (1 - sample.ratio) / wan_rate;
+  const double spent = 1 / (sample.compress_rate * std::max<uint32_t>(1, threads)) + 1 / sample.decompress_rate;
+  return saved >= kZstdPayback * spent;
+}
+
+}  // namespace deltacast
