@@ -72,8 +72,8 @@ Result<std::unique_ptr<Producer>> Producer::create(Manifest manifest, std::vecto
                                                    ProducerOptions options) {
   DC_RETURN_IF_ERROR(manifest.check_views(tensors));
   if (options.wan_zstd_level < kMinZstdLevel || options.wan_zstd_level > kMaxZstdLevel) {
-    return invalid_argument("wan_zstd_level {} outside [{}, {}] (0: never)", options.wan_zstd_level, kMinZstdLevel,
-                            kMaxZstdLevel);
+    return invalid_argument("wan_zstd_level (Python: wan_zstd) {} outside [{}, {}] (0: never)", options.wan_zstd_level,
+                            kMinZstdLevel, kMaxZstdLevel);
   }
   if (options.shadow != "device" && options.shadow != "host") {
     return invalid_argument("shadow '{}': give \"device\" or \"host\"", options.shadow);

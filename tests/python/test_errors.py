@@ -47,6 +47,8 @@ def test_bad_arguments_are_refused():
         deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, shape="star")
     with pytest.raises(deltacast.InvalidArgumentError, match="shadow 'hbm'"):
         deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, shadow="hbm")
+    with pytest.raises(deltacast.InvalidArgumentError, match=r"wan_zstd.* 30 outside \[-7, 22\]"):
+        deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, wan_zstd=30)
     with pytest.raises(deltacast.InvalidArgumentError, match="stream: give a CUDA stream"):
         deltacast.Producer({"a": np.zeros(4)}, token=TOKEN, stream="default")
     with pytest.raises(deltacast.InvalidArgumentError, match="stream: give a CUDA stream"):

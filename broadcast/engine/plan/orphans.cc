@@ -11,33 +11,55 @@
 namespace deltacast {
 namespace {
 
-// The producer's uplink beside the nodes' (no node is named with a control character).
-const std::string kProducerUplink = "\x01producer";
+// Each member's uplink as a small number: its node's (a member without one is a node of its own),
+// 0 the producer's. Loads are then counted in an array: a re-plan at 65,536 members built and
+// compared a node's name per member and stripe several times over.
+class Uplinks {
+ public:
+  static constexpr int kProducer = 0;
 
-std::string uplink_of(const NodeOf& nodes, uint32_t id) {
-  const auto it = nodes.find(id);
-  return it != nodes.end() ? it->second : "\x01#" + std::to_string(id);  // a node of its own
-}
+  Uplinks(const Plan& plan, const NodeOf& nodes) {
+    std::unordered_map<std::string, int> node_index;
+    for (const auto& order : plan.order) {
+      for (uint32_t id : order) {
+        if (of_.count(id)) continue;
+        const auto node = nodes.find(id);
+        if (node == nodes.end()) {
+          of_[id] = count_++;
+          continue;
+        }
+        const auto [named, added] = node_index.try_emplace(node->second, count_);
+        of_[id] = named->second;
+        count_ += added ? 1 : 0;
+      }
+    }
+  }
+  int of(uint32_t id) const { return of_.at(id); }
+  int count() const { return count_; }
 
-// Children each uplink feeds on other nodes, over every stripe.
-std::map<std::string, int> uplink_loads(const Plan& plan, const NodeOf& nodes) {
-  std::map<std::string, int> loads;
+ private:
+  std::unordered_map<uint32_t, int> of_;
+  int count_ = 1;  // 0 is the producer's
+};
+
+// Children each uplink feeds on other nodes, over every stripe (`plan`'s members are among
+// those `uplinks` was made from).
+std::vector<int> uplink_loads(const Plan& plan, const Uplinks& uplinks) {
+  std::vector<int> loads(uplinks.count(), 0);
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
     const auto& order = plan.order[s];
     const auto& from = plan.fed_by[s];
     for (size_t i = 0; i < order.size(); ++i) {
-      const std::string parent = from[i] == Plan::kFromProducer ? kProducerUplink : uplink_of(nodes, order[from[i]]);
-      if (parent != uplink_of(nodes, order[i])) ++loads[parent];
+      const int parent = from[i] == Plan::kFromProducer ? Uplinks::kProducer : uplinks.of(order[from[i]]);
+      if (parent != uplinks.of(order[i])) ++loads[parent];
     }
   }
   return loads;
 }
 
-uint32_t busiest_of(const std::map<std::string, int>& loads) {
+uint32_t busiest_of(const std::vector<int>& loads) {
   int busiest = 0;
-  for (const auto& [uplink, load] : loads) {
-    if (uplink != kProducerUplink) busiest = std::max(busiest, load);
-  }
+  for (size_t u = 1; u < loads.size(); ++u) busiest = std::max(busiest, loads[u]);
   return static_cast<uint32_t>(busiest);
 }
 
@@ -155,7 +177,7 @@ std::pair<uint32_t, uint32_t> host_below(const StripeTree& tree, uint32_t scope,
 
 }  // namespace
 
-uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes) { return busiest_of(uplink_loads(plan, nodes)); }
+uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes) { return busiest_of(uplink_loads(plan, Uplinks(plan, nodes))); }
 
 void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites,
                     Plan& after) {
@@ -164,15 +186,12 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
   const std::set<uint32_t> slow(after.slow.begin(), after.slow.end());
   // What an uplink may feed: what the busiest node's fed before (the rate every stripe ran at;
   // a node that fed fewer, a leaf, has room), and the producer what it fed before.
-  const auto loads_before = uplink_loads(before, nodes);
+  const Uplinks uplink_ids(before, nodes);  // `after`'s members are among `before`'s
+  const auto loads_before = uplink_loads(before, uplink_ids);
   const int busiest = static_cast<int>(before.built_busiest > 0 ? before.built_busiest : busiest_of(loads_before));
-  std::map<std::string, int> load = uplink_loads(after, nodes);
-  const auto room_of = [&](const std::string& uplink) {
-    const auto fed = load.find(uplink);
-    const int now = fed == load.end() ? 0 : fed->second;
-    if (uplink != kProducerUplink) return busiest - now;
-    const auto was = loads_before.find(uplink);
-    return (was == loads_before.end() ? 0 : was->second) - now;
+  std::vector<int> load = uplink_loads(after, uplink_ids);
+  const auto room_of = [&](int uplink) {
+    return (uplink == Uplinks::kProducer ? loads_before[uplink] : busiest) - load[uplink];
   };
   const uint32_t depth_limit = 2 * (before.built_depth > 0 ? before.built_depth : before.depth());
   for (uint32_t s = 0; s < after.stripes(); ++s) {
@@ -193,9 +212,9 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
       if (it == old_parent.end() || it->second == 0 || !gone.count(it->second)) continue;
       // One on its dead parent's own node stays: it takes the dead member's place, and the node's
       // uplink, freed of the dead member's children, is where they go.
-      const std::string own = uplink_of(nodes, order[i]);
-      if (uplink_of(nodes, it->second) == own) continue;
-      const std::string feeding = from[i] == Plan::kFromProducer ? kProducerUplink : uplink_of(nodes, order[from[i]]);
+      const int own = uplink_ids.of(order[i]);
+      if (uplink_ids.of(it->second) == own) continue;
+      const int feeding = from[i] == Plan::kFromProducer ? Uplinks::kProducer : uplink_ids.of(order[from[i]]);
       if (feeding != own && room_of(feeding) < 0) overloaded.push_back(i);
     }
     if (overloaded.empty()) continue;
@@ -203,10 +222,11 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
     std::vector<std::pair<uint32_t, uint32_t>> orphans;  // (height, position): the shortest first
     for (uint32_t i : overloaded) orphans.emplace_back(tree.height(i), i);
     std::sort(orphans.begin(), orphans.end());
-    std::vector<std::string> uplinks, member_sites;
+    std::vector<int> uplinks;
+    std::vector<std::string> member_sites;
     std::vector<bool> under_slow(order.size(), false);  // slow, or below a slow member
     for (uint32_t i = 0; i < order.size(); ++i) {
-      uplinks.push_back(uplink_of(nodes, order[i]));
+      uplinks.push_back(uplink_ids.of(order[i]));
       member_sites.push_back(site_of(sites, order[i]));
       under_slow[i] = slow.count(order[i]) != 0 || (from[i] != Plan::kFromProducer && under_slow[from[i]]);
     }
@@ -237,7 +257,7 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
     bool moved = false;
     for (const auto& [shortest_first, i] : orphans) {
       const uint32_t p = tree.parent[i];
-      const std::string& feeding = p == Plan::kFromProducer ? kProducerUplink : uplinks[p];
+      const int feeding = p == Plan::kFromProducer ? Uplinks::kProducer : uplinks[p];
       if (room_of(feeding) >= 0) continue;
       // From the same site as its parent now: the stripe crosses into the orphan's site as often as before.
       const std::string site = p == Plan::kFromProducer ? std::string() : member_sites[p];
@@ -267,7 +287,7 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
             ++load[uplinks[room]];
           } else {  // it stays, overloading its parent as spliced
             const uint32_t at = tree.parent[x];
-            ++load[at == Plan::kFromProducer ? kProducerUplink : uplinks[at]];
+            ++load[at == Plan::kFromProducer ? Uplinks::kProducer : uplinks[at]];
           }
           break;
         }
