@@ -298,6 +298,7 @@ std::vector<std::vector<uint64_t>> Producer::member_cuts(const std::vector<Membe
 }
 
 double Producer::wan_rate(const std::vector<MemberRecord>& members) const {
+  if (options_.wan_zstd_level == 0 || options_.codec.zstd_level != 0) return 0;  // not asked for
   SiteOf sites;
   for (const auto& m : members) {
     if (m.away_from(options_.round.site)) sites[m.id] = m.site;
@@ -310,11 +311,16 @@ double Producer::wan_rate(const std::vector<MemberRecord>& members) const {
   std::erase_if(wan_receive_rates_, [&](const auto& seen) { return !sites.count(seen.first); });  // gone
   for (const auto& m : members) {
     if (!sites.count(m.id)) continue;
-    const auto report = reports_.find(m.base);
-    // A version under kWanSampleBytes took a round trip or two, not a rate: the last one that
+    // What it was sent of its last version, where it staged that version in the version's own
+    // round (not a catch-up's full image; a resharded member is sent only what it holds). A
+    // version under kWanSampleBytes took a round trip or two, not a rate: the last one that
     // measured it stands.
-    if (m.receive_seconds > 0 && report != reports_.end() && report->second.stats.wire_bytes >= kWanSampleBytes) {
-      wan_receive_rates_[m.id] = static_cast<double>(report->second.stats.wire_bytes) / m.receive_seconds;
+    const auto report = reports_.find(m.base);
+    if (m.receive_seconds > 0 && report != reports_.end() && report->second.staged_by.count(m.name)) {
+      const auto sent = report->second.bytes_to.find(m.name);
+      if (sent != report->second.bytes_to.end() && sent->second >= kWanSampleBytes) {
+        wan_receive_rates_[m.id] = static_cast<double>(sent->second) / m.receive_seconds;
+      }
     }
     const auto seen = wan_receive_rates_.find(m.id);
     if (seen != wan_receive_rates_.end() && (slowest == 0 || seen->second < slowest)) slowest = seen->second;

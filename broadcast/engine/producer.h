@@ -206,10 +206,11 @@ class Producer {
   std::vector<std::vector<uint64_t>> member_cuts(const std::vector<MemberRecord>& members) const;
   // Cuts the encoder's chunks at the edges of what every member holds, if that changed.
   void recut_for_members(const std::vector<MemberRecord>& members);
-  // The slowest WAN link into a site of `members` (bytes/s; 0: none in another site, or none
-  // measured): the rate book's slowest link across sites, and each member away from the
-  // producer's site as it received its last version of kWanSampleBytes or more (a relay reports
-  // its links when it stages, before a slow WAN child has taken enough to measure).
+  // The slowest WAN link into a site of `members` (bytes/s; 0: none in another site, none
+  // measured, or no zstd choice asked for): the rate book's slowest link across sites, and each
+  // member away from the producer's site as it received the last version it staged in that
+  // version's round with kWanSampleBytes or more sent to it (a relay reports its links when it
+  // stages, before a slow WAN child has taken enough to measure).
   double wan_rate(const std::vector<MemberRecord>& members) const;
   static constexpr uint64_t kWanSampleBytes = 4 << 20;
   // The zstd stage a delta version gets for a WAN of `wan_rate` (ProducerOptions::wan_zstd_level),

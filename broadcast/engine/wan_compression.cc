@@ -17,16 +17,19 @@ ZstdSample sample_zstd(std::span<const std::span<const uint8_t>> chunks, int lev
   for (const auto& chunk : chunks) total += chunk.size();
   ZstdSample sample;
   if (total == 0 || level == 0) return sample;
-  // Every step-th byte's chunk: the sample spreads over the tensors (their deltas differ).
-  const size_t step = std::max<size_t>(1, total / std::max<size_t>(1, max_bytes));
-  size_t compressed = 0, next = 0, seen = 0;
+  // A chunk every `every`-th share of the bytes: the sample spreads over the tensors (their
+  // deltas differ), not the first chunks alone.
+  const double every = std::max(1.0, static_cast<double>(total) / static_cast<double>(std::max<size_t>(1, max_bytes)));
+  size_t compressed = 0;
+  double begin = 0, next = 0;  // where the chunk starts, and where the next one is taken
   double compress_seconds = 0, decompress_seconds = 0;
   ByteBuffer out;
   std::vector<uint8_t> raw;
   for (const auto& chunk : chunks) {
-    seen += chunk.size();
-    if (chunk.empty() || seen <= next) continue;
-    next = seen + (step > chunk.size() ? step - chunk.size() : 0);
+    const double at = begin;
+    begin += static_cast<double>(chunk.size());
+    if (chunk.empty() || at + static_cast<double>(chunk.size()) / 2 < next) continue;  // its middle before the mark
+    next = at + static_cast<double>(chunk.size()) * every;
     out.clear();
     const auto start = Clock::now();
     compress_chunk(chunk, level, &out);

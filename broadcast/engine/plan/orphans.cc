@@ -105,13 +105,13 @@ struct StripeTree {
     each_below(i, [&](uint32_t j) { deepest = std::max(deepest, depth[j]); });
     return deepest - depth[i];
   }
-  // i, with everyone below it, now takes the stripe from `to`.
+  // i, with everyone below it, now takes the stripe from `to` (kFromProducer: the producer).
   void move(uint32_t i, uint32_t to) {
     if (parent[i] != Plan::kFromProducer) std::erase(children[parent[i]], i);
     parent[i] = to;
-    children[to].push_back(i);
+    if (to != Plan::kFromProducer) children[to].push_back(i);
     const uint32_t from_depth = depth[i];
-    const uint32_t to_depth = depth[to] + 1;
+    const uint32_t to_depth = to == Plan::kFromProducer ? 1 : depth[to] + 1;
     each_below(i, [&](uint32_t j) { depth[j] = depth[j] - from_depth + to_depth; });
   }
 };
@@ -230,7 +230,7 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
       member_sites.push_back(site_of(sites, order[i]));
       under_slow[i] = slow.count(order[i]) != 0 || (from[i] != Plan::kFromProducer && under_slow[from[i]]);
     }
-    // Each member's depth as built: how deep it may sink again without making anyone later.
+    // Each member's depth before this re-plan: how deep it may sink again without making anyone later.
     std::vector<uint32_t> allowed(tree.depth);
     {
       const StripeTree was(before.fed_by[s]);
@@ -266,11 +266,13 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
       // The freed uplinks are at the bottom of the trees, so an orphan hung there with its
       // subtree sinks by the tree's depth (a dead node's child at depth 6 of 10 made 31 nodes
       // 5 hops, 0.6 ms, late at 8,192 simulated consumers). Instead it is passed down: it goes
-      // where it was before its parent died (its depth as built) below a member whose uplink is
-      // full, one of whose children on other nodes, a shorter subtree, moves on the same way,
-      // and so on down to a member with no such children, which takes a freed uplink: one
-      // member at most sinks, by a hop or so. The dead member's other children, risen a hop
-      // with their subtrees, are the hosts that let everyone land where they were.
+      // no deeper than it was before this re-plan, below a member whose uplink is full, one of
+      // whose children on other nodes, a shorter subtree, moves on the same way, and so on until
+      // one finds a freed uplink no deeper than it was; the last may sink with its subtree
+      // (usually a leaf, a hop or so). The dead member's other children, risen a hop with their
+      // subtrees, are the hosts that let everyone land where they were. A pass that ends with
+      // nowhere to go is undone: the orphan stays, overloading its parent as spliced.
+      std::vector<std::pair<uint32_t, uint32_t>> pass;  // (moved, its parent before), in order
       for (uint32_t x = i;;) {
         const uint32_t room = shallowest_room(x, site, depth_limit);
         if (room != Plan::kFromProducer && tree.depth[room] + 1 <= allowed[x]) {
@@ -280,17 +282,18 @@ void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, co
         }
         const auto [host, next] = host_below(tree, p, x, [&](uint32_t w) {
           return !under_slow[w] && member_sites[w] == site && uplinks[w] != uplinks[x] && tree.depth[w] + 1 <= allowed[x];
-        }, [&](uint32_t w, uint32_t c) { return uplinks[c] != uplinks[w]; }, allowed);
+        }, [&](uint32_t w, uint32_t c) { return uplinks[c] != uplinks[w] && !under_slow[c]; }, allowed);
         if (host == Plan::kFromProducer) {
           if (room != Plan::kFromProducer) {
             tree.move(x, room);
             ++load[uplinks[room]];
-          } else {  // it stays, overloading its parent as spliced
-            const uint32_t at = tree.parent[x];
-            ++load[at == Plan::kFromProducer ? Uplinks::kProducer : uplinks[at]];
+          } else {
+            for (auto undo = pass.rbegin(); undo != pass.rend(); ++undo) tree.move(undo->first, undo->second);
+            ++load[feeding];
           }
           break;
         }
+        pass.emplace_back(x, tree.parent[x]);
         tree.move(x, host);  // the host's uplink feeds x instead of `next`
         x = next;
       }

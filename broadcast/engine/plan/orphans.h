@@ -31,12 +31,14 @@ uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes);
 //   uplink is full, one of whose children on other nodes with a shorter subtree leaves in its
 //   place, the same way (preferring one that rose when its ancestor died, so it sinks back to
 //   where it was), until one finds a member with room where it lands no deeper than it was;
-// - failing that (the orphan, or the last one passed down), below the shallowest member with
-//   room where its subtree stays within twice `before`'s depth; failing that, it stays.
+// - failing that (the orphan, or the last one passed down, which then sinks with its subtree),
+//   below the shallowest member with room where its subtree stays within twice `before`'s
+//   depth; failing that, it stays (a pass is undone).
 // Members of one node share one uplink (children on their own node cost it nothing); an orphan
 // on its dead parent's node stays, in its place. The orphans with the shortest subtrees move
 // first (the tallest stays where it was); each stripe keeps its order but for the moved
 // subtrees, which follow their new parents.
+// `after`'s members are among `before`'s (without_members makes it so).
 void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites,
                     Plan& after);
 

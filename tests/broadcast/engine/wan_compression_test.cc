@@ -39,10 +39,17 @@ TEST(WanCompression, TheSampleMeasuresRatioAndSpeedOfTheVersionsOwnChunks) {
   EXPECT_LT(packed.ratio, 0.2);
   EXPECT_GT(packed.compress_rate, 0);
   EXPECT_GT(packed.decompress_rate, 0);
-  // About max_bytes, spread over the chunks (not the first ones alone).
   EXPECT_GE(packed.bytes, size_t{1} << 20);
   EXPECT_LE(packed.bytes, (size_t{1} << 20) + 2 * 65600);
+  // Spread over the chunks, not the first ones alone: the first half repetitive, the second
+  // random, the sample sees both.
   std::mt19937 rng(3);
+  const auto halves = chunks_of(64, 65536, [&](size_t i) {
+    return i < 32 * 65536 ? static_cast<uint8_t>((i / 7) % 3) : static_cast<uint8_t>(rng());
+  });
+  const ZstdSample spread = sample_zstd(spans(halves), 1, 1 << 20);
+  EXPECT_GT(spread.ratio, 0.4);
+  EXPECT_LT(spread.ratio, 0.7);
   const auto random = chunks_of(16, 65536, [&](size_t) { return static_cast<uint8_t>(rng()); });
   const ZstdSample noise = sample_zstd(spans(random), 1, 1 << 20);
   EXPECT_DOUBLE_EQ(noise.ratio, 1.0) << "incompressible chunks stay as they are";

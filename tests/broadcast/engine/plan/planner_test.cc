@@ -450,7 +450,7 @@ TEST(Planner, AnOrphanIsPassedDownSoNobodySinksMoreThanAHop) {
   for (uint32_t fanout : {2u, 4u}) {
     const Plan before = plan_trees(members(255), fanout, fanout);
     for (uint32_t s = 0; s < before.stripes(); ++s) {
-      // Every member forwarding in stripe s two hops below its head, dying in turn.
+      // Every member forwarding in stripe s one hop below its head, dying in turn.
       for (uint32_t id : before.order[s]) {
         if (depth_of(before, id, s) != 2 || before.children_in(id, s).size() < 2) continue;
         const Plan after = without_members(before, {id});
