@@ -66,6 +66,18 @@ void finish_version(const Manifest& manifest, const CodecOptions& options, std::
   for (const auto& bucket : version->buckets) version->stats.wire_bytes += bucket.size();
 }
 
+void add_zstd_stage(std::vector<std::span<const uint8_t>>& chunks, int level, ThreadPool& pool,
+                    std::vector<ByteBuffer>& storage) {
+  storage.clear();
+  storage.resize(chunks.size());
+  pool.parallel_for(chunks.size(), [&](size_t i) {
+    if (!chunks[i].empty()) compress_chunk(chunks[i], level, &storage[i]);
+  });
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (!chunks[i].empty()) chunks[i] = storage[i].span();
+  }
+}
+
 namespace {
 
 std::vector<std::span<const uint8_t>> spans_of(std::span<const ByteBuffer> chunks) {
@@ -111,15 +123,13 @@ Result<EncodedVersion> DeltaEncoder::encode_delta(std::span<const TensorView> cu
     version.stats.dense_chunks += encoded_as[i] == EncodedAs::kDense;
   }
   version.stats.zstd_level = options_.zstd_level;
-  if (const int level = options_.zstd_level == 0 && choose ? choose(spans_of(chunks)) : 0; level != 0) {
-    std::vector<ByteBuffer> compressed(chunks.size());
-    pool_->parallel_for(chunks.size(), [&](size_t i) {
-      if (!chunks[i].empty()) compress_chunk(chunks[i].span(), level, &compressed[i]);
-    });
-    chunks = std::move(compressed);
+  std::vector<std::span<const uint8_t>> spans = spans_of(chunks);
+  std::vector<ByteBuffer> compressed;
+  if (const int level = options_.zstd_level == 0 && choose ? choose(spans) : 0; level != 0) {
+    add_zstd_stage(spans, level, *pool_, compressed);
     version.stats.zstd_level = level;
   }
-  finish(&version, chunks);
+  finish_version(manifest_, options_, spans, *pool_, &version);
   shadow.set_version(target_version);
   return version;
 }

@@ -42,6 +42,11 @@ struct EncodedVersion {
 void finish_version(const Manifest& manifest, const CodecOptions& options, std::span<const std::span<const uint8_t>> chunks,
                     ThreadPool& pool, EncodedVersion* version);
 
+// The zstd stage at `level` on chunks encoded without it, each as compress_chunk makes it: the
+// compressed chunks go into `storage`, and `chunks` point there (empty ones stay empty).
+void add_zstd_stage(std::vector<std::span<const uint8_t>>& chunks, int level, ThreadPool& pool,
+                    std::vector<ByteBuffer>& storage);
+
 // Cuts every tensor of the manifest into chunk ranges of chunk_elements();
 // empty tensors get none. Both encoders (CPU and GPU) use this cut.
 // `cuts[t]`, where given: element offsets of tensor t where a chunk must end (the edges of what

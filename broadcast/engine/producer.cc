@@ -329,9 +329,8 @@ double Producer::wan_rate(const std::vector<MemberRecord>& members) const {
 }
 
 ZstdChoice Producer::zstd_for_wan(double wan_rate) const {
-  const int level = options_.wan_zstd_level;
-  if (level == 0 || options_.codec.zstd_level != 0 || wan_rate <= 0) return {};
-  return [level, wan_rate, threads = hash_pool_->size()](std::span<const std::span<const uint8_t>> chunks) {
+  if (wan_rate <= 0) return {};  // wan_rate is 0 where no choice is asked for, too
+  return [level = options_.wan_zstd_level, wan_rate, threads = hash_pool_->size()](std::span<const std::span<const uint8_t>> chunks) {
     const ZstdSample sample = sample_zstd(chunks, level);
     const bool pays = zstd_pays_off(sample, wan_rate, threads);
     log().debug("producer: zstd {} for the WAN ({:.1f} MB/s at its slowest link): {:.3f} of the bytes, {:.0f} MB/s "

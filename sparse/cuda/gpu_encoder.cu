@@ -221,15 +221,8 @@ Result<EncodedVersion> GpuDeltaEncoder::encode_delta(std::span<const TensorView>
   }
   const int level = options_.zstd_level != 0 ? options_.zstd_level : choose ? choose(chunks) : 0;
   version.stats.zstd_level = level;
-  std::vector<ByteBuffer> compressed(level != 0 ? n : 0);
-  if (level != 0) {
-    pool_->parallel_for(n, [&](size_t i) {
-      if (!chunks[i].empty()) compress_chunk(chunks[i], level, &compressed[i]);
-    });
-    for (size_t i = 0; i < n; ++i) {
-      if (!chunks[i].empty()) chunks[i] = compressed[i].span();
-    }
-  }
+  std::vector<ByteBuffer> compressed;
+  if (level != 0) add_zstd_stage(chunks, level, *pool_, compressed);
   finish_version(manifest_, options_, chunks, *pool_, &version);
   shadow.set_version(target_version);
   timings_.kernel_seconds = kernel_ms / 1e3;

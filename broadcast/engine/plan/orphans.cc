@@ -138,7 +138,6 @@ void relist(Plan& plan, uint32_t s, const StripeTree& tree) {
   plan.fed_by[s] = std::move(new_from);
 }
 
-
 // Where x may go in place of a shorter subtree: a member w below `scope` (everyone when it is
 // the producer), not below x, that `may_host` allows, with a child c that `displaceable` allows,
 // shorter than x. Prefers a c that rose (above its depth as built, `allowed`: it can sink back
