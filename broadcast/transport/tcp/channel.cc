@@ -161,6 +161,12 @@ void TcpChannel::run() {
   Millis backoff(20);
   std::unique_lock<std::mutex> lock(mu_);
   while (!closed_) {
+    // While stream_for has the connection, the writer neither writes nor reaps nor dials (which
+    // would free the seal it is using). Closing shuts the socket down, so it returns soon.
+    if (streaming_) {
+      cv_.wait(lock, [&] { return !streaming_; });
+      continue;
+    }
     // Reap a connection that died: its reader must be gone before the fd is closed.
     if (fd_ >= 0 && stop_connection_) {
       const int fd = fd_;
@@ -210,18 +216,21 @@ void TcpChannel::run() {
       continue;
     }
     cv_.wait_for(lock, options_.heartbeat, [&] { return closed_ || stop_connection_ || !queue_.empty(); });
-    if (closed_ || stop_connection_) continue;
+    if (closed_ || stop_connection_ || streaming_) continue;
     const int fd = fd_;
     const uint64_t generation = generation_;
     if (queue_.empty()) {
-      if (Clock::now() - last_written_ < options_.heartbeat || streaming_) continue;
+      if (Clock::now() - last_written_ < options_.heartbeat) continue;
       uint8_t beat[kFrameHeaderBytes + 8];
       write_frame_header(beat, kHeartbeat);
       store_le<uint64_t>(beat + 8, static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
       last_written_ = Clock::now();
+      writing_ = true;
       lock.unlock();
       Status s = write_sealed(fd, *out_seal_, beat, sizeof(beat), Clock::now() + silence_limit_, &stop_connection_);
       lock.lock();
+      writing_ = false;
+      cv_.notify_all();
       if (!s.ok()) disconnect(generation, s);
       continue;
     }
@@ -230,11 +239,14 @@ void TcpChannel::run() {
     r->writing = true;
     inflight_.push_back(r);
     last_written_ = Clock::now();
+    writing_ = true;
     lock.unlock();
     // The write may take as long as the rail is slow; a stalled rail is cut by reset() or the
     // silence check, which stop this wait.
     Status s = write_slice(fd, r->slice, r->data);
     lock.lock();
+    writing_ = false;
+    cv_.notify_all();
     r->writing = false;
     if (!s.ok()) disconnect(generation, s);
     if (generation != generation_) {
@@ -364,8 +376,17 @@ void TcpChannel::read_loop(int fd, uint64_t generation, trust::FrameSeal* seal) 
 Result<uint64_t> TcpChannel::stream_for(Millis duration) {
   std::unique_lock<std::mutex> lock(mu_);
   if (fd_ < 0 || stop_connection_) return unavailable("{}: not connected", rail_.to_string());
-  streaming_ = true;  // no heartbeats interleave with the raw bytes
+  // The writer takes no new frame from here (no slice or heartbeat interleaves); one it is
+  // writing (a late copy of a slice, say) finishes first.
+  streaming_ = true;
+  cv_.wait(lock, [&] { return !writing_; });
+  if (fd_ < 0 || stop_connection_) {
+    streaming_ = false;
+    cv_.notify_all();
+    return unavailable("{}: connection lost", rail_.to_string());
+  }
   const int fd = fd_;
+  trust::FrameSeal& seal = *out_seal_;
   lock.unlock();
   constexpr uint64_t kFrame = 1 << 20;
   std::vector<uint8_t> block(kFrame, 0x42);
@@ -376,7 +397,6 @@ Result<uint64_t> TcpChannel::stream_for(Millis duration) {
   uint64_t sent = 0;
   Status s;
   while (s.ok() && Clock::now() < until) {
-    trust::FrameSeal& seal = *out_seal_;
     seal.begin(header, sizeof(header));
     s = write_payload(fd, header, sizeof(header), block.data(), block.size(), nullptr, until + Millis(5000));
     uint8_t tag[trust::kTagBytes];
@@ -386,6 +406,7 @@ Result<uint64_t> TcpChannel::stream_for(Millis duration) {
   }
   lock.lock();
   streaming_ = false;
+  cv_.notify_all();
   if (!s.ok()) return s;
   return sent;
 }

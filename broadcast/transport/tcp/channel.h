@@ -90,7 +90,12 @@ class TcpChannel : public Channel {
   std::atomic<bool> closed_{false};
   std::atomic<int> agreed_{-1};  // the last connection's trust::Protection (-1: none yet)
   std::atomic<bool> stop_connection_{false};
-  bool streaming_ = false;
+  // stream_for and the writer take turns on the connection (its fd, seal and scratch_): one may
+  // start only while the other is not at it. A frame of one begun inside the other's corrupts
+  // both, and the seal's cipher refuses outright (a baseline started while a late copy of a slice
+  // was still going out on a rail that had come back aborted the process).
+  bool streaming_ = false;  // stream_for has the connection
+  bool writing_ = false;    // the writer has it (a slice or a heartbeat going out)
   ContentHashStream hash_;  // the writer's, for checksums sent after the payload
   // The connection's seals: outgoing the writer's (stream_for's while it streams), incoming its
   // reader's; both replaced when a connection is dialled, after the last one's reader ended.

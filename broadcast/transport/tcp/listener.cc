@@ -215,8 +215,10 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   if (s.ok() && trailer) {
     uint8_t checksum[kChecksumTrailerBytes];
     s = net::read_full(c->fd, checksum, sizeof(checksum), deadline, &closed_);
-    seal.add_open(checksum, checksum, sizeof(checksum));
-    slice.checksum = load_le<uint64_t>(checksum);
+    if (s.ok()) {
+      seal.add_open(checksum, checksum, sizeof(checksum));
+      slice.checksum = load_le<uint64_t>(checksum);
+    }
   }
   // A slice that fails its tag was altered in flight (or is not from this session): refused like a
   // corrupt one, and the connection dropped; the sender re-sends it and judges the rail.

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -482,6 +483,48 @@ TEST(TcpLoopback, RefusedConnectionsAreAClearError) {
   auto r = sender.send(1, data.data(), data.size());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("dead"), std::string::npos) << r.status().message();
+}
+
+// deltacast-bench wire's plain-stream baseline and the slices take turns on a connection. A
+// baseline started while a late copy of a slice was still going out used the connection's seal
+// inside the slice's frame: the cipher refused, and the exception aborted the process. Here each
+// stream starts right after a 32 MiB slice is queued (and heartbeats are due every millisecond):
+// both must go through whole, in every mode that seals.
+TEST(TcpLoopback, ABaselineStreamAndASliceTakeTurnsOnTheConnection) {
+  for (const auto mode : {trust::Protection::kAuthenticated, trust::Protection::kEncrypted}) {
+    SCOPED_TRACE(trust::protection_name(mode));
+    Receiver rx(1, {}, mode);
+    tcp::TcpTransport transport;
+    ChannelOptions options;
+    options.trust = testing::test_trust(kToken, mode);
+    options.heartbeat = milliseconds(1);
+    auto channel = transport.connect({Endpoint{"127.0.0.1", 0}, rx.listener->endpoints()[0], "rail0"}, options).value();
+    auto* stream = dynamic_cast<tcp::TcpChannel*>(channel.get());
+    ASSERT_NE(stream, nullptr);
+    for (int i = 0; i < 100 && !channel->ready(); ++i) std::this_thread::sleep_for(milliseconds(10));
+    ASSERT_TRUE(channel->ready());
+    const auto data = pattern(32 << 20, 77);
+    for (uint64_t transfer = 1; transfer <= 3; ++transfer) {
+      ASSERT_TRUE(rx.staging.expect(transfer, data.size(), static_cast<uint32_t>(data.size())).ok());
+      SliceRef slice;
+      slice.transfer = transfer;
+      slice.transfer_bytes = data.size();
+      slice.slice_bytes = static_cast<uint32_t>(data.size());
+      slice.length = static_cast<uint32_t>(data.size());
+      slice.has_checksum = false;  // hashed as it goes out: the longest the writer holds the seal
+      std::promise<Status> acked;
+      channel->send(slice, data.data(), [&acked](const Status& s) { acked.set_value(s); });
+      auto streamed = stream->stream_for(milliseconds(30));
+      ASSERT_TRUE(streamed.ok()) << streamed.status().to_string();
+      EXPECT_GT(*streamed, 0u);
+      const Status sent = acked.get_future().get();
+      ASSERT_TRUE(sent.ok()) << sent.to_string();
+      ASSERT_TRUE(rx.staging.wait(transfer, milliseconds(2000)).ok());
+      const auto got = rx.staging.bytes(transfer);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+    }
+    EXPECT_TRUE(rx.listener->recent_drops().empty()) << rx.listener->recent_drops().front();
+  }
 }
 
 }  // namespace
