@@ -259,7 +259,10 @@ void TcpChannel::run() {
       lock.lock();
     }
   }
-  // Closing: tear down whatever is left.
+  // Closing: tear down whatever is left, once a stream still under way has given the connection
+  // back (the writer may have left its loop without waiting for it; close() shut the socket down,
+  // so it ends at once).
+  cv_.wait(lock, [&] { return !streaming_; });
   const int fd = fd_;
   fd_ = -1;
   lock.unlock();
@@ -376,16 +379,25 @@ void TcpChannel::read_loop(int fd, uint64_t generation, trust::FrameSeal* seal) 
 Result<uint64_t> TcpChannel::stream_for(Millis duration) {
   std::unique_lock<std::mutex> lock(mu_);
   if (fd_ < 0 || stop_connection_) return unavailable("{}: not connected", rail_.to_string());
+  if (streaming_) return failed_precondition("{}: a plain stream is already running on this rail", rail_.to_string());
   // The writer takes no new frame from here (no slice or heartbeat interleaves); one it is
   // writing (a late copy of a slice, say) finishes first.
   streaming_ = true;
+  // However this ends (an exception included), the writer gets the connection back: parked until
+  // then, it would hold close() up for good.
+  struct GiveBack {
+    TcpChannel* channel;
+    std::unique_lock<std::mutex>& lock;
+    ~GiveBack() {
+      if (!lock.owns_lock()) lock.lock();
+      channel->streaming_ = false;
+      channel->cv_.notify_all();
+    }
+  } give_back{this, lock};
   cv_.wait(lock, [&] { return !writing_; });
-  if (fd_ < 0 || stop_connection_) {
-    streaming_ = false;
-    cv_.notify_all();
-    return unavailable("{}: connection lost", rail_.to_string());
-  }
+  if (fd_ < 0 || stop_connection_) return unavailable("{}: connection lost", rail_.to_string());
   const int fd = fd_;
+  const uint64_t generation = generation_;
   trust::FrameSeal& seal = *out_seal_;
   lock.unlock();
   constexpr uint64_t kFrame = 1 << 20;
@@ -405,9 +417,12 @@ Result<uint64_t> TcpChannel::stream_for(Millis duration) {
     if (s.ok()) sent += kFrame;
   }
   lock.lock();
-  streaming_ = false;
-  cv_.notify_all();
-  if (!s.ok()) return s;
+  // A frame left half written (its deadline passed on a stalled rail) would have the receiver
+  // read the next slices as the rest of it: the connection goes, as after a failed slice.
+  if (!s.ok()) {
+    disconnect(generation, s);
+    return s;
+  }
   return sent;
 }
 

@@ -39,7 +39,9 @@ class TcpChannel : public Channel {
   }
 
   // Writes raw bytes outside the slice protocol for `duration` (the
-  // plain-stream baseline of deltacast-bench wire); returns how many.
+  // plain-stream baseline of deltacast-bench wire); returns how many. It has the
+  // connection to itself meanwhile: a slice being written goes out whole first,
+  // queued ones wait until it returns. One caller at a time.
   Result<uint64_t> stream_for(Millis duration);
 
  private:

@@ -524,6 +524,17 @@ TEST(TcpLoopback, ABaselineStreamAndASliceTakeTurnsOnTheConnection) {
       EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
     }
     EXPECT_TRUE(rx.listener->recent_drops().empty()) << rx.listener->recent_drops().front();
+    // One stream at a time: a second is refused, not run over the first one's frames.
+    std::thread first([&] { EXPECT_TRUE(stream->stream_for(milliseconds(300)).ok()); });
+    std::this_thread::sleep_for(milliseconds(100));
+    EXPECT_EQ(stream->stream_for(milliseconds(10)).status().code(), StatusCode::kFailedPrecondition);
+    first.join();
+    // The channel closed (and destroyed) under a running stream: the stream ends with an error,
+    // and the writer waits for it before it closes the socket and the channel goes away.
+    std::thread last([&] { EXPECT_FALSE(stream->stream_for(milliseconds(2000)).ok()); });
+    std::this_thread::sleep_for(milliseconds(100));
+    channel.reset();
+    last.join();
   }
 }
 
