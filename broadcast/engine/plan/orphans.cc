@@ -8,60 +8,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "broadcast/engine/plan/uplinks.h"
+
 namespace deltacast {
 namespace {
-
-// Each member's uplink as a small number: its node's (a member without one is a node of its own),
-// 0 the producer's. Loads are then counted in an array: a re-plan at 65,536 members built and
-// compared a node's name per member and stripe several times over.
-class Uplinks {
- public:
-  static constexpr int kProducer = 0;
-
-  Uplinks(const Plan& plan, const NodeOf& nodes) {
-    std::unordered_map<std::string, int> node_index;
-    for (const auto& order : plan.order) {
-      for (uint32_t id : order) {
-        if (of_.count(id)) continue;
-        const auto node = nodes.find(id);
-        if (node == nodes.end()) {
-          of_[id] = count_++;
-          continue;
-        }
-        const auto [named, added] = node_index.try_emplace(node->second, count_);
-        of_[id] = named->second;
-        count_ += added ? 1 : 0;
-      }
-    }
-  }
-  int of(uint32_t id) const { return of_.at(id); }
-  int count() const { return count_; }
-
- private:
-  std::unordered_map<uint32_t, int> of_;
-  int count_ = 1;  // 0 is the producer's
-};
-
-// Children each uplink feeds on other nodes, over every stripe (`plan`'s members are among
-// those `uplinks` was made from).
-std::vector<int> uplink_loads(const Plan& plan, const Uplinks& uplinks) {
-  std::vector<int> loads(uplinks.count(), 0);
-  for (uint32_t s = 0; s < plan.stripes(); ++s) {
-    const auto& order = plan.order[s];
-    const auto& from = plan.fed_by[s];
-    for (size_t i = 0; i < order.size(); ++i) {
-      const int parent = from[i] == Plan::kFromProducer ? Uplinks::kProducer : uplinks.of(order[from[i]]);
-      if (parent != uplinks.of(order[i])) ++loads[parent];
-    }
-  }
-  return loads;
-}
-
-uint32_t busiest_of(const std::vector<int>& loads) {
-  int busiest = 0;
-  for (size_t u = 1; u < loads.size(); ++u) busiest = std::max(busiest, loads[u]);
-  return static_cast<uint32_t>(busiest);
-}
 
 // One stripe's tree by position, while orphans move (a parent may then come after its child).
 // Built only for a stripe with an overloaded orphan; every query is within a subtree or a path.
@@ -175,8 +125,6 @@ std::pair<uint32_t, uint32_t> host_below(const StripeTree& tree, uint32_t scope,
 }
 
 }  // namespace
-
-uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes) { return busiest_of(uplink_loads(plan, Uplinks(plan, nodes))); }
 
 void spread_orphans(const Plan& before, const std::vector<uint32_t>& dropped, const NodeOf& nodes, const SiteOf& sites,
                     Plan& after) {

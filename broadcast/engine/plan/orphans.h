@@ -15,10 +15,6 @@
 
 namespace deltacast {
 
-// The most children on other nodes any node's uplink feeds over the stripes (the producer's
-// not counted): what every stripe's rate is set by.
-uint32_t busiest_uplink(const Plan& plan, const NodeOf& nodes);
-
 // `after` is `before` without the members of `dropped`, each orphan fed by its nearest
 // ancestor that stays. Each orphan whose new parent's uplink now feeds more children on other
 // nodes than the busiest uplink did as built (`Plan::built_busiest`, else in `before`; the

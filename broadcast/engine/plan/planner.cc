@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "broadcast/engine/plan/orphans.h"
+#include "broadcast/engine/plan/uplinks.h"
 #include "core/hash.h"
 
 namespace deltacast {
@@ -146,12 +147,21 @@ PlacedSite place_site(const SiteGroups& site, uint32_t s, uint32_t stripes, uint
   // there by a throttled one for rounds on end. (A site without healthy members chains them, so
   // that the stripe still enters it once.)
   const size_t tail_fanout = std::max<size_t>(2, fanout);
-  std::vector<uint32_t> slow_entries;  // each slow node's entry, by heap position
-  for (const NodeGroup* group : site.slow) {
+  // Every healthy member first, so that each is there to feed a slow member in trees
+  // (hang_slow_members_from_idle_uplinks: one on a node with slow members forwards nothing).
+  std::vector<uint32_t> node_last(site.slow.size(), Plan::kFromProducer);  // each slow node's last healthy member
+  for (size_t g = 0; g < site.slow.size(); ++g) {
+    const NodeGroup* group = site.slow[g];
     for (size_t i = 0; i < group->fast.size(); ++i) {
       place(group->fast[(i + s) % group->fast.size()], placed.last_fast == Plan::kFromProducer ? last : placed.last_fast);
       placed.last_fast = last;
+      node_last[g] = last;
     }
+  }
+  std::vector<uint32_t> slow_entries;  // each slow node's entry, by heap position
+  for (size_t g = 0; g < site.slow.size(); ++g) {
+    const NodeGroup* group = site.slow[g];
+    if (node_last[g] != Plan::kFromProducer) last = node_last[g];
     for (size_t i = 0; i < group->slow.size(); ++i) {
       // A node's slow members follow one another (one entry into the node), from its own healthy
       // member if it has one.
@@ -244,6 +254,7 @@ Plan plan_trees(std::vector<uint32_t> members, uint32_t stripes, uint32_t fanout
       }
     }
   }
+  if (plan.fanout > 1) hang_slow_members_from_idle_uplinks(plan, nodes, sites);
   plan.built_depth = plan.depth();
   plan.built_busiest = busiest_uplink(plan, nodes);
   return plan;

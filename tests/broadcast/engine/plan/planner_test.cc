@@ -3,6 +3,7 @@
 // slice size behaving as the model says. Who is slow is the rate book's
 // call (rate_book_test.cc).
 #include "broadcast/engine/plan/planner.h"
+#include "broadcast/engine/plan/uplinks.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -85,6 +86,8 @@ TEST(Planner, SlowMembersGoToEveryTailSlowestLast) {
 
 TEST(Planner, ManySlowMembersMakeAHeapBelowTheLastHealthyOne) {
   // 10 members, 6 slow (slowest last): two below the last healthy member, two below each of those.
+  // (In trees the two hang from the healthy members whose uplinks feed the fewest: see
+  // ASlowMemberInTreesHangsFromAnUplinkWithRoom.)
   const std::vector<uint32_t> slow = {40, 50, 60, 70, 80, 90};
   for (uint32_t fanout : {1u, 2u}) {
     const Plan plan = plan_trees(members(10), 2, fanout, slow);
@@ -93,8 +96,12 @@ TEST(Planner, ManySlowMembersMakeAHeapBelowTheLastHealthyOne) {
       ASSERT_EQ(order.size(), 10u);
       const uint32_t last_healthy = order[3];
       EXPECT_EQ(std::vector<uint32_t>(order.begin() + 4, order.end()), slow);
-      EXPECT_EQ(plan.parent(40, s), last_healthy);
-      EXPECT_EQ(plan.parent(50, s), last_healthy);
+      if (fanout == 1) {
+        EXPECT_EQ(plan.parent(40, s), last_healthy);
+        EXPECT_EQ(plan.parent(50, s), last_healthy);
+      } else {
+        for (uint32_t id : {40u, 50u}) EXPECT_TRUE(plan.parent(id, s) < 40 || plan.parent(id, s) == 100) << "from a healthy member";
+      }
       EXPECT_EQ(plan.parent(60, s), 40u);
       EXPECT_EQ(plan.parent(70, s), 40u);
       EXPECT_EQ(plan.parent(80, s), 50u);
@@ -108,6 +115,33 @@ TEST(Planner, ManySlowMembersMakeAHeapBelowTheLastHealthyOne) {
     EXPECT_EQ(plan.order[s].back(), 20u);
     EXPECT_EQ(plan.parent(20, s), 10u);
   }
+}
+
+// In trees the stripe's last healthy member may forward another stripe to its full fan-out: a
+// slow member hung from it loads that uplink past the busiest, and everyone below it in the other
+// stripe takes its pace (over real TCP, with a member throttled to 30%, the others staged a full
+// sync at about half their pace). It hangs from an uplink with room instead: the busiest uplink
+// feeds no more than without it.
+TEST(Planner, ASlowMemberInTreesHangsFromAnUplinkWithRoom) {
+  const std::vector<uint32_t> healthy = {10, 20, 30, 40, 50};
+  for (uint32_t stripes : {2u, 4u}) {
+    for (uint32_t fanout : {2u, 4u}) {
+      SCOPED_TRACE(fmt::format("{} stripes, fan-out {}", stripes, fanout));
+      const uint32_t without = busiest_uplink(plan_trees(healthy, stripes, fanout), {});
+      const Plan plan = plan_trees(members(6), stripes, fanout, {60});
+      EXPECT_LE(busiest_uplink(plan, {}), without);
+      for (uint32_t s = 0; s < stripes; ++s) {
+        ASSERT_EQ(plan.order[s].back(), 60u);
+        EXPECT_NE(plan.parent(60, s), 0u);
+      }
+    }
+  }
+  // Members of one node share its uplink; a slow member behind its node's healthy one stays there.
+  const NodeOf nodes = {{10, "a"}, {20, "a"}, {30, "b"}, {40, "b"}, {50, "c"}, {60, "c"}, {70, "d"}, {80, "d"},
+                        {90, "e"}, {100, "e"}, {110, "f"}};
+  const Plan plan = plan_trees(members(11), 2, 2, {110, 60}, nodes);
+  EXPECT_LE(busiest_uplink(plan, nodes), busiest_uplink(plan_trees(members(10), 2, 2, {60}, nodes), nodes));
+  for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(plan.parent(60, s), 50u);
 }
 
 TEST(Planner, SlowMembersThatLeftAreLeftOut) {
