@@ -63,7 +63,7 @@ struct SyncArgs {
   bool die_with_parent = false;
   double timeout_seconds = 600;
   double round_timeout_seconds = 0;  // role producer: a round's limit (0: the engine's, 30 s + bytes at 10 MB/s)
-  std::string shape = "chains";      // producers: the plan's shape (parse_shape: auto, chains, trees:K)
+  std::string shape = "auto";        // producers: the plan's shape (parse_shape: auto, chains, trees:K)
   bool json = false;
   int metrics_port = -1;  // roles producer/consumer: serve Prometheus metrics on this port (-1: none)
   std::string plot;       // the whole run: draw its report into this PNG (plot_sync.py)

@@ -26,10 +26,9 @@ namespace deltacast {
 struct RoundOptions {
   uint32_t stripes = 0;            // 0: as version_shape picks them for the shape
   uint32_t slice_bytes = 0;        // 0: from the alpha-beta model
-  // 1: chains; 0: the shape the model finds fastest per version; k: trees k wide. Chains by
-  // default in rounds: with a throttled member at the tails of trees, the others staged a full
-  // sync at 1.96x their pace for three rounds (netns, 6 consumers); not yet understood.
-  uint32_t fanout = 1;
+  // 0: the shape the model finds fastest per version (docs/DESIGN.md, "Shapes"), as the simulator
+  // chooses; 1: chains; k: trees k wide.
+  uint32_t fanout = 0;
   // The producer's site: members naming another site take each version once per site, over
   // their site's WAN link (plan_trees); empty, like the members that name none.
   std::string site;

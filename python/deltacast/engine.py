@@ -132,10 +132,9 @@ class Producer(EngineHandle):
     ``encrypt=True`` encrypts payloads and control with AES-256-GCM (default: authenticated,
     everything tagged, payloads in clear); ``insecure=True`` drops the tags, for benchmarks only,
     and every member must choose it too.
-    ``shape``: how versions go out to the consumers: ``"chains"`` (default), ``"auto"`` (chains
-    or pipelined trees, whichever the planner's model finds fastest for each version), or
-    ``"trees:2"``, ``"trees:4"``, ``"trees:8"`` (trees that wide). Trees are not yet the default:
-    a throttled consumer at their tails slowed the others for a few rounds in a namespace test.
+    ``shape``: how versions go out to the consumers: ``"auto"`` (default: chains or pipelined
+    trees, whichever the planner's model finds fastest for each version), ``"chains"``, or
+    ``"trees:2"``, ``"trees:4"``, ``"trees:8"`` (trees that wide).
     ``site``: the site (datacenter, region) the producer runs in (default: none named). Consumers
     naming another site (``Consumer(site=...)``) take each version once per site over the WAN
     link into it, and fan it out inside the site. ``wan_zstd``: the zstd level (1 by default; 0:
@@ -168,7 +167,7 @@ class Producer(EngineHandle):
                  threads=0, transport="tcp", group=None, rank=None, world_size=None, shards=None,
                  coordinator=None, host_coordinator=None, advertise=None, register_timeout=60.0,
                  metrics_port=None, metrics_host="0.0.0.0", stream=None, shadow="device", encrypt=False,
-                 insecure=False, shape="chains", site=None, wan_zstd=1):
+                 insecure=False, shape="auto", site=None, wan_zstd=1):
         items = named_items(named_tensors)
         self._group_entry = None
         self._coordinator = None

@@ -30,7 +30,7 @@ struct ProducerArgs {
   uintptr_t cuda_stream = 0;              // tensors on a GPU: the stream publish works on
   std::string shadow = "device";          // tensors on a GPU: where the shadow lives ("device", "host")
   std::string protection = "authenticated";  // trust::parse_protection's names
-  std::string shape = "chains";              // parse_shape's names: how versions go out
+  std::string shape = "auto";                // parse_shape's names: how versions go out
   std::string site;                          // the producer's site (consumers naming another cross a WAN)
   int wan_zstd = 1;                          // ProducerOptions::wan_zstd_level
 };

@@ -37,7 +37,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("names"), py::arg("capsules"), py::arg("dtypes"), py::arg("listen"), py::arg("token"), py::arg("rails"),
            py::arg("value_codec"), py::arg("threads"), py::arg("transport"), py::arg("group") = py::none(),
            py::arg("metrics") = "", py::arg("cuda_stream") = 0, py::arg("shadow") = "device",
-           py::arg("protection") = "authenticated", py::arg("shape") = "chains", py::arg("site") = "",
+           py::arg("protection") = "authenticated", py::arg("shape") = "auto", py::arg("site") = "",
            py::arg("wan_zstd") = 1)
       .def_property_readonly("address", &PyProducer::address)
       .def_property_readonly("metrics_address", &PyProducer::metrics_address)

@@ -627,8 +627,13 @@ TEST(FakeEngine, AThrottledConsumerIsFoundMovedToTheTailsAndSlowsNobody) {
   ASSERT_NE(found, tails.end()) << "c5 never found slow";
   EXPECT_LE(found - tails.begin(), 1) << "found in round " << found - tails.begin();
   for (auto it = found; it != tails.end(); ++it) EXPECT_EQ(*it, std::vector<std::string>{"c5"});
-  // At the tails it delays nobody: the others stage as fast as before it was throttled.
-  EXPECT_LE(median(after), 1.25 * median(before)) << "before " << median(before) << " s, after " << median(after) << " s";
+  // At the tails it delays nobody: the others stage as fast as without the throttle, before it
+  // and after it is lifted (a baseline from before alone once came out 1.28x faster than the
+  // rounds after it while other tests loaded the cores: 0.143 s against 0.183 s).
+  cluster.set_ports(7, kPortRate);
+  for (int round = 0; round < 3; ++round) before.push_back(others_staged(cluster.publish(false, true), "c5"));
+  EXPECT_LE(median(after), 1.25 * median(before)) << "without the throttle " << median(before) << " s, with it "
+                                                  << median(after) << " s";
   cluster.expect_exact(cluster.all());
 }
 
