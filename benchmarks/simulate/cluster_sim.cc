@@ -86,7 +86,8 @@ bool NodeSink::complete(const SliceRef& slice, const Landing&, bool verified) {
 }
 
 // Chains over every GPU from the real planner, collapsed to the nodes they pass through: the
-// planner keeps a node's GPUs consecutive in every chain. `order[s][node]`: the node's GPUs in
+// planner enters each node once per stripe, and with nodes slow whole (as simulated) a node's
+// GPUs are consecutive in every chain. `order[s][node]`: the node's GPUs in
 // stripe s's order, as positions 0..gpus-1 of that node.
 struct NodePlan {
   std::vector<std::map<uint32_t, uint32_t>> parent;              // per stripe: node -> the node it takes it from

@@ -84,7 +84,7 @@ struct VersionReport {
   // Per target (by name): the bytes of the version sent to it (a resharded consumer is sent only
   // the chunks it holds elements of; everyone else the whole version).
   std::map<std::string, uint64_t> bytes_to;
-  std::vector<std::string> slow;            // targets measured slow, placed at the chains' tails (planner.h)
+  std::vector<std::string> slow;            // targets measured slow, placed at the tails (planner.h)
   uint32_t targets = 0;
   uint32_t committed = 0;
   uint32_t failed = 0;

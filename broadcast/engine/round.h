@@ -1,7 +1,7 @@
 // One round: a version's blob broadcast to a set of members, from the
 // announcement until each target committed it, failed it or died. The
-// producer feeds the head of every stripe's chain; consumers forward down the
-// chains. When a member dies (or fails) mid-round the chains are recomputed
+// producer feeds the head of every stripe; consumers forward down the stripes
+// (chains or trees, planner.h). When a member dies (or fails) mid-round the stripes are recomputed
 // without it, and every member's new parent is told what its new child
 // already holds, so only missing slices move again.
 #pragma once

@@ -289,7 +289,7 @@ def test_a_throttled_consumer_is_found_and_moved_to_the_tails(cluster):
         report = c.wait(c.command("republish", "published")["version"])
         assert report["committed"] == len(CONSUMERS), report
     # c5's ports drop to 30%: a round that measures it (the link into it is the bottleneck of its
-    # chains) moves it to the tails, and from then on it stays there; nobody else is. Usually the
+    # stripes) moves it to the tails, and from then on it stays there; nobody else is. Usually the
     # first round after the throttle finds it; on two shared cores a 30% port sometimes measures
     # at 0.6-0.7 of the others for a round or two, so it must be found within three rounds.
     c.set_rates("300mbit", ["c5"])
@@ -319,7 +319,7 @@ def test_a_throttled_consumer_does_not_slow_the_others(cluster):
     c.wait(c.publish())
     before = others_staged_seconds(c, "c5")
     # c5's ports drop to 30% of their rate: measured slow (its links are the bottleneck of their
-    # chains), it moves to the tails of the chains.
+    # stripes), it moves to the tails.
     c.set_rates("300mbit", ["c5"])
     others_staged_seconds(c, "c5", repeats=1)  # the round that measures it
     after = others_staged_seconds(c, "c5", repeats=5)

@@ -6,7 +6,8 @@
 // fan-out makes trees k wide and log_k deep (what small versions want: few hops of latency).
 // The trees are rotations of one order, so every member is near the head of some stripe and no
 // uplink carries everything. Slow members (the rate book says which, rate_book.h) hang in a chain
-// below every tree's last member, where they delay nobody, the slowest last.
+// below every tree's last member, where they delay nobody, the slowest last (in trees, from the
+// healthy member whose uplink feeds the fewest: uplinks.h).
 #pragma once
 
 #include <cstddef>
@@ -65,7 +66,8 @@ using SiteOf = std::map<uint32_t, std::string>;
 
 // Trees over `members` (any order; the plan orders them by id) for `stripes` stripes, each
 // member fanning a stripe out to at most `fanout` other nodes (1: chains), with the members of
-// `slow` (slowest last) in a chain below every tree. Members of one node (`nodes`) take each
+// `slow` (slowest last) in a chain below every tree (in trees hung from uplinks with room:
+// hang_slow_members_from_idle_uplinks). Members of one node (`nodes`) take each
 // stripe once over the network: the node's first member in that stripe (its entry) takes it from
 // another node's entry, the rest of the node in a chain behind it over the node's own loopback.
 // Nodes rotate over the stripes (the head, and with a fan-out the members that forward, differ

@@ -49,25 +49,42 @@ void hang_slow_members_from_idle_uplinks(Plan& plan, const NodeOf& nodes, const 
   const std::set<uint32_t> slow(plan.slow.begin(), plan.slow.end());
   const Uplinks uplinks(plan, nodes);
   std::vector<int> load = uplink_loads(plan, uplinks);
+  // Sites as small numbers (a plan of 65,536 members scans a stripe per slow entry).
+  std::unordered_map<std::string, int> site_ids;
+  std::unordered_map<uint32_t, int> site_of_member;
+  for (const auto& order : plan.order) {
+    for (uint32_t id : order) {
+      if (site_of_member.count(id)) continue;
+      site_of_member[id] = site_ids.try_emplace(site_of(sites, id), static_cast<int>(site_ids.size())).first->second;
+    }
+  }
   for (uint32_t s = 0; s < plan.stripes(); ++s) {
     const auto& order = plan.order[s];
     auto& from = plan.fed_by[s];
+    // Per position: its uplink, its site, and whether it may feed a slow member (healthy).
+    std::vector<int> uplink(order.size()), site(order.size());
+    std::vector<bool> healthy(order.size());
     for (size_t i = 0; i < order.size(); ++i) {
-      if (!slow.count(order[i]) || from[i] == Plan::kFromProducer) continue;
+      uplink[i] = uplinks.of(order[i]);
+      site[i] = site_of_member.at(order[i]);
+      healthy[i] = !slow.count(order[i]);
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (healthy[i] || from[i] == Plan::kFromProducer) continue;
       const uint32_t parent = from[i];
-      const int own = uplinks.of(order[i]);
-      // Only a member entering its node: a slow member behind its node's own (loopback) costs no uplink.
-      if (slow.count(order[parent]) || uplinks.of(order[parent]) == own) continue;
-      const std::string site = site_of(sites, order[parent]);
+      // Only a member entering its node from a healthy one: behind its node's own member
+      // (loopback) it costs no uplink, and below a slow member it is in that one's heap.
+      if (!healthy[parent] || uplink[parent] == uplink[i]) continue;
+      // The least fed uplink in the parent's site; of equals the latest (the deeper, the likelier
+      // a leaf in this stripe). Moved only where that lowers what the two uplinks feed at most.
       uint32_t best = parent;
       for (uint32_t j = 0; j < i; ++j) {
-        const int u = uplinks.of(order[j]);
-        if (slow.count(order[j]) || u == own || site_of(sites, order[j]) != site) continue;
-        if (load[u] < load[uplinks.of(order[best])]) best = j;
+        if (!healthy[j] || uplink[j] == uplink[i] || site[j] != site[parent] || j == parent) continue;
+        if (best == parent || load[uplink[j]] <= load[uplink[best]]) best = j;
       }
-      if (best == parent) continue;
-      --load[uplinks.of(order[parent])];
-      ++load[uplinks.of(order[best])];
+      if (best == parent || load[uplink[best]] + 1 >= load[uplink[parent]]) continue;
+      --load[uplink[parent]];
+      ++load[uplink[best]];
       from[i] = best;
     }
   }

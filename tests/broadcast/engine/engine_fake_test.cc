@@ -600,11 +600,12 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-TEST(FakeEngine, AThrottledConsumerIsFoundMovedToTheTailsAndSlowsNobody) {
+void a_throttled_consumer_is_found_moved_to_the_tails_and_slows_nobody(uint32_t fanout) {
+  SCOPED_TRACE(fmt::format("fan-out {}", fanout));
   // Six consumers; c5's ports drop to 30%. Every healthy link here keeps up with what it is
   // given (the modelled ports, not the cores, set the pace), the pattern in which the policy
   // used to find nobody: only the link into c5 is ever a bottleneck.
-  FakeCluster cluster(1 << 22, 6);
+  FakeCluster cluster(1 << 22, 6, milliseconds(5000), fanout);
   std::vector<double> before;
   for (int round = 0; round < 3; ++round) {
     const VersionReport report = cluster.publish(false, true);
@@ -635,6 +636,17 @@ TEST(FakeEngine, AThrottledConsumerIsFoundMovedToTheTailsAndSlowsNobody) {
   EXPECT_LE(median(after), 1.25 * median(before)) << "without the throttle " << median(before) << " s, with it "
                                                   << median(after) << " s";
   cluster.expect_exact(cluster.all());
+}
+
+// The planner's shape (on these six, mostly chains), and trees 2 wide forced: found, moved and
+// exact there too. (The trees case passes with c5 below the stripe's last healthy member as well:
+// the slowdown that hanging it from an uplink with room prevents shows in the simulator and in
+// Planner.ASlowMemberInTreesHangsFromAnUplinkWithRoom, not over these modelled ports.)
+TEST(FakeEngine, AThrottledConsumerIsFoundMovedToTheTailsAndSlowsNobody) {
+  a_throttled_consumer_is_found_moved_to_the_tails_and_slows_nobody(0);
+}
+TEST(FakeEngine, AThrottledConsumerInTreesIsFoundMovedToTheTailsAndSlowsNobody) {
+  a_throttled_consumer_is_found_moved_to_the_tails_and_slows_nobody(2);
 }
 
 }  // namespace
