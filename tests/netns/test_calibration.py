@@ -2,9 +2,10 @@
 
 A full sync of 256 MiB from a producer to 2 and 4 consumer processes, each in its own network
 namespace with two switched planes shaped to 1 Gbit/s per port (`deltacast-bench sync --netns`),
-is measured for real; `deltacast-bench simulate` predicts the same broadcast (as many nodes of one
-GPU, two rails each, no warm-up: the version is the cluster's first). The prediction must be
-within 15% of the measured time until the last consumer staged the version.
+is measured for real, down chains and (4 consumers) down trees 2 wide; `deltacast-bench simulate`
+predicts the same broadcast in the same shape (as many nodes of one GPU, two rails each, no
+warm-up: the version is the cluster's first). The prediction must be within 15% of the measured
+time until the last consumer staged the version.
 
 The simulated rails carry what TCP leaves of a 1 Gbit/s port: tbf shapes whole frames, and a
 1514-byte frame carries 1448 bytes of payload (MSS with timestamps), 0.9564 of the rate. One hop
@@ -30,25 +31,31 @@ PAYLOAD_GBIT = 1448 / 1514  # of a 1 Gbit/s port
 
 
 MEASUREMENTS = 3
+# Chains (what the planner picks for a cluster's first version here) and trees 2 wide (what it
+# picks for small versions to many nodes): each relay of a tree feeds two children at once.
+CASES = [(2, "chains"), (4, "chains"), (4, "trees:2")]
+FANOUT = {"chains": 1, "trees:2": 2}
 
 
-def measured_seconds(consumers):
+def measured_seconds(consumers, shape):
     out = subprocess.run([binary("deltacast-bench"), "sync", "--netns", "--consumers", str(consumers), "--elements",
-                          str(ELEMENTS), "--versions", "0", "--no-dense", "--gloo", "off", "--json"],
+                          str(ELEMENTS), "--versions", "0", "--no-dense", "--gloo", "off", "--shape", shape, "--json"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert report["all_exact"], "a consumer's tensors differ from the producer's"
     full = report["versions"][0]
     assert full["full"] and full["wire_bytes"] == BYTES, full
+    assert full["fanout"] == FANOUT[shape], full  # the shape asked for is the one that ran
     return full["wire_seconds"]
 
 
-def simulated_seconds(consumers):
+def simulated_seconds(consumers, shape):
     out = subprocess.run([binary("deltacast-bench"), "simulate", "--consumers", str(consumers), "--gpus-per-node", "1",
                           "--rails", "2", "--rail-gbit", str(PAYLOAD_GBIT), "--latency-us", "50", "--gbytes",
                           str(BYTES / 1e9), "--warmup-gbytes", "0", "--density", "0", "--dead-fraction", "0",
-                          "--slow-nodes", "0", "--no-baselines", "--slice-cost-us", "0", "--json"], capture_output=True, text=True, timeout=120)
+                          "--slow-nodes", "0", "--no-baselines", "--slice-cost-us", "0", "--fanout",
+                          str(FANOUT[shape]), "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     (row,) = json.loads(out.stdout)["scenarios"]
     assert row["survivors_complete"], row
@@ -58,12 +65,13 @@ def simulated_seconds(consumers):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to build network namespaces")
 def test_the_simulator_predicts_the_namespace_testbed_within_15_percent():
     rows = []
-    for consumers in (2, 4):
-        measured = min(measured_seconds(consumers) for _ in range(MEASUREMENTS))
-        predicted = simulated_seconds(consumers)
-        rows.append((consumers, measured, predicted, predicted / measured - 1))
-    print("\nconsumers  measured  simulated  error")
-    for consumers, measured, predicted, error in rows:
-        print(f"{consumers:>9}  {measured:7.3f} s  {predicted:7.3f} s  {100 * error:+5.1f}%")
-    for consumers, measured, predicted, error in rows:
-        assert abs(error) <= 0.15, f"{consumers} consumers: simulated {predicted:.3f} s, measured {measured:.3f} s"
+    for consumers, shape in CASES:
+        measured = min(measured_seconds(consumers, shape) for _ in range(MEASUREMENTS))
+        predicted = simulated_seconds(consumers, shape)
+        rows.append((consumers, shape, measured, predicted, predicted / measured - 1))
+    print("\nconsumers  shape    measured  simulated  error")
+    for consumers, shape, measured, predicted, error in rows:
+        print(f"{consumers:>9}  {shape:<7}  {measured:7.3f} s  {predicted:7.3f} s  {100 * error:+5.1f}%")
+    for consumers, shape, measured, predicted, error in rows:
+        assert abs(error) <= 0.15, (f"{consumers} consumers, {shape}: simulated {predicted:.3f} s, "
+                                    f"measured {measured:.3f} s")
