@@ -311,18 +311,18 @@ def consumer_job(bench, model, name, host):
     the cut rail carries data only."""
     rails = " ".join(f"--rail 198.18.{r}.{host}" for r in range(ENGINE_RAILS))
     out = f"/mnt/{name}.json"
+    last_commit = '"event":"committed","version":%d}' % ENGINE_VERSIONS  # the line in its output
     return "\n".join([
         f"DELTACAST_LOG=debug {bench} sync --role consumer --name {name} {model} "
         f"--connect 198.18.0.1:{CONTROL_PORT} {rails} > {out} 2> /mnt/{name}.log &",
         "pid=$!",
         "count() { grep -c \"$1\" " + out + " || true; }",
-        f"i=0; until [ \"$(count '\"event\":\"committed\",\"version\":{ENGINE_VERSIONS}}}')\" -gt 0 ] || [ $i -gt 1500 ]; do",
+        f"i=0; until [ \"$(count '{last_commit}')\" -gt 0 ] || [ $i -gt 1500 ]; do",
         "  i=$((i + 1)); sleep 0.2; done",
         # The producer quits after checking the last version: its loss is counted after the commit, which
         # this loop may have seen late on a starved guest (a count taken here missed an early loss
         # and waited out the whole loop).
-        "lost() { sed -n '/\"event\":\"committed\",\"version\":" + str(ENGINE_VERSIONS) + "}/,$p' " + out +
-        " | grep -c producer_lost || true; }",
+        f"lost() {{ sed -n '/{last_commit}/,$p' {out} | grep -c producer_lost || true; }}",
         "i=0; until [ \"$(lost)\" -gt 0 ] || [ $i -gt 300 ]; do i=$((i + 1)); sleep 0.2; done",
         "kill -TERM $pid; wait $pid || true",
     ])
