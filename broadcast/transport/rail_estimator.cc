@@ -5,6 +5,15 @@
 
 namespace deltacast {
 
+double link_rail_rate(std::vector<double> measured_rates, size_t live_rails) {
+  if (measured_rates.empty()) return 0;
+  double sum = 0;
+  for (double rate : measured_rates) sum += rate;
+  const size_t unmeasured = live_rails > measured_rates.size() ? live_rails - measured_rates.size() : 0;
+  std::nth_element(measured_rates.begin(), measured_rates.begin() + measured_rates.size() / 2, measured_rates.end());
+  return sum + static_cast<double>(unmeasured) * measured_rates[measured_rates.size() / 2];
+}
+
 void RailEstimator::on_post(uint32_t bytes, TimePoint now) {
   if (inflight_ == 0) busy_since_ = now;  // busy again
   inflight_ += bytes;

@@ -421,13 +421,19 @@ LinkSample Sprayer::link_sample() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   const TimePoint now = state_->now();
   LinkSample sample = state_->table.link_sample(now);
+  std::vector<double> rates;  // of the rails measured in this transfer
+  size_t live = 0;
   for (auto& rail : state_->rails) {
     const double round_trip = rail.estimate.base_delay();
     if (round_trip > 0 && (sample.round_trip == 0 || round_trip < sample.round_trip)) sample.round_trip = round_trip;
+    if (rail.health.state(now) == RailState::kPaused) continue;
+    ++live;
     const double busy = rail.estimate.busy_total(now) - rail.busy_mark;
-    if (rail.health.state(now) == RailState::kPaused || busy < kMinRailBusySeconds) continue;
-    sample.rail_rate += static_cast<double>(rail.estimate.delivered_total() - rail.delivered_mark) / busy;
+    if (busy >= kMinRailBusySeconds) {
+      rates.push_back(static_cast<double>(rail.estimate.delivered_total() - rail.delivered_mark) / busy);
+    }
   }
+  sample.rail_rate = link_rail_rate(std::move(rates), live);
   return sample;
 }
 

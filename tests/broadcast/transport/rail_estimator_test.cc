@@ -186,5 +186,17 @@ TEST(RailEstimator, ADeadlineWaitsForAColdConnectionsSlowStart) {
             std::chrono::milliseconds(4));
 }
 
+// A link's rate counts every live rail: those too little used in a transfer to be measured at
+// their measured siblings' median (the same NICs), not at nothing.
+TEST(RailEstimator, ALinksRateCountsItsUnmeasuredLiveRailsAtTheirSiblingsMedian) {
+  EXPECT_DOUBLE_EQ(link_rail_rate({50e9, 40e9, 60e9}, 3), 150e9);
+  // Three of eight rails measured: the other five at the median, 50 GB/s.
+  EXPECT_DOUBLE_EQ(link_rail_rate({50e9, 40e9, 60e9}, 8), 150e9 + 5 * 50e9);
+  // A slow rail that was measured counts at its own rate.
+  EXPECT_DOUBLE_EQ(link_rail_rate({50e9, 5e9, 50e9, 50e9}, 4), 155e9);
+  EXPECT_EQ(link_rail_rate({}, 8), 0) << "nothing measured says nothing";
+  EXPECT_DOUBLE_EQ(link_rail_rate({50e9, 40e9}, 1), 90e9) << "never fewer than the rails measured";
+}
+
 }  // namespace
 }  // namespace deltacast

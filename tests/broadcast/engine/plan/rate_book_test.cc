@@ -281,5 +281,31 @@ TEST(RateBook, NothingToCompareWithLeavesMembersWhereTheyAre) {
   EXPECT_EQ(book.judge({1, 2}).slow, std::vector<uint32_t>{2});
 }
 
+// In a short round only the links busy for longest are measured: the slowest ones. Their rates
+// are no one's healthy rate, and judged against them nobody is slow; once most members are
+// measured the healthy rate is their upper median again.
+TEST(RateBook, AHealthyRateNeedsMostMembersMeasured) {
+  const std::vector<uint32_t> ten = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  RateBook book;
+  LinkSample short_link = kept_up(400e9);
+  short_link.busy_seconds = 0.001;  // too short to be measured
+  book.record(kProducerSender, 1, kept_up(20e9));  // the producer's link, ramping the whole round
+  book.record(kProducerSender, 2, waited(10e9));
+  for (uint32_t id = 3; id <= 10; ++id) book.record(id - 1, id, short_link);
+  book.close_round();
+  ASSERT_TRUE(book.rates(1).has_value());
+  EXPECT_EQ(book.judge(ten).healthy, 0) << "2 of 10 measured";
+  EXPECT_TRUE(book.judge(ten).slow.empty()) << "nothing known to compare 2 with";
+  // Five of ten: still not most of them.
+  for (uint32_t id = 3; id <= 5; ++id) book.record(id - 1, id, kept_up(400e9));
+  book.close_round();
+  EXPECT_EQ(book.judge(ten).healthy, 0);
+  // Six of ten: the upper median of what they take.
+  book.record(5, 6, kept_up(400e9));
+  book.close_round();
+  EXPECT_DOUBLE_EQ(book.judge(ten).healthy, 400e9);
+  EXPECT_EQ(book.judge(ten).slow, std::vector<uint32_t>{2});
+}
+
 }  // namespace
 }  // namespace deltacast
