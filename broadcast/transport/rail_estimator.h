@@ -47,6 +47,7 @@ class RailEstimator {
   // first sample replaces the assumption outright.
   void assume(double bytes_per_second) { assumed_ = bytes_per_second > 0 ? bytes_per_second : 0; }
   double assumed() const { return assumed_ > 0 ? assumed_ : kAssumedBandwidth; }
+  bool assuming() const { return assumed_ > 0; }
   uint64_t inflight() const { return inflight_; }
   // Totals since the rail was made: bytes delivered, and seconds with something in flight (what
   // a sender compares before and after one transfer, to rate the rail in that transfer alone).
