@@ -25,6 +25,10 @@ namespace {
 using sim::Duration;
 constexpr uint32_t kProducer = 0;  // node id of the producer; rollout node k is id k + 1
 constexpr Duration kPollEvery = std::chrono::milliseconds(1);
+// ClusterSpec::extrapolate: the first milestone, in slices held per stripe, and how closely two
+// successive extrapolations of the version's end must agree for the pipeline to count as steady.
+constexpr uint32_t kFirstMilestonePerStripe = 64;
+constexpr double kSteadyTolerance = 0.025;
 
 // The simulation moves no bytes: this stands for the version's buffer, never read.
 const uint8_t* version_bytes() {
@@ -65,6 +69,12 @@ struct Node {
   uint32_t stripes = 1;
   uint64_t transfer = 0;  // the version under way
   size_t* incomplete = nullptr;  // the cluster's count of living nodes still missing slices
+  // ClusterSpec::extrapolate: the cluster's milestones (slices held), when this node reached
+  // each, and the cluster's count of living nodes that reached each.
+  const std::vector<uint32_t>* milestones = nullptr;
+  std::vector<TimePoint> milestone_at;
+  std::vector<size_t>* reached = nullptr;
+  double extrapolated_end = 0;  // seconds into the version (0: not extrapolated)
 
   void arrived(uint32_t slice) {
     if (!alive || slice >= have.size() || have[slice]) return;
@@ -72,6 +82,10 @@ struct Node {
     have[slice] = 1;
     ++held;
     stripe_last[slice % stripes] = loop->now();
+    if (milestones != nullptr && milestone_at.size() < milestones->size() && held == (*milestones)[milestone_at.size()]) {
+      milestone_at.push_back(loop->now());
+      ++(*reached)[milestone_at.size() - 1];
+    }
     if (complete()) --*incomplete;
     if (relay) relay->on_slice(transfer, slice, 0);
     for (auto& kid : tree_kids) kid->offer(slice, 0);
@@ -195,6 +209,8 @@ class SimCluster {
  private:
   Status follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
   Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
+  void set_milestones(uint32_t slices, uint32_t stripes);
+  bool steady_at(size_t milestone, TimePoint t0);
   void finish_version(uint32_t slice_bytes);
 
   ClusterSpec c_;
@@ -211,6 +227,10 @@ class SimCluster {
   // Living nodes that do not hold the version under way yet: the loop's stop condition, checked
   // after every event, so it is kept as a count instead of a scan of every node.
   size_t incomplete_ = 0;
+  // ClusterSpec::extrapolate, for the version under way: slices held per node at which each node
+  // notes the time, and how many living nodes have reached each.
+  std::vector<uint32_t> milestones_;
+  std::vector<size_t> reached_;
 };
 
 Status SimCluster::build() {
@@ -309,6 +329,55 @@ Status SimCluster::grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_b
   return Status();
 }
 
+// ClusterSpec::extrapolate: a node notes when it holds 64 slices per stripe, then twice as many,
+// and so on up to half the version (past that, simulating the rest costs less than it saves).
+void SimCluster::set_milestones(uint32_t slices, uint32_t stripes) {
+  milestones_.clear();
+  for (uint64_t m = uint64_t{kFirstMilestonePerStripe} * stripes; 2 * m <= slices; m *= 2) {
+    milestones_.push_back(static_cast<uint32_t>(m));
+  }
+  reached_.assign(milestones_.size(), 0);
+  for (auto& node : nodes_) {
+    node->milestones = c_.extrapolate ? &milestones_ : nullptr;
+    node->reached = &reached_;
+    node->milestone_at.clear();
+    node->extrapolated_end = 0;
+  }
+}
+
+// Every living node holds milestone `m` (m >= 2): each node's end is extrapolated twice, from
+// milestone m-1 at its rate between m-2 and m-1, and from m at its rate between m-1 and m. Where
+// the last node's and the median node's ends agree within kSteadyTolerance the pipeline is
+// steady: each node's end is its second estimate, and the version may stop here. (Checked
+// against the whole simulation in tests/bench/check_simulate.py.)
+bool SimCluster::steady_at(size_t m, TimePoint t0) {
+  if (m < 2) return false;
+  const double total = nodes_[1]->have.size();
+  const auto at = [&](const Node& n, size_t k) { return at_seconds(n.milestone_at[k]) - at_seconds(t0); };
+  const auto end_from = [&](const Node& n, size_t k) {
+    const double rate = (milestones_[k] - milestones_[k - 1]) / (at(n, k) - at(n, k - 1));
+    return at(n, k) + (total - milestones_[k]) / rate;
+  };
+  std::vector<double> before, now;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& n = *nodes_[i];
+    if (!n.alive) continue;
+    before.push_back(end_from(n, m - 1));
+    now.push_back(end_from(n, m));
+  }
+  const auto agree = [](std::vector<double> a, std::vector<double> b, size_t k) {
+    std::nth_element(a.begin(), a.begin() + k, a.end());
+    std::nth_element(b.begin(), b.begin() + k, b.end());
+    return std::abs(a[k] - b[k]) <= kSteadyTolerance * b[k];
+  };
+  if (now.empty() || !agree(before, now, now.size() - 1) || !agree(before, now, now.size() / 2)) return false;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& n = *nodes_[i];
+    if (n.alive) n.extrapolated_end = end_from(n, m);
+  }
+  return true;
+}
+
 Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& faults) {
   if (bytes == 0) return invalid_argument("a version of 0 bytes");
   const auto wall_start = std::chrono::steady_clock::now();
@@ -367,6 +436,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       node->relay->begin(shape, version_bytes(), stripes, node->id == kProducer ? &source_checksums : nullptr);
     }
   }
+  // A version with faults is simulated whole: they change its pace after any steady stretch.
+  const bool faultless = faults.dead_fraction == 0 && faults.flapping_rails == 0 && faults.cut_wan_site == 0;
+  set_milestones(faultless ? shape.slices() : 0, stripes);
   SimResult result;
   result.stripes = stripes;
   result.slice_bytes = slice_bytes;
@@ -528,8 +600,30 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   };
   net_.loop().after(kPollEvery, tick);
   const TimePoint limit = t0 + span(20 * expected + 10 * faults.detect_seconds + 60);
-  result.events = net_.loop().run(everyone_done, limit);
+  // ClusterSpec::extrapolate: the version may end once every living node holds a milestone at
+  // which the pipeline is steady (steady_at), each node finishing at its extrapolated end.
+  size_t checked = 0;  // milestones found not steady
+  bool steady = false;
+  const auto done_or_steady = [&] {
+    if (everyone_done()) return true;
+    while (checked < reached_.size() && reached_[checked] == alive_.size()) {
+      if (steady_at(checked, t0)) return steady = true;
+      ++checked;
+    }
+    return false;
+  };
+  result.events = net_.loop().run(done_or_steady, limit);
   DC_RETURN_IF_ERROR(replan_error);
+  if (steady && !everyone_done()) {
+    result.simulated_share = static_cast<double>(milestones_[checked]) / shape.slices();
+    for (auto& node : nodes_) {
+      if (!node->alive || node->id == kProducer) continue;
+      node->have.assign(shape.slices(), 1);
+      node->held = shape.slices();
+      node->stripe_last.assign(stripes, t0 + span(node->extrapolated_end));
+    }
+    incomplete_ = 0;
+  }
   result.survivors_complete = everyone_done();
 
   // Every GPU: its node's stripes pass through it in the node's order, cut-through, over the

@@ -43,6 +43,10 @@ struct ClusterSpec {
   double wan_bytes_per_second = 12.5e9;  // 100 Gbit/s
   double wan_latency_min_seconds = 0.02;
   double wan_latency_max_seconds = 0.08;
+  // Versions without faults are simulated until every node takes slices at a steady rate, then
+  // finished at those rates (SteadyTail, cluster_sim.cc): what makes the largest versions to
+  // 65,536 GPUs fit in minutes. Off: every slice is simulated.
+  bool extrapolate = false;
 };
 
 // The site of rollout node k (0-based) and the latency of the WAN link between two sites.
@@ -98,6 +102,9 @@ struct SimResult {
   // Bytes that crossed the WAN into each site in this version, over the version's bytes (site 0,
   // the producer's, takes none).
   std::vector<double> wan_copies;
+  // The share of each node's slices the event simulation ran (1: all; less where the rest was
+  // extrapolated at the node's steady rate, ClusterSpec::extrapolate).
+  double simulated_share = 1;
   // The nodes this version's chains had at their tails: the rate book's verdict on the versions
   // before (every relay's link reports, as `staged` messages carry them).
   std::vector<uint32_t> slow_nodes;

@@ -60,6 +60,7 @@ struct SimulateArgs {
   double wan_gbit = 100;
   std::vector<double> wan_latency_ms{20, 80};  // the WAN links' latencies, spread from the first to the second
   bool baselines = true;
+  bool extrapolate = false;  // versions without faults: simulated to a steady pipeline, then extrapolated
   uint64_t seed = 1;
   uint32_t jobs = std::max(1u, std::thread::hardware_concurrency());
   bool json = false;
@@ -78,6 +79,7 @@ Json result_json(const SimResult& r, bool per_consumer) {
           {"replans", r.replans},
           {"events", r.events},
           {"wall_seconds", r.wall_seconds},
+          {"simulated_share", r.simulated_share},
           {"producer_bytes_out", r.producer_bytes_out},
           {"max_node_bytes_out", r.max_node_bytes_out}};
   if (per_consumer) {
@@ -107,6 +109,7 @@ Result<Json> scenario(const SimulateArgs& a, uint32_t consumers, const char* kin
   c.wan_bytes_per_second = a.wan_gbit * 1e9 / 8;
   c.wan_latency_min_seconds = a.wan_latency_ms.front() * 1e-3;
   c.wan_latency_max_seconds = a.wan_latency_ms.back() * 1e-3;
+  c.extrapolate = a.extrapolate;
   Json row = {{"scenario", fmt::format("{} consumers, {}", consumers, kind)},
               {"consumers", c.nodes * c.gpus_per_node},
               {"nodes", c.nodes},
@@ -364,6 +367,9 @@ void add_simulate_command(CLI::App& app) {
       ->expected(1, 2)
       ->capture_default_str();
   cmd->add_flag("!--no-baselines", a->baselines, "Skip the binary tree and ring baselines");
+  cmd->add_flag("--extrapolate", a->extrapolate,
+                "Simulate each version without faults until every node takes slices at a steady rate, then finish it "
+                "at those rates (the largest versions to the most GPUs; their share simulated is in the JSON)");
   cmd->add_option("--jobs", a->jobs, "Simulations run side by side (one core each)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Fault seed")->capture_default_str();
   cmd->add_flag("--json", a->json, "JSON output");
