@@ -204,13 +204,15 @@ class SimCluster {
   SimCluster(const ClusterSpec& c, SimTopology topology) : c_(c), topology_(topology) {}
   Status build();
   // Broadcasts one version of `bytes` (`faults` injected during it) and reports it.
-  Result<SimResult> run_version(uint64_t bytes, const FaultSpec& faults);
+  // `last`: the version reported (the only one ClusterSpec::extrapolate may cut short: the ones
+  // before teach the rate book and the sprayers, whole).
+  Result<SimResult> run_version(uint64_t bytes, const FaultSpec& faults, bool last = true);
 
  private:
   Status follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
   Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
   void set_milestones(uint32_t slices, uint32_t stripes);
-  bool steady_at(size_t milestone, TimePoint t0);
+  bool steady_at(size_t milestone, TimePoint t0, uint32_t slices);
   void finish_version(uint32_t slice_bytes);
 
   ClusterSpec c_;
@@ -350,9 +352,9 @@ void SimCluster::set_milestones(uint32_t slices, uint32_t stripes) {
 // the last node's and the median node's ends agree within kSteadyTolerance the pipeline is
 // steady: each node's end is its second estimate, and the version may stop here. (Checked
 // against the whole simulation in tests/bench/check_simulate.py.)
-bool SimCluster::steady_at(size_t m, TimePoint t0) {
+bool SimCluster::steady_at(size_t m, TimePoint t0, uint32_t slices) {
   if (m < 2) return false;
-  const double total = nodes_[1]->have.size();
+  const double total = slices;
   const auto at = [&](const Node& n, size_t k) { return at_seconds(n.milestone_at[k]) - at_seconds(t0); };
   const auto end_from = [&](const Node& n, size_t k) {
     const double rate = (milestones_[k] - milestones_[k - 1]) / (at(n, k) - at(n, k - 1));
@@ -362,6 +364,7 @@ bool SimCluster::steady_at(size_t m, TimePoint t0) {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = *nodes_[i];
     if (!n.alive) continue;
+    if (at(n, m) <= at(n, m - 1) || at(n, m - 1) <= at(n, m - 2)) return false;  // no rate to go on
     before.push_back(end_from(n, m - 1));
     now.push_back(end_from(n, m));
   }
@@ -378,7 +381,7 @@ bool SimCluster::steady_at(size_t m, TimePoint t0) {
   return true;
 }
 
-Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& faults) {
+Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& faults, bool last) {
   if (bytes == 0) return invalid_argument("a version of 0 bytes");
   const auto wall_start = std::chrono::steady_clock::now();
   const TimePoint t0 = net_.loop().now();
@@ -397,7 +400,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   for (uint32_t k : alive_) members.push_back(k + 1);
   const SlowVerdict verdict = book_.judge(members);
   const bool measured = topology_ != SimTopology::kBinaryTree && verdict.healthy > 0;
-  const double rate = measured ? verdict.healthy : node_rate;
+  const double rate = measured ? verdict.healthy : std::max(node_rate, verdict.partial);
   // The per-slice cost the slices are sized with: the network's own (what a producer would be
   // configured with for it), unless told otherwise; a network that charges nothing per slice
   // gets the rounds' default.
@@ -438,7 +441,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   }
   // A version with faults is simulated whole: they change its pace after any steady stretch.
   const bool faultless = faults.dead_fraction == 0 && faults.flapping_rails == 0 && faults.cut_wan_site == 0;
-  set_milestones(faultless ? shape.slices() : 0, stripes);
+  set_milestones(faultless && last ? shape.slices() : 0, stripes);
   SimResult result;
   result.stripes = stripes;
   result.slice_bytes = slice_bytes;
@@ -607,7 +610,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   const auto done_or_steady = [&] {
     if (everyone_done()) return true;
     while (checked < reached_.size() && reached_[checked] == alive_.size()) {
-      if (steady_at(checked, t0)) return steady = true;
+      if (steady_at(checked, t0, shape.slices())) return steady = true;
       ++checked;
     }
     return false;
@@ -617,7 +620,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   if (steady && !everyone_done()) {
     result.simulated_share = static_cast<double>(milestones_[checked]) / shape.slices();
     for (auto& node : nodes_) {
-      if (!node->alive || node->id == kProducer) continue;
+      if (!node->alive || node->id == kProducer || node->complete()) continue;
       node->have.assign(shape.slices(), 1);
       node->held = shape.slices();
       node->stripe_last.assign(stripes, t0 + span(node->extrapolated_end));
@@ -718,7 +721,8 @@ Result<SimResult> simulate_versions(const ClusterSpec& cluster, const std::vecto
   DC_RETURN_IF_ERROR(sim.build());
   SimResult last;
   for (size_t v = 0; v < versions.size(); ++v) {
-    DC_ASSIGN_OR_RETURN(last, sim.run_version(versions[v], v + 1 == versions.size() ? faults : FaultSpec{}));
+    const bool reported = v + 1 == versions.size();
+    DC_ASSIGN_OR_RETURN(last, sim.run_version(versions[v], reported ? faults : FaultSpec{}, reported));
   }
   return last;
 }

@@ -43,9 +43,9 @@ struct ClusterSpec {
   double wan_bytes_per_second = 12.5e9;  // 100 Gbit/s
   double wan_latency_min_seconds = 0.02;
   double wan_latency_max_seconds = 0.08;
-  // Versions without faults are simulated until every node takes slices at a steady rate, then
-  // finished at those rates (SteadyTail, cluster_sim.cc): what makes the largest versions to
-  // 65,536 GPUs fit in minutes. Off: every slice is simulated.
+  // The version reported, where it has no faults, is simulated until every node takes slices at
+  // a steady rate, then finished at those rates (SimCluster::steady_at, cluster_sim.cc): what
+  // makes the largest versions to 65,536 GPUs fit in minutes. Off: every slice is simulated.
   bool extrapolate = false;
 };
 

@@ -84,7 +84,9 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   if (targets.empty()) return result;
 
   const SlowVerdict verdict = rates_.judge(targets);
-  const double rate = verdict.healthy > 0 ? verdict.healthy : options_.default_rate;
+  // Without a healthy rate, the default (the NICs' speed where the producer is told it), or what
+  // the few members measured took where that is more: it is a lower bound, however biased.
+  const double rate = verdict.healthy > 0 ? verdict.healthy : std::max(options_.default_rate, verdict.partial);
   size_t rails = SIZE_MAX;  // the fewest any target takes data over
   for (uint32_t id : targets) rails = std::min(rails, std::max<size_t>(1, directory[id].size()));
   // The plan's network hops: one per node (a member without a node name is a node of its own).

@@ -17,7 +17,7 @@
 namespace deltacast {
 
 // A link's rate over its rails: the rates of the rails measured in one transfer, summed, and each
-// of the others still live (`live_rails` in all) counted at the median of the measured ones: they
+// of the others still live (`live_rails` in all) counted at the upper median of the measured ones: they
 // share the same NICs, and a sprayer leaves a rail whose rate it does not know yet nearly idle
 // beside measured ones. Left out, a short transfer's link summed 2 or 3 of its 8 rails (a first
 // version of 0.75 GB to 1,024 simulated nodes measured them at 0.28x the rails' rate, and the

@@ -26,7 +26,7 @@ struct LinkSample {
   uint32_t slices = 0;
   double busy_seconds = 0;         // time with offered slices not yet delivered
   double backlogged_seconds = 0;   // of which, time with offered slices waiting for room
-  double rail_rate = 0;            // bytes/s: the usable rails' measured rates, summed (sprayer)
+  double rail_rate = 0;            // bytes/s: over its live rails (sprayer; link_rail_rate)
   double round_trip = 0;           // seconds: the shortest base round trip of its rails (0: none measured)
 
   bool measured() const { return slices > 0 && busy_seconds > 0; }

@@ -201,7 +201,9 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     // choice until the measured rails have a queue_target of slices queued, so every slice waits
     // that long, and it is left to probes to be measured. Its window opens at that rate too
     // (assumed until its first sample replaces it), as a new sprayer's rails open at what other
-    // sprayers measured over the same NICs: held to two slices in flight for its first 16, it
+    // sprayers measured over the same NICs (a rail dead from the start then holds a window of
+    // slices until the first deadline moves them, as such a new sprayer's does). Held to two
+    // slices in flight for its first 16, it
     // carried a fraction of its share of a short transfer while the measured rails queued the
     // rest (a first version of 0.2 GB, about 14 slices per rail, left 2,046 of 2,048 rails
     // unmeasured at 1,024 simulated consumers, and the next version took 2.5x as long).
@@ -431,18 +433,20 @@ LinkSample Sprayer::link_sample() const {
   const TimePoint now = state_->now();
   LinkSample sample = state_->table.link_sample(now);
   std::vector<double> rates;  // of the rails measured in this transfer
-  size_t live = 0;
+  size_t unmeasured = 0;      // rails carrying slices now that this transfer did not measure
   for (auto& rail : state_->rails) {
     const double round_trip = rail.estimate.base_delay();
     if (round_trip > 0 && (sample.round_trip == 0 || round_trip < sample.round_trip)) sample.round_trip = round_trip;
-    if (rail.health.state(now) == RailState::kPaused) continue;
-    ++live;
+    const RailState state = rail.health.state(now);
+    if (state == RailState::kPaused) continue;
     const double busy = rail.estimate.busy_total(now) - rail.busy_mark;
     if (busy >= kMinRailBusySeconds) {
       rates.push_back(static_cast<double>(rail.estimate.delivered_total() - rail.delivered_mark) / busy);
+    } else if (state == RailState::kHealthy || state == RailState::kSuspect) {
+      ++unmeasured;  // not a probing one: it failed and has not shown it works again
     }
   }
-  sample.rail_rate = link_rail_rate(std::move(rates), live);
+  sample.rail_rate = link_rail_rate(rates, rates.size() + unmeasured);
   return sample;
 }
 

@@ -6,7 +6,8 @@ namespace deltacast {
 
 namespace {
 
-// The upper median of `rates`, known for `rates.size()` of `population` members (0: not known).
+// The upper median of `rates`, known for `rates.size()` of `population` members (0: not known;
+// `population` 0: of whatever was measured).
 // One outlier on busy cores moves it little. With half the members or fewer measured it is not
 // known: in a short round only the links busy for longest are measured, the slowest ones (the
 // producer's, still in slow start while it fed everyone: after a first version of 0.5 GB to 1,024
@@ -119,6 +120,7 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
     if (r != nullptr && r->known() > 0) all_healthy.push_back(r->known());
   }
   verdict.healthy = upper_median(all_healthy, not_slow);
+  if (verdict.healthy == 0) verdict.partial = upper_median(all_healthy, 0);
   verdict.slice_bytes = slice_bytes_;
   for (uint32_t id : members) {
     const MemberRates* r = rates_of(id);

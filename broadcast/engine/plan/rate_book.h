@@ -15,8 +15,9 @@
 //    excuse a member at the tails never gets: its feeders are held back by it).
 //
 // A member measured as a bottleneck at under kSlowFraction of the healthy rate
-// (the upper median of what the others are known to take) is slow. At the tails
-// it hangs from a healthy member (planner.h), and stays until what it takes
+// (the upper median of what the others are known to take, known only while most
+// of them were measured: in a short round only the longest-busy links are) is
+// slow. At the tails it hangs from a healthy member (planner.h), and stays until what it takes
 // (its capacity, or a newer inbound rate) reaches kRecoverFraction of the
 // healthy rate. The healthy rate comes from lower bounds too, so it is there
 // even when every healthy link kept up: a machine with cores to spare, where no
@@ -66,6 +67,9 @@ struct MemberRates {
 struct SlowVerdict {
   std::vector<uint32_t> slow;  // slowest last
   double healthy = 0;          // the healthy rate judged against (0: none known)
+  // Where too few members were measured for a healthy rate: the upper median of those that were
+  // (the slowest links, at best a lower bound of the rate; 0: none measured, or `healthy` known).
+  double partial = 0;
   uint32_t slice_bytes = 0;    // the slices of the last round measured (0: not known)
 };
 

@@ -295,6 +295,7 @@ TEST(RateBook, AHealthyRateNeedsMostMembersMeasured) {
   book.close_round();
   ASSERT_TRUE(book.rates(1).has_value());
   EXPECT_EQ(book.judge(ten).healthy, 0) << "2 of 10 measured";
+  EXPECT_DOUBLE_EQ(book.judge(ten).partial, 20e9) << "what the two took, for a round to weigh against its default";
   EXPECT_TRUE(book.judge(ten).slow.empty()) << "nothing known to compare 2 with";
   // Five of ten: still not most of them.
   for (uint32_t id = 3; id <= 5; ++id) book.record(id - 1, id, kept_up(400e9));
@@ -304,6 +305,7 @@ TEST(RateBook, AHealthyRateNeedsMostMembersMeasured) {
   book.record(5, 6, kept_up(400e9));
   book.close_round();
   EXPECT_DOUBLE_EQ(book.judge(ten).healthy, 400e9);
+  EXPECT_EQ(book.judge(ten).partial, 0);
   EXPECT_EQ(book.judge(ten).slow, std::vector<uint32_t>{2});
 }
 
