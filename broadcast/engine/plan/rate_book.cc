@@ -111,14 +111,18 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
   };
   SlowVerdict verdict;
   std::vector<std::pair<double, uint32_t>> slow;  // (rate, id)
-  std::vector<double> all_healthy;
-  size_t not_slow = 0;
-  for (uint32_t o : members) {
-    const MemberRates* r = rates_of(o);
-    if (r != nullptr && r->slow) continue;
-    ++not_slow;
-    if (r != nullptr && r->known() > 0) all_healthy.push_back(r->known());
-  }
+  // What the members not at the tails (but `except`) are known to take, and how many they are.
+  const auto healthy_rates = [&](uint32_t except) {
+    std::pair<std::vector<double>, size_t> out{{}, 0};
+    for (uint32_t o : members) {
+      const MemberRates* r = rates_of(o);
+      if (o == except || (r != nullptr && r->slow)) continue;
+      ++out.second;
+      if (r != nullptr && r->known() > 0) out.first.push_back(r->known());
+    }
+    return out;
+  };
+  const auto [all_healthy, not_slow] = healthy_rates(kProducerSender);  // the producer is no member
   verdict.healthy = upper_median(all_healthy, not_slow);
   if (verdict.healthy == 0) verdict.partial = upper_median(all_healthy, 0);
   verdict.slice_bytes = slice_bytes_;
@@ -134,14 +138,7 @@ SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
         rate >= kSlowFraction * sender->known()) {
       continue;
     }
-    std::vector<double> others;
-    size_t other_count = 0;
-    for (uint32_t o : members) {
-      const MemberRates* other = rates_of(o);
-      if (o == id || (other != nullptr && other->slow)) continue;
-      ++other_count;
-      if (other != nullptr && other->known() > 0) others.push_back(other->known());
-    }
+    auto [others, other_count] = healthy_rates(id);
     const double healthy = upper_median(std::move(others), other_count);
     const bool is_slow = healthy > 0 ? rate < (r->slow ? kRecoverFraction : kSlowFraction) * healthy
                                      : r->slow;  // nothing to compare with: it stays where it is
