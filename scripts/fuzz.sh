@@ -4,9 +4,12 @@
 # fuzzes the bucket decoder for SECONDS (default 60), and the control-message
 # decoder and the trust handshake and sealed frames for half as long each, each
 # from a freshly generated seed corpus. Any
-# sanitizer report or crash fails.
+# sanitizer report or crash fails. `scripts/fuzz.sh --build-only` builds and stops there
+# (scripts/test.sh builds while the vLLM environment downloads, and runs the rest at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 seconds="${1:-60}"
 # Line tables are all a sanitizer report needs of the debug information, and compile faster than full -g;
 # the libraries compile in unity batches, at -O1 (what AddressSanitizer's docs suggest): from scratch
@@ -18,6 +21,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz "${generator[@]}" -DDELTACAST_FUZZ
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_decoder make_seed_corpus fuzz_control make_control_corpus fuzz_trust make_trust_corpus \
   core_tests sparse_tests broadcast_tests
+if [ "$build_only" = 1 ]; then exit 0; fi
 echo "== unit tests under ASan + UBSan"
 build-fuzz/bin/core_tests --gtest_brief=1
 # The >2^31-element test needs 4 GiB of tensors; under ASan it only repeats what the plain build checks.

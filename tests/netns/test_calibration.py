@@ -12,8 +12,10 @@ The simulated rails carry what TCP leaves of a 1 Gbit/s port: tbf shapes whole f
 is taken as 50 us (veth and the shaper's queue at these rates; the prediction moves by 0.2%
 between 10 and 100 us). What the simulation does not model: the 2 cores every process shares
 here, which shows as a few percent more time with more consumers, and more when the machine is
-busy with other work: each count is measured three times and the fastest is compared (sharing the
-cores only ever adds time, so the fastest run is the one closest to what the network allows).
+busy with other work: each count is measured up to three times and the fastest is compared (sharing
+the cores only ever adds time, so the fastest run is the one closest to what the network allows).
+The measuring stops at a run within 15% and no faster than the prediction: a further run could only
+bring the fastest closer to it.
 Six consumers are not compared: seven processes relaying on two cores make the cores, not the
 network, the bottleneck (measured 25% over the network's time on a loaded CI machine).
 """
@@ -31,6 +33,7 @@ PAYLOAD_GBIT = 1448 / 1514  # of a 1 Gbit/s port
 
 
 MEASUREMENTS = 3
+TOLERANCE = 0.15
 # Chains (what the planner picks for a cluster's first version here) and trees 2 wide (what it
 # picks for small versions to many nodes): each relay of a tree feeds two children at once.
 CASES = [(2, "chains"), (4, "chains"), (4, "trees:2")]
@@ -66,12 +69,14 @@ def simulated_seconds(consumers, shape):
 def test_the_simulator_predicts_the_namespace_testbed_within_15_percent():
     rows = []
     for consumers, shape in CASES:
-        measured = min(measured_seconds(consumers, shape) for _ in range(MEASUREMENTS))
         predicted = simulated_seconds(consumers, shape)
-        rows.append((consumers, shape, measured, predicted, predicted / measured - 1))
-    print("\nconsumers  shape    measured  simulated  error")
-    for consumers, shape, measured, predicted, error in rows:
-        print(f"{consumers:>9}  {shape:<7}  {measured:7.3f} s  {predicted:7.3f} s  {100 * error:+5.1f}%")
-    for consumers, shape, measured, predicted, error in rows:
-        assert abs(error) <= 0.15, (f"{consumers} consumers, {shape}: simulated {predicted:.3f} s, "
-                                    f"measured {measured:.3f} s")
+        measured, runs = measured_seconds(consumers, shape), 1
+        while runs < MEASUREMENTS and not (measured >= predicted and predicted / measured - 1 >= -TOLERANCE):
+            measured, runs = min(measured, measured_seconds(consumers, shape)), runs + 1
+        rows.append((consumers, shape, measured, runs, predicted, predicted / measured - 1))
+    print("\nconsumers  shape    measured (fastest of)  simulated  error")
+    for consumers, shape, measured, runs, predicted, error in rows:
+        print(f"{consumers:>9}  {shape:<7}  {measured:7.3f} s ({runs})       {predicted:7.3f} s  {100 * error:+5.1f}%")
+    for consumers, shape, measured, runs, predicted, error in rows:
+        assert abs(error) <= TOLERANCE, (f"{consumers} consumers, {shape}: simulated {predicted:.3f} s, "
+                                         f"measured {measured:.3f} s (the fastest of {runs})")
