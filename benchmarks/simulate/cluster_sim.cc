@@ -333,18 +333,19 @@ Status SimCluster::grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_b
 
 // ClusterSpec::extrapolate: a node notes when it holds 64 slices per stripe, then twice as many,
 // and so on up to half the version (past that, simulating the rest costs less than it saves),
-// and at half the version itself after a ladder of four or more, where that is a quarter past the
+// and at half the version itself after a ladder of three or more, where that is a quarter past the
 // last doubling. Without it a ladder that ran out early left the whole version to simulate (trees
 // 4 wide, 4 stripes, 32 GB to 65,536 consumers: its last count was 2,048 of 7,630 slices, where
 // two estimates 2.7% apart missed the 2.5% by a hair; with it, 50% simulated and 0.5% under the
-// whole simulation). A shorter ladder is a version short enough to simulate whole, and from its
-// first half the end erred more (8 GB to 1,024 consumers, trees 4 wide: 2.5% early).
+// whole simulation; 16 GB to 1,024 consumers, three counts before it: 1.4% under). A shorter
+// ladder is a version short enough to simulate whole, and from its first half the end erred more
+// (8 GB to 1,024 consumers, trees 4 wide, two counts: 2.5% early).
 void SimCluster::set_milestones(uint32_t slices, uint32_t stripes) {
   milestones_.clear();
   for (uint64_t m = uint64_t{kFirstMilestonePerStripe} * stripes; 2 * m <= slices; m *= 2) {
     milestones_.push_back(static_cast<uint32_t>(m));
   }
-  if (const uint32_t half = slices / 2; milestones_.size() >= 4 && half >= milestones_.back() + milestones_.back() / 4) {
+  if (const uint32_t half = slices / 2; milestones_.size() >= 3 && half >= milestones_.back() + milestones_.back() / 4) {
     milestones_.push_back(half);
   }
   reached_.assign(milestones_.size(), 0);
