@@ -101,7 +101,7 @@ void RlTrace::initialise() {
   }
   // Adam's moments start at zero, as AlignedBuffer comes: left untouched here, their pages are
   // not made until the first step (a trace published only once never makes them; at 2^27
-  // elements that was a gigabyte written for nothing, a fifth of the time to prepare it).
+  // elements that was a gigabyte written for nothing, a sixth of the time to prepare it).
   pool_->parallel_for(blocks_.size(), [&](size_t b) {
     const Block& blk = blocks_[b];
     float* w = reinterpret_cast<float*>(master_[blk.tensor].data()) + blk.start;
