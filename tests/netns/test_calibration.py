@@ -71,7 +71,7 @@ def test_the_simulator_predicts_the_namespace_testbed_within_15_percent():
     for consumers, shape in CASES:
         predicted = simulated_seconds(consumers, shape)
         measured, runs = measured_seconds(consumers, shape), 1
-        while runs < MEASUREMENTS and not (measured >= predicted and predicted / measured - 1 >= -TOLERANCE):
+        while runs < MEASUREMENTS and not -TOLERANCE <= predicted / measured - 1 <= 0:
             measured, runs = min(measured, measured_seconds(consumers, shape)), runs + 1
         rows.append((consumers, shape, measured, runs, predicted, predicted / measured - 1))
     print("\nconsumers  shape    measured (fastest of)  simulated  error")
