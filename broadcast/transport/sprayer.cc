@@ -67,6 +67,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
   uint64_t next_copy = 1;
   std::mt19937_64 rng;
   std::function<void(const SprayEvent&)> observer;
+  std::vector<uint32_t> candidates;  // choose()'s, kept: it runs for every slice
 
   SliceTable table;               // the open transfer
   const uint8_t* data = nullptr;  // its bytes
@@ -217,7 +218,7 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
         if (rail.estimate.bandwidth() == 0 && !rail.estimate.assuming()) rail.estimate.assume(slowest_measured);
       }
     }
-    std::vector<uint32_t> candidates;
+    candidates.clear();
     int best = -1;
     double best_time = 0;
     for (uint32_t r = 0; r < n; ++r) {

@@ -8,12 +8,13 @@ SimChannel::SimChannel(SimNetwork* network, RailSpec rail)
       from_(network->port_of(rail_.local.host)),
       to_(network->port_of(rail_.remote.host)),
       flow_(network->new_flow(this)),
-      receiver_(network->sink_slot(rail_.remote)) {}
+      receiver_(network->sink_slot(rail_.remote)),
+      target_(network->loop().add_target(this)) {}
 
 SimChannel::~SimChannel() {
   network_->forget_flow(flow_);
   close();
-  *alive_ = false;
+  network_->loop().remove_target(target_);
 }
 
 void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
@@ -25,7 +26,7 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
     return;
   }
   const uint64_t id = next_id_++;  // outstanding_ holds every id from first_id_ on
-  outstanding_.push_back(Outstanding{slice, std::move(done)});
+  outstanding_.push_back(Outstanding{slice, std::move(done), Status{}});
   if (!network_->passable(from_, to_)) return;  // lost on the way: only a deadline notices
   // It leaves the sender's port in this channel's turn (started); then it queues for the
   // receiver's.
@@ -35,23 +36,30 @@ void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {
 void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
   const Outstanding* sent = find(id);
   if (sent == nullptr) return;  // failed by a reset meanwhile
-  const auto reach = [this, alive = alive_, id, length = sent->slice.length, start, left] {
-    if (!*alive) return;
-    const TimePoint across = network_->cross(from_, to_, length, start);
-    const TimePoint in = network_->enter(to_, length, start);
-    network_->loop().at(std::max({left, across, in}) + network_->latency(from_, to_), [this, alive, id] {
-      if (*alive) arrive(id);
-    });
-  };
+  const Leaving slice{id, sent->slice.length, start, left};
   if (start > network_->loop().now()) {
-    network_->loop().at(start, reach);  // the receiver's port is taken in time order
+    leaving_.push_back(slice);
+    network_->loop().at(start, target_, kReach, id);  // the receiver's port is taken in time order
   } else {
-    reach();
+    take_wire(slice);
   }
 }
 
+void SimChannel::reach() {
+  if (leaving_.empty()) return;
+  const Leaving slice = leaving_.front();
+  leaving_.pop_front();
+  take_wire(slice);
+}
+
+void SimChannel::take_wire(const Leaving& slice) {
+  const TimePoint across = network_->cross(from_, to_, slice.bytes, slice.start);
+  const TimePoint in = network_->enter(to_, slice.bytes, slice.start);
+  network_->loop().at(std::max({slice.left, across, in}) + network_->latency(from_, to_), target_, kArrive, slice.id);
+}
+
 void SimChannel::arrive(uint64_t id) {
-  const Outstanding* pending = find(id);
+  Outstanding* pending = find(id);
   if (pending == nullptr) return;  // failed by a reset meanwhile
   if (!network_->passable(from_, to_)) return;  // a port or WAN link went down under it
   const SliceRef slice = pending->slice;  // a copy: the receiver may reset this channel
@@ -64,14 +72,31 @@ void SimChannel::arrive(uint64_t id) {
   } else if (!sink->complete(slice, *landing, /*verified=*/true)) {
     status = corrupt("{}: the receiver did not accept slice {}", rail_.to_string(), slice.index);
   }
-  network_->loop().after(network_->latency(from_, to_), [this, alive = alive_, id, status] {
-    if (!*alive) return;
-    Outstanding* sent = find(id);
-    if (sent == nullptr) return;
-    SliceDone done = std::move(sent->done);
-    settle(id);
-    if (done) done(status);
-  });
+  if (Outstanding* still = find(id)) still->status = std::move(status);  // the sink may have reset it
+  network_->loop().at(network_->loop().now() + network_->latency(from_, to_), target_, kAcknowledged, id);
+}
+
+void SimChannel::acknowledged(uint64_t id) {
+  Outstanding* sent = find(id);
+  if (sent == nullptr) return;
+  SliceDone done = std::move(sent->done);
+  const Status status = std::move(sent->status);
+  settle(id);
+  if (done) done(status);
+}
+
+void SimChannel::on_event(uint32_t what, uint64_t id) {
+  switch (what) {
+    case kReach:
+      reach();
+      break;
+    case kArrive:
+      arrive(id);
+      break;
+    case kAcknowledged:
+      acknowledged(id);
+      break;
+  }
 }
 
 bool SimChannel::ready() const { return !closed_ && *receiver_ != nullptr; }

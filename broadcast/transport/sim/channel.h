@@ -15,7 +15,7 @@
 
 namespace deltacast::sim {
 
-class SimChannel : public Channel, private PortSender {
+class SimChannel : public Channel, private PortSender, private EventTarget {
  public:
   SimChannel(SimNetwork* network, RailSpec rail);
   ~SimChannel() override;
@@ -28,7 +28,13 @@ class SimChannel : public Channel, private PortSender {
 
  private:
   void started(uint64_t id, TimePoint start, TimePoint left) override;
+  // The slice that started leaving first of those still on the way reaches the receiver's port.
+  void reach();
   void arrive(uint64_t id);
+  void acknowledged(uint64_t id);
+  // The events above, scheduled on the network's loop (what: Event, arg: the slice's id).
+  enum Event : uint32_t { kReach, kArrive, kAcknowledged };
+  void on_event(uint32_t what, uint64_t arg) override;
   void fail_outstanding(const char* why);
 
   SimNetwork* network_;
@@ -42,6 +48,7 @@ class SimChannel : public Channel, private PortSender {
   struct Outstanding {
     SliceRef slice;
     SliceDone done;
+    Status status;         // the receiver's answer, on its way back
     bool settled = false;  // acknowledged or failed
   };
   // Sent, not yet acknowledged or failed, by id from first_id_: ids are handed out in order and
@@ -51,9 +58,18 @@ class SimChannel : public Channel, private PortSender {
   void settle(uint64_t id);
   std::deque<Outstanding> outstanding_;
   uint64_t first_id_ = 1;
-  // Events hold this, not the channel: a channel closed (or gone) before its events run is
-  // told so by the flag and they do nothing.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Slices that started leaving at a time still ahead, in that order (a flow leaves its port in
+  // order), until they reach the receiver's port: the wire they take stays taken when a reset
+  // fails them meanwhile, so this is kept apart from outstanding_.
+  struct Leaving {
+    uint64_t id;
+    uint32_t bytes;
+    TimePoint start, left;
+  };
+  std::deque<Leaving> leaving_;
+  void take_wire(const Leaving& slice);
+  // As the loop's target: a channel gone before its events run is removed, and they do nothing.
+  uint32_t target_;
 };
 
 }  // namespace deltacast::sim

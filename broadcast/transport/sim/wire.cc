@@ -15,7 +15,18 @@ void EventLoop::at(TimePoint when, std::function<void()> event) {
     free_slots_.pop_back();
     slab_[slot] = std::move(event);
   }
-  queue_.push(Key{std::max(when, now_), next_order_++, slot});
+  queue_.push(Key{std::max(when, now_), next_order_++, kFunction, 0, slot});
+}
+
+uint32_t EventLoop::add_target(EventTarget* target) {
+  targets_.push_back(target);
+  return static_cast<uint32_t>(targets_.size() - 1);
+}
+
+void EventLoop::remove_target(uint32_t target) { targets_[target] = nullptr; }
+
+void EventLoop::at(TimePoint when, uint32_t target, uint32_t what, uint64_t arg) {
+  queue_.push(Key{std::max(when, now_), next_order_++, target, what, arg});
 }
 
 uint64_t EventLoop::run(const std::function<bool()>& done, TimePoint limit) {
@@ -25,10 +36,14 @@ uint64_t EventLoop::run(const std::function<bool()>& done, TimePoint limit) {
     if (key.when > limit) break;
     // The event leaves the queue before it runs: it may schedule others (and reuse its slot).
     queue_.pop();
-    std::function<void()> event = std::move(slab_[key.slot]);
-    free_slots_.push_back(key.slot);
     now_ = key.when;
-    event();
+    if (key.target == kFunction) {
+      std::function<void()> event = std::move(slab_[key.arg]);
+      free_slots_.push_back(static_cast<uint32_t>(key.arg));
+      event();
+    } else if (EventTarget* target = targets_[key.target]) {
+      target->on_event(key.what, key.arg);
+    }
     ++ran;
   }
   return ran;
@@ -128,9 +143,11 @@ void SimNetwork::send_out(uint32_t from, uint32_t flow, uint32_t bytes, uint64_t
   queue.slices.push_back(slice);
   if (!box.dispatching) {
     box.dispatching = true;
-    loop_.at(box.busy_until, [this, from] { next_out(from); });
+    loop_.at(box.busy_until, self_, 0, from);
   }
 }
+
+void SimNetwork::on_event(uint32_t, uint64_t port) { next_out(static_cast<uint32_t>(port)); }
 
 void SimNetwork::start_out(uint32_t from, Pending slice) {
   const auto [start, left] = leave(from, slice.bytes);
@@ -162,7 +179,7 @@ void SimNetwork::next_out(uint32_t from) {
   start_out(from, next);
   if (!box.turn.empty()) {
     box.dispatching = true;
-    loop_.at(box.busy_until, [this, from] { next_out(from); });
+    loop_.at(box.busy_until, self_, 0, from);
   }
 }
 

@@ -318,5 +318,37 @@ TEST(SimTransport, EventsRunInTimeOrderAndTheClockFollows) {
   EXPECT_EQ(loop.now(), TimePoint{} + milliseconds(30));
 }
 
+// Events addressed to a target (what the network and its channels schedule, with no function)
+// run in time order among the others, in the order scheduled where times tie, with their `what`
+// and `arg`; once the target is removed its events still pending do nothing.
+TEST(SimTransport, EventsForATargetRunInOrderWithTheOthersAndNotOnceItIsRemoved) {
+  struct Recorder : EventTarget {
+    std::vector<std::pair<uint32_t, uint64_t>>* seen;
+    void on_event(uint32_t what, uint64_t arg) override { seen->emplace_back(what, arg); }
+  };
+  EventLoop loop;
+  std::vector<std::pair<uint32_t, uint64_t>> seen;
+  Recorder a, b;
+  a.seen = b.seen = &seen;
+  const uint32_t ta = loop.add_target(&a), tb = loop.add_target(&b);
+  EXPECT_NE(ta, tb);
+  loop.at(TimePoint{} + milliseconds(20), ta, 1, 100);
+  loop.at(TimePoint{} + milliseconds(10), [&] { seen.emplace_back(0, 0); });
+  loop.at(TimePoint{} + milliseconds(20), tb, 2, 200);
+  loop.at(TimePoint{} + milliseconds(20), [&] {
+    seen.emplace_back(0, 1);
+    loop.remove_target(ta);
+    loop.at(loop.now(), ta, 3, 300);  // for a removed target: nothing
+    loop.at(loop.now(), tb, 4, 400);
+  });
+  loop.at(TimePoint{} + milliseconds(30), ta, 5, 500);  // pending when it was removed: nothing
+  const uint32_t tc = loop.add_target(&a);  // a number of its own, not the removed one's
+  EXPECT_NE(tc, ta);
+  loop.at(TimePoint{} + milliseconds(40), tc, 6, 600);
+  loop.run([] { return false; });
+  EXPECT_EQ(seen, (std::vector<std::pair<uint32_t, uint64_t>>{{0, 0}, {1, 100}, {2, 200}, {0, 1}, {4, 400}, {6, 600}}));
+  EXPECT_EQ(loop.now(), TimePoint{} + milliseconds(40));
+}
+
 }  // namespace
 }  // namespace deltacast::sim
