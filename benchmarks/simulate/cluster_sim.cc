@@ -17,6 +17,7 @@
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
 #include "broadcast/transport/sim/transport.h"
+#include "simulate/huge_pages.h"
 
 namespace deltacast::bench {
 
@@ -734,6 +735,7 @@ Result<SimResult> simulate_versions(const ClusterSpec& cluster, const std::vecto
     const bool reported = v + 1 == versions.size();
     DC_ASSIGN_OR_RETURN(last, sim.run_version(versions[v], reported ? faults : FaultSpec{}, reported));
   }
+  last.huge_page_bytes = memory_use().huge_page_bytes;  // while the cluster is still held
   return last;
 }
 

@@ -97,6 +97,9 @@ struct SimResult {
   uint32_t replans = 0;
   uint64_t events = 0;
   double wall_seconds = 0;
+  // This process's memory in transparent huge pages as the simulation ended, its cluster still
+  // held (simulate/huge_pages.h; simulations side by side share the process).
+  uint64_t huge_page_bytes = 0;
   uint64_t producer_bytes_out = 0;  // what the producer's rails carried
   uint64_t max_node_bytes_out = 0;  // the busiest rollout node's rails, out
   // Bytes that crossed the WAN into each site in this version, over the version's bytes (site 0,

@@ -24,6 +24,7 @@
 #include "broadcast/engine/plan/planner.h"
 #include "cli/bench_commands.h"
 #include "simulate/cluster_sim.h"
+#include "simulate/huge_pages.h"
 #include "cli/plot.h"
 
 namespace deltacast::bench {
@@ -79,6 +80,7 @@ Json result_json(const SimResult& r, bool per_consumer) {
           {"replans", r.replans},
           {"events", r.events},
           {"wall_seconds", r.wall_seconds},
+          {"huge_page_bytes", r.huge_page_bytes},
           {"simulated_share", r.simulated_share},
           {"producer_bytes_out", r.producer_bytes_out},
           {"max_node_bytes_out", r.max_node_bytes_out}};
@@ -296,8 +298,24 @@ int run(const SimulateArgs& a) {
       rows.push_back(std::move(row).value());
     }
   }
-  const Json report{{"scenarios", rows}};
-  if (a.json) fmt::print("{}\n", report.dump(2));
+  // The most in huge pages as a simulation of deltacast ended (its cluster still held).
+  uint64_t huge_page_bytes = 0;
+  for (const Json& row : rows) {
+    huge_page_bytes = std::max(huge_page_bytes, row["deltacast"]["huge_page_bytes"].get<uint64_t>());
+  }
+  const uint64_t peak = memory_use().peak_resident_bytes;
+  const Json report{{"scenarios", rows},
+                    {"memory",
+                     {{"huge_pages_asked", heap_asks_for_huge_pages()},
+                      {"peak_resident_bytes", peak},
+                      {"huge_page_bytes", huge_page_bytes}}}};
+  if (a.json) {
+    fmt::print("{}\n", report.dump(2));
+  } else {
+    fmt::print("memory: {:.2f} GB at most; {:.2f} GB in huge pages as a simulation ended{}\n", peak / 1e9,
+               huge_page_bytes / 1e9,
+               heap_asks_for_huge_pages() ? "" : " (not asked for: --jobs 1 asks, where the kernel has them)");
+  }
   if (!a.plot.empty()) {
     if (Status s = draw_plot(a.sizes_gbytes.empty() ? "plot_simulate.py" : "plot_shapes.py", report, a.plot); !s.ok()) {
       fmt::print(stderr, "deltacast-bench simulate: --plot: {}\n", s.to_string());
@@ -376,6 +394,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--per-consumer", a->per_consumer, "With --json: every consumer's time");
   cmd->add_option("--plot", a->plot, "Draw time vs consumers and the spread of completion times into this PNG");
   cmd->callback([a] {
+    if (a->jobs == 1) rerun_with_huge_pages();  // before the simulations' threads start
     if (!a->plot.empty()) a->per_consumer = true;
     throw CLI::RuntimeError(run(*a));
   });

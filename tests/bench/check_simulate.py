@@ -168,4 +168,31 @@ for fanout in ("1", "2"):
     assert all(1.0 <= copies <= 1.02 for copies in site_row["wan_copies"]), (fanout, site_row["wan_copies"])
     assert site_row["survivors_complete"] and site_row["wan_cut"]["survivors_complete"], (fanout, site_row["wan_cut"])
     assert site_row["wan_cut"]["replans"] >= 1, site_row["wan_cut"]
+# Huge pages: running one simulation at a time, the heap asks for them (simulate runs itself again
+# with glibc's malloc tunables set, where the kernel gives them on request) and gets them; a
+# caller's own setting of the tunable stands; simulations side by side do not ask.
+with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+    modes = f.read()
+thp = modes[modes.index("[") + 1:modes.index("]")]
+
+
+def memory(jobs, tunables=None):
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    if tunables is not None:
+        env["GLIBC_TUNABLES"] = tunables
+    out = subprocess.run([bench, "simulate", "--consumers", "1024", "--versions", "sparse", "--no-baselines",
+                          "--dead-fraction", "0", "--slow-nodes", "0", "--jobs", jobs, "--json"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout)["memory"]
+
+
+alone, side_by_side, refused = memory("1"), memory("2"), memory("1", "glibc.malloc.hugetlb=0")
+assert alone["peak_resident_bytes"] > 0, alone
+assert alone["huge_pages_asked"] == (thp in ("always", "madvise")), (thp, alone)
+assert side_by_side["huge_pages_asked"] == (thp == "always"), (thp, side_by_side)
+assert refused["huge_pages_asked"] == (thp == "always"), (thp, refused)
+if thp == "madvise":
+    assert alone["huge_page_bytes"] > 0, alone
+    assert refused["huge_page_bytes"] == 0, refused
 print("simulate ok:", ", ".join(f"{r['scenario']}: x{r['ratio_to_bound']:.2f} of the bound" for r in rows))
