@@ -46,8 +46,8 @@ using Duration = SteadyClock::duration;
 
 // What an event can be addressed to instead of carrying a function: the network's ports and
 // every channel. Such an event is a few numbers in the queue (no function to allocate, move and
-// free: those were a fifth of a 65,536-GPU simulation's time), and it does nothing once its
-// target is removed.
+// free, no shared flag to count: a 140 GB version to 65,536 GPUs took 0.93x the wall time), and
+// it does nothing once its target is removed.
 class EventTarget {
  public:
   virtual ~EventTarget() = default;
