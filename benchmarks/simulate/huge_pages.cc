@@ -1,8 +1,11 @@
 #include "simulate/huge_pages.h"
 
+#include <gnu/libc-version.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -15,6 +18,15 @@ namespace deltacast::bench {
 namespace {
 
 constexpr const char* kTunable = "glibc.malloc.hugetlb";
+// Set in the process run again: it never runs itself a third time, whatever glibc made of
+// GLIBC_TUNABLES (it drops the variable for privileged programs).
+constexpr const char* kRerun = "DELTACAST_SIMULATE_RERUN";
+
+// glibc.malloc.hugetlb came with glibc 2.35; an older glibc ignores it.
+bool glibc_knows_hugetlb() {
+  unsigned major = 0, minor = 0;
+  return std::sscanf(gnu_get_libc_version(), "%u.%u", &major, &minor) == 2 && (major > 2 || (major == 2 && minor >= 35));
+}
 
 // The kernel's transparent huge page mode: "always", "madvise" or "never" (empty: unknown).
 std::string thp_mode() {
@@ -34,6 +46,7 @@ std::string tunables() {
 
 void rerun_with_huge_pages() {
   const std::string old = tunables();
+  if (std::getenv(kRerun) != nullptr || getauxval(AT_SECURE) != 0 || !glibc_knows_hugetlb()) return;
   if (thp_mode() != "madvise" || old.find(kTunable) != std::string::npos) return;
   std::ifstream in("/proc/self/cmdline");
   const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -50,11 +63,13 @@ void rerun_with_huge_pages() {
   argv.push_back(nullptr);
   const std::string added = std::string(kTunable) + "=1:glibc.malloc.arena_max=1";
   if (setenv("GLIBC_TUNABLES", (old.empty() ? added : old + ":" + added).c_str(), 1) != 0) return;
+  setenv(kRerun, "1", 1);
   // By its own path, not /proc/self/exe: the process keeps its name (ps, top, pgrep).
   std::string self(4096, '\0');
   const ssize_t length = readlink("/proc/self/exe", self.data(), self.size() - 1);
   if (length > 0) execv(self.substr(0, static_cast<size_t>(length)).c_str(), argv.data());
   // Not replaced (no /proc?): go on as before, only slower.
+  unsetenv(kRerun);
   if (old.empty()) {
     unsetenv("GLIBC_TUNABLES");
   } else {
@@ -65,7 +80,7 @@ void rerun_with_huge_pages() {
 bool heap_asks_for_huge_pages() {
   const std::string mode = thp_mode();
   if (mode == "always") return true;
-  if (mode != "madvise") return false;
+  if (mode != "madvise" || !glibc_knows_hugetlb()) return false;
   const std::string set = tunables();
   const size_t at = set.find(std::string(kTunable) + "=");
   if (at == std::string::npos) return false;

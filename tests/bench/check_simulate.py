@@ -171,9 +171,15 @@ for fanout in ("1", "2"):
 # Huge pages: running one simulation at a time, the heap asks for them (simulate runs itself again
 # with glibc's malloc tunables set, where the kernel gives them on request) and gets them; a
 # caller's own setting of the tunable stands; simulations side by side do not ask.
-with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-    modes = f.read()
-thp = modes[modes.index("[") + 1:modes.index("]")]
+try:
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        modes = f.read()
+    thp = modes[modes.index("[") + 1:modes.index("]")]
+except (OSError, ValueError):
+    thp = "never"  # no transparent huge pages here
+libc, _, version = os.confstr("CS_GNU_LIBC_VERSION").partition(" ")
+if thp == "madvise" and (libc != "glibc" or tuple(map(int, version.split(".")[:2])) < (2, 35)):
+    thp = "never"  # malloc has no hugetlb tunable to ask with
 
 
 def memory(jobs, tunables=None):

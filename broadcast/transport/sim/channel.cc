@@ -1,5 +1,7 @@
 #include "broadcast/transport/sim/channel.h"
 
+#include <cassert>
+
 namespace deltacast::sim {
 
 SimChannel::SimChannel(SimNetwork* network, RailSpec rail)
@@ -45,8 +47,10 @@ void SimChannel::started(uint64_t id, TimePoint start, TimePoint left) {
   }
 }
 
-void SimChannel::reach() {
-  if (leaving_.empty()) return;
+void SimChannel::reach(uint64_t id) {
+  // In order: a port starts each slice once the one before it started (SimNetwork::send_out).
+  assert(!leaving_.empty() && leaving_.front().id == id);
+  if (leaving_.empty() || leaving_.front().id != id) return;
   const Leaving slice = leaving_.front();
   leaving_.pop_front();
   take_wire(slice);
@@ -88,7 +92,7 @@ void SimChannel::acknowledged(uint64_t id) {
 void SimChannel::on_event(uint32_t what, uint64_t id) {
   switch (what) {
     case kReach:
-      reach();
+      reach(id);
       break;
     case kArrive:
       arrive(id);

@@ -28,8 +28,9 @@ class SimChannel : public Channel, private PortSender, private EventTarget {
 
  private:
   void started(uint64_t id, TimePoint start, TimePoint left) override;
-  // The slice that started leaving first of those still on the way reaches the receiver's port.
-  void reach();
+  // The slice that started leaving first of those still on the way (`id`) reaches the receiver's
+  // port.
+  void reach(uint64_t id);
   void arrive(uint64_t id);
   void acknowledged(uint64_t id);
   // The events above, scheduled on the network's loop (what: Event, arg: the slice's id).

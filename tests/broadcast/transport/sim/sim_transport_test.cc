@@ -318,6 +318,44 @@ TEST(SimTransport, EventsRunInTimeOrderAndTheClockFollows) {
   EXPECT_EQ(loop.now(), TimePoint{} + milliseconds(30));
 }
 
+// A slice its node keeps from leaving at once reaches the receiver's port only as it starts
+// leaving. Failed by a reset meanwhile, it still takes that port when it leaves (its bytes are on
+// the wire), and a slice sent after the reset queues behind it there; the failed one is not
+// delivered.
+TEST(SimTransport, ASliceFailedByAResetWhileItsNodeIsBusyStillTakesTheReceiversPort) {
+  SimNetwork net;
+  SimTransport transport(&net);
+  net.set_latency(std::chrono::microseconds(0));
+  net.set_node("a1", "node");
+  net.set_node("a2", "node");
+  net.set_node_limit("node", 1e9);    // 1 ms a megabyte out of the node
+  net.set_port_rates("b", 0, 0.5e9);  // 2 ms a megabyte into the receiver
+  TimedSink sink{&net.loop()};
+  auto listener = transport.listen({{"b", 0}}, &sink, {}).value();
+  const auto channel = [&](const char* host) {
+    RailSpec rail;
+    rail.local = Endpoint{host, 0};
+    rail.remote = listener->endpoints()[0];
+    return transport.connect(rail, {}).value();
+  };
+  auto first = channel("a1");
+  auto second = channel("a2");
+  constexpr uint32_t kSlice = 1'000'000;
+  std::vector<Status> done(3, not_found("not answered"));
+  first->send(SliceRef{1, kSlice, kSlice, 0, kSlice, 0, true}, nullptr, [&](Status s) { done[0] = s; });
+  // Leaves at 1 ms, when the node is done with the first.
+  second->send(SliceRef{2, 2 * kSlice, kSlice, 0, kSlice, 0, true}, nullptr, [&](Status s) { done[1] = s; });
+  second->reset();
+  second->send(SliceRef{2, 2 * kSlice, kSlice, 1, kSlice, 0, true}, nullptr, [&](Status s) { done[2] = s; });
+  net.loop().run([] { return false; });
+  EXPECT_TRUE(done[0].ok()) << done[0].to_string();
+  EXPECT_EQ(done[1].code(), StatusCode::kUnavailable) << "failed by the reset: " << done[1].to_string();
+  EXPECT_TRUE(done[2].ok()) << done[2].to_string();
+  EXPECT_NEAR(secs(sink.arrived.at(1000)), 2e-3, 1e-9);
+  EXPECT_EQ(sink.arrived.count(2000), 0u) << "the failed slice was delivered";
+  EXPECT_NEAR(secs(sink.arrived.at(2001)), 6e-3, 1e-9) << "not behind the failed slice's 2 ms at the receiver's port";
+}
+
 // Events addressed to a target (what the network and its channels schedule, with no function)
 // run in time order among the others, in the order scheduled where times tie, with their `what`
 // and `arg`; once the target is removed its events still pending do nothing.
