@@ -11,13 +11,16 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "broadcast/transport/rail.h"
 
 namespace deltacast::bench {
 
 namespace {
 
-constexpr const char* kTunable = "glibc.malloc.hugetlb";
+constexpr std::string_view kTunable = "glibc.malloc.hugetlb=";
 // Set in the process run again: it never runs itself a third time, whatever glibc made of
 // GLIBC_TUNABLES (it drops the variable for privileged programs).
 constexpr const char* kRerun = "DELTACAST_SIMULATE_RERUN";
@@ -30,8 +33,7 @@ bool glibc_knows_hugetlb() {
 
 // The kernel's transparent huge page mode: "always", "madvise" or "never" (empty: unknown).
 std::string thp_mode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string modes = read_line("/sys/kernel/mm/transparent_hugepage/enabled");
   const size_t open = modes.find('['), close = modes.find(']');
   if (open == std::string::npos || close == std::string::npos || close < open) return "";
   return modes.substr(open + 1, close - open - 1);
@@ -61,7 +63,7 @@ void rerun_with_huge_pages() {
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  const std::string added = std::string(kTunable) + "=1:glibc.malloc.arena_max=1";
+  const std::string added = std::string(kTunable) + "1:glibc.malloc.arena_max=1";
   if (setenv("GLIBC_TUNABLES", (old.empty() ? added : old + ":" + added).c_str(), 1) != 0) return;
   setenv(kRerun, "1", 1);
   // By its own path, not /proc/self/exe: the process keeps its name (ps, top, pgrep).
@@ -82,9 +84,9 @@ bool heap_asks_for_huge_pages() {
   if (mode == "always") return true;
   if (mode != "madvise" || !glibc_knows_hugetlb()) return false;
   const std::string set = tunables();
-  const size_t at = set.find(std::string(kTunable) + "=");
+  const size_t at = set.find(kTunable);
   if (at == std::string::npos) return false;
-  const size_t value = at + std::string(kTunable).size() + 1;
+  const size_t value = at + kTunable.size();
   return value < set.size() && set[value] != '0';
 }
 

@@ -41,6 +41,14 @@ struct TimedSink : SliceSink {
 
 double secs(TimePoint t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 
+// A channel from host `from` to the listener `to`.
+std::unique_ptr<Channel> connect(SimTransport& transport, const char* from, const Listener& to) {
+  RailSpec rail;
+  rail.local = Endpoint{from, 0};
+  rail.remote = to.endpoints()[0];
+  return transport.connect(rail, {}).value();
+}
+
 struct TwoHosts {
   SimNetwork net;
   SimTransport transport{&net};
@@ -246,14 +254,8 @@ TEST(SimTransport, ASlowSendersBacklogDoesNotHoldTheReceiversPort) {
   net.set_port_rates("c", 0, 1e9);
   TimedSink sink{&net.loop()};
   auto listener = transport.listen({{"c", 0}}, &sink, {}).value();
-  const auto channel = [&](const char* from) {
-    RailSpec rail;
-    rail.local = Endpoint{from, 0};
-    rail.remote = listener->endpoints()[0];
-    return transport.connect(rail, {}).value();
-  };
-  auto slow = channel("slow");
-  auto fast = channel("fast");
+  auto slow = connect(transport, "slow", *listener);
+  auto fast = connect(transport, "fast", *listener);
   int acked = 0;
   for (uint32_t i = 0; i < 10; ++i) {  // 10 x 10 MB leave the slow port 0.1 s apart
     slow->send(SliceRef{1, 100'000'000, 10'000'000, i, 10'000'000, 0, true}, nullptr, [&](Status s) { acked += s.ok(); });
@@ -280,14 +282,8 @@ TEST(SimTransport, APortServesItsChannelsInTurn) {
   TimedSink sink{&net.loop()};
   auto a_listener = transport.listen({{"a", 0}}, &sink, {}).value();
   auto b_listener = transport.listen({{"b", 0}}, &sink, {}).value();
-  const auto channel = [&](Listener& to) {
-    RailSpec rail;
-    rail.local = Endpoint{"s", 0};
-    rail.remote = to.endpoints()[0];
-    return transport.connect(rail, {}).value();
-  };
-  auto to_a = channel(*a_listener);
-  auto to_b = channel(*b_listener);
+  auto to_a = connect(transport, "s", *a_listener);
+  auto to_b = connect(transport, "s", *b_listener);
   int acked = 0;
   constexpr uint32_t kSlice = 20'000'000;  // 20 ms each at the port
   for (uint32_t i = 0; i < 10; ++i) {
@@ -332,14 +328,8 @@ TEST(SimTransport, ASliceFailedByAResetWhileItsNodeIsBusyStillTakesTheReceiversP
   net.set_port_rates("b", 0, 0.5e9);  // 2 ms a megabyte into the receiver
   TimedSink sink{&net.loop()};
   auto listener = transport.listen({{"b", 0}}, &sink, {}).value();
-  const auto channel = [&](const char* host) {
-    RailSpec rail;
-    rail.local = Endpoint{host, 0};
-    rail.remote = listener->endpoints()[0];
-    return transport.connect(rail, {}).value();
-  };
-  auto first = channel("a1");
-  auto second = channel("a2");
+  auto first = connect(transport, "a1", *listener);
+  auto second = connect(transport, "a2", *listener);
   constexpr uint32_t kSlice = 1'000'000;
   std::vector<Status> done(3, not_found("not answered"));
   first->send(SliceRef{1, kSlice, kSlice, 0, kSlice, 0, true}, nullptr, [&](Status s) { done[0] = s; });
