@@ -14,6 +14,7 @@
 #include "broadcast/engine/control/control_link.h"
 #include "broadcast/engine/plan/planner.h"
 #include "broadcast/engine/plan/rate_book.h"
+#include "broadcast/engine/plan/wan_paths.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
 #include "broadcast/transport/sim/transport.h"
@@ -291,10 +292,16 @@ Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, 
     if (node->alive && node->id != kProducer) have[node->id] = std::vector<bool>(node->have.begin(), node->have.end());
   }
   const StripeChildren none(stripes);
+  // The WAN paths into children in other sites, as a round tells its members (node ids in the book).
+  const auto site = [&](uint32_t n) { return std::to_string(n == kProducer ? 0 : site_of_node(c_, n - 1)); };
+  const auto paths = c_.sites > 1 ? wan_paths(book_, children, site) : std::map<uint32_t, std::map<uint32_t, PathEstimate>>{};
+  const std::map<uint32_t, PathEstimate> no_paths;
   for (const auto& node : nodes_) {
     if (!node->alive) continue;
     auto kids = children.find(node->id);
-    DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory_, have));
+    auto mine = paths.find(node->id);
+    DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory_, have,
+                                                 mine == paths.end() ? no_paths : mine->second));
   }
   return Status();
 }
@@ -701,7 +708,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
 void SimCluster::finish_version(uint32_t slice_bytes) {
   for (const auto& node : nodes_) {
     if (!node->alive || !node->relay) continue;
-    for (const auto& [child, sample] : node->relay->child_links()) book_.record(node->id, child, sample);
+    for (const auto& [child, sample] : node->relay->child_links()) book_.record(node->id, child, sample, transfer_);
   }
   book_.close_round(slice_bytes);
   for (auto& node : nodes_) {

@@ -375,7 +375,7 @@ void Consumer::on_version(const control::Announce& m) {
   // Forwarding is set up before staging accepts the first slice, so that no
   // slice arrives unseen by the relay.
   relay_.begin(inc->shape, inc->memory->data(), m.forwarding.stripes(), nullptr);
-  if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, {}); !r.ok()) {
+  if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, {}, m.forwarding.paths); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
   }
   s = staging_.expect(m.transfer, m.bytes, m.slice_bytes, inc->memory->data(), inc->memory);
@@ -407,7 +407,7 @@ void Consumer::on_replan(const control::Replan& m) {
     auto bits = control::decode_bitmap(hex, inc->shape.slices());
     if (bits.ok()) have[child] = *bits;
   }
-  if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, have); !r.ok()) {
+  if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, have, m.forwarding.paths); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
   }
 }
@@ -474,6 +474,28 @@ void Consumer::report_unreachable_children() {
   }
 }
 
+void Consumer::report_forwarded_links() {
+  ForwardedLinks& pending = still_forwarding_;
+  if (pending.children.empty()) return;
+  if (relay_.transfer() != pending.transfer) {
+    pending.children.clear();  // the relay went on to another transfer: those links are gone
+    return;
+  }
+  const auto receiving = relay_.children_receiving();
+  const auto links = relay_.child_links();
+  control::Forwarded done{pending.version, {}};
+  for (auto it = pending.children.begin(); it != pending.children.end();) {
+    if (std::find(receiving.begin(), receiving.end(), *it) != receiving.end()) {
+      ++it;
+      continue;
+    }
+    const auto link = links.find(*it);
+    if (link != links.end()) done.links[*it] = link->second;
+    it = pending.children.erase(it);
+  }
+  if (!done.links.empty()) send(done);
+}
+
 uint64_t Consumer::model_hash_now() {
   std::shared_lock<std::shared_mutex> shared(tensors_mu_);
   return tensors_hash();
@@ -512,6 +534,7 @@ void Consumer::worker_loop() {
     }
     answer_checks();
     report_unreachable_children();
+    report_forwarded_links();
     if (!inc) continue;
     if (!staging_.wait(inc->shape.id, Millis(50)).ok()) continue;
     const auto verify_start = Clock::now();
@@ -580,6 +603,8 @@ void Consumer::worker_loop() {
       fail_version(inc->announce.version, s.message());
       continue;
     }
+    const auto receiving = relay_.children_receiving();
+    still_forwarding_ = {inc->announce.version, inc->shape.id, {receiving.begin(), receiving.end()}};
     send(control::Staged{inc->announce.version, receive_seconds, seconds_since(verify_start), relay_.child_links()});
     if (options_.on_staged) options_.on_staged(inc->announce.version);
     if (auto_commit_) (void)commit_ready();

@@ -162,6 +162,10 @@ class Consumer {
   // Tells the coordinator of children of the transfer in flight that went silent (the relay's
   // unreachable_children), once each.
   void report_unreachable_children();
+  // Tells the coordinator how the links to the children still receiving when this member staged
+  // did, once they have what they get from here (control::Forwarded; the Staged message's samples
+  // of them stopped where this member had the version).
+  void report_forwarded_links();
   void progress_loop();
   Status commit_ready(uint64_t through = UINT64_MAX);
   void abandon_incoming();
@@ -197,6 +201,12 @@ class Consumer {
   std::vector<uint64_t> check_requests_;
   uint64_t reported_transfer_ = 0;  // worker thread only: the transfer reported_unreachable_ is of
   std::set<uint32_t> reported_unreachable_;
+  struct ForwardedLinks {
+    uint64_t version = 0;
+    uint64_t transfer = 0;
+    std::set<uint32_t> children;  // still receiving when it staged, not reported since
+  };
+  ForwardedLinks still_forwarding_;  // worker thread only
   std::mutex commit_mu_;  // one commit at a time
   bool joined_once_ = false;
   std::atomic<bool> closing_{false};

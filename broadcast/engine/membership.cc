@@ -216,7 +216,15 @@ Status Membership::fold(const control::Message& message, MemberRecord& r) {
             r.receive_seconds = m.receive_seconds;
             if (options_.rates != nullptr) {
               for (const auto& [child, sample] : m.links) {
-                if (members_.count(child)) options_.rates->record(r.id, child, sample);
+                if (members_.count(child)) options_.rates->record(r.id, child, sample, m.version);
+              }
+            }
+            return Status();
+          },
+          [&](const control::Forwarded& m) {
+            if (options_.rates != nullptr) {
+              for (const auto& [child, sample] : m.links) {
+                if (members_.count(child)) options_.rates->record_link(r.id, child, sample, m.version);
               }
             }
             return Status();

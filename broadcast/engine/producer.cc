@@ -714,8 +714,15 @@ ProducerStats Producer::stats() const {
   s.members = membership_->snapshot();
   s.transport = std::string(transport_->name());
   s.protection = std::string(trust::protection_name(options_.trust.protection));
+  SiteOf sites;  // the members away from the producer's site
   for (const auto& m : s.members) {
     if (auto r = rates_.rates(m.id)) s.rates[m.id] = *r;
+    if (m.away_from(options_.round.site)) sites[m.id] = m.site;
+  }
+  for (const auto& [id, site] : sites) {
+    if (s.wan_into.count(site)) continue;
+    const auto wan = rates_.wan_into(site, [&](uint32_t member) { return site_of(sites, member); });
+    if (wan) s.wan_into[site] = *wan;
   }
   std::lock_guard<std::mutex> lock(mu_);
   s.epoch = options_.epoch;

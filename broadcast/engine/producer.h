@@ -128,6 +128,9 @@ struct ProducerStats {
   std::string protection;      // what this producer requires of every connection (trust::Protection's name)
   std::vector<MemberRecord> members;
   std::map<uint32_t, MemberRates> rates;  // what the rate book knows of each member
+  // Per site of members away from the producer's: the WAN into it as last measured (RateBook::
+  // wan_into), what a relay's new child there starts from.
+  std::map<std::string, PathEstimate> wan_into;
 
   // The rate book's record of member `id` (empty when it knows nothing of it).
   MemberRates rates_of(uint32_t id) const {

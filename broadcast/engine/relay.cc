@@ -33,7 +33,7 @@ double Relay::measured_rate() const {
   return rates[rates.size() / 2];
 }
 
-Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) {
+Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path) {
   auto it = senders_.find(id);
   if (it != senders_.end() && it->second.endpoints == endpoints) return it->second.sprayer.get();
   // A new peer, or the id now names another peer: the old sprayer (if any) is replaced.
@@ -61,7 +61,14 @@ Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints) 
                        last_error.ok() ? "" : ": " + last_error.message());
   }
   auto sprayer = std::make_unique<Sprayer>(std::move(channels), options_.spray);
+  // Across a WAN, also the path the round measured into the child's site: a queue target's worth
+  // of the other children's (LAN) rate is a small part of what a WAN's round trip holds.
   sprayer->assume_rate(measured_rate());
+  if (path != nullptr && path->known()) {
+    sprayer->assume_path(*path);
+    log().info("relay: consumer {} is across a WAN; its rails start from the {:.1f} MB/s and {:.0f} ms round trip "
+               "measured into its site", id, path->bytes_per_second / 1e6, path->round_trip * 1e3);
+  }
   Sprayer* raw = sprayer.get();
   senders_[id] = Sender{endpoints, std::move(sprayer)};
   return raw;
@@ -112,7 +119,8 @@ void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* ha
 }
 
 Status Relay::set_children(const StripeChildren& children, const std::map<uint32_t, PeerEndpoints>& directory,
-                           const std::map<uint32_t, std::vector<bool>>& have) {
+                           const std::map<uint32_t, std::vector<bool>>& have,
+                           const std::map<uint32_t, PathEstimate>& paths) {
   std::vector<std::unique_ptr<Sprayer>> retired;  // destroyed after the lock below is released
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return failed_precondition("no transfer to forward");
@@ -128,7 +136,8 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
       status = invalid_argument("no data endpoints for consumer {}", id);
       continue;
     }
-    auto sender = sender_for(id, dir->second);
+    const auto path = paths.find(id);
+    auto sender = sender_for(id, dir->second, path == paths.end() ? nullptr : &path->second);
     if (!sender.ok()) {
       status = sender.status();  // the plan goes on without this child; the round re-plans if it fails
       continue;
@@ -254,6 +263,24 @@ std::map<uint32_t, LinkSample> Relay::child_links() const {
     links[id] = it->second.sprayer->link_sample();
   }
   return links;
+}
+
+std::vector<uint32_t> Relay::children_receiving() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint32_t> receiving;
+  if (!active_) return receiving;
+  for (uint32_t id : child_ids()) {
+    auto it = senders_.find(id);
+    if (it == senders_.end()) continue;
+    const Sprayer& sprayer = *it->second.sprayer;
+    if (sprayer.open_transfer() == shape_.id && !sprayer.finished()) receiving.push_back(id);
+  }
+  return receiving;
+}
+
+uint64_t Relay::transfer() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shape_.id;
 }
 
 }  // namespace deltacast

@@ -47,9 +47,12 @@ class Relay {
   // by one (on_slice), each with the checksum it was verified against.
   void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
              const std::vector<uint64_t>* source_checksums);
-  // children[s]: who gets stripe s from this node (none: nobody); `have[id]`: slices that child holds.
+  // children[s]: who gets stripe s from this node (none: nobody); `have[id]`: slices that child holds;
+  // `paths[id]`: how the round measured the way to that child (a WAN into its site), what a new
+  // sprayer to it starts from instead of what this node's other children measured.
   Status set_children(const StripeChildren& children, const std::map<uint32_t, PeerEndpoints>& directory,
-                      const std::map<uint32_t, std::vector<bool>>& have);
+                      const std::map<uint32_t, std::vector<bool>>& have,
+                      const std::map<uint32_t, PathEstimate>& paths = {});
   // A slice of the current transfer is in place here, with the checksum it arrived with.
   void on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum);
   // Stops forwarding the current transfer (its data may go away after this returns).
@@ -70,9 +73,13 @@ class Relay {
   std::vector<uint32_t> unreachable_children() const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;
+  // Children of the current transfer still taking slices from here (none once it ended).
+  std::vector<uint32_t> children_receiving() const;
+  // The transfer forwarded now or last (0: none yet).
+  uint64_t transfer() const;
 
  private:
-  Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints);
+  Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path);
   TimePoint now() const;  // the sprayers' clock
   double measured_rate() const;  // what a new child's rails are taken at before they are measured
   void open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have);

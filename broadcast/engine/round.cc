@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "broadcast/engine/plan/wan_paths.h"
 #include "core/log.h"
 
 #include <fmt/ranges.h>
@@ -99,9 +100,10 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // round's links across sites measured it (half the longest base round trip; 0 before any).
   std::set<std::string> site_names;  // the sites other than the producer's
   for (const auto& [id, site] : sites) site_names.insert(site);
+  const auto site = [&](uint32_t id) { return site_of(sites, id); };  // kProducerSender: the producer's
   const WanPath wan{static_cast<uint32_t>(site_names.size() + 1),
                     rates_.longest_round_trip([&](uint32_t sender, uint32_t child) {
-                      return site_of(sites, sender) != site_of(sites, child);
+                      return site(sender) != site(child);
                     }) / 2};
   const VersionShape planned =
       version_shape(spec.bytes, targets.size(), static_cast<uint32_t>(hosts.size()), rate, static_cast<uint32_t>(rails),
@@ -155,12 +157,23 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   const std::vector<uint64_t> checksums = slice_checksums(spec.data, shape, spec.leaves, hash_pool_);
   control::Announce announce{spec.version, spec.base, spec.full, spec.transfer, spec.bytes, slice_bytes,
                              transfer_digest(checksums, spec.bytes), {}, spec.image};
+  // The WAN paths into the children across sites, per parent (the producer's own under kProducerSender).
+  const auto paths_for = [&](const std::vector<uint32_t>& members) {
+    std::map<uint32_t, StripeChildren> children{{kProducerSender, plan.heads()}};
+    for (uint32_t id : members) children[id] = plan.children(id);
+    return wan_paths(rates_, children, site);
+  };
+  const auto paths_of = [](const std::map<uint32_t, std::map<uint32_t, PathEstimate>>& all, uint32_t parent) {
+    const auto it = all.find(parent);
+    return it == all.end() ? std::map<uint32_t, PathEstimate>{} : it->second;
+  };
+  auto paths = paths_for(targets);
   for (uint32_t id : targets) {
-    announce.forwarding = control::forwarding_of(plan, id, directory);
+    announce.forwarding = control::forwarding_of(plan, id, directory, paths_of(paths, id));
     membership_.send(id, announce);
   }
   relay_.begin(shape, spec.data, stripes, &checksums);
-  if (Status s = relay_.set_children(plan.heads(), directory, {}); !s.ok()) {
+  if (Status s = relay_.set_children(plan.heads(), directory, {}, paths_of(paths, kProducerSender)); !s.ok()) {
     log().error("round for version {}: {}", spec.version, s.to_string());
   }
 
@@ -292,8 +305,9 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     }
     // Each member its new part of the plan and what its children hold (only those whose
     // children changed need it; the rest are told the same again, which changes nothing).
+    paths = paths_for(in_plan);
     for (uint32_t id : in_plan) {
-      control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory), {}};
+      control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory, paths_of(paths, id)), {}};
       for (const auto& stripe : replan.forwarding.children) {
         for (uint32_t child : stripe) {
           const auto hex = look.have.find(child);
@@ -307,13 +321,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (const auto& heads : plan.heads()) {
       for (uint32_t id : heads) acted_on.erase({id, 0});
     }
-    if (Status s = relay_.set_children(plan.heads(), directory, have); !s.ok()) {
+    if (Status s = relay_.set_children(plan.heads(), directory, have, paths_of(paths, kProducerSender)); !s.ok()) {
       log().error("round for version {}: {}", spec.version, s.to_string());
     }
   }
 
   // The producer's own links into the stripes' heads go to the rate book with everyone else's.
-  for (const auto& [child, sample] : relay_.child_links()) rates_.record(kProducerSender, child, sample);
+  for (const auto& [child, sample] : relay_.child_links()) rates_.record(kProducerSender, child, sample, spec.version);
   rates_.close_round(slice_bytes);
   if (log().should_log(spdlog::level::debug)) {
     for (uint32_t id : targets) {

@@ -14,6 +14,12 @@ double link_rail_rate(std::vector<double> measured_rates, size_t live_rails) {
   return sum + static_cast<double>(unmeasured) * measured_rates[measured_rates.size() / 2];
 }
 
+void RailEstimator::assume_path(double bytes_per_second, double round_trip) {
+  const bool known = bytes_per_second > 0 && std::isfinite(bytes_per_second) && round_trip > 0 && std::isfinite(round_trip);
+  path_rate_ = known ? bytes_per_second : 0;
+  assumed_round_trip_ = known ? round_trip : 0;
+}
+
 void RailEstimator::on_post(uint32_t bytes, TimePoint now) {
   if (inflight_ == 0) busy_since_ = now;  // busy again
   inflight_ += bytes;
@@ -32,8 +38,17 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
   late_dev_ = 0.75 * late_dev_ + 0.25 * std::abs(late - late_mean_);
   late_mean_ = 0.875 * late_mean_ + 0.125 * late;
   if (posted != TimePoint::min()) base_delay_ = std::min(base_delay_, seconds(now - posted));
-  ++sample_slices_;
   const double busy_now = busy_total(now);
+  if (!acknowledged_ && bandwidth_ == 0 && assumed_round_trip_ > 0) {
+    // An assumed path's first sample counts from here: the round trip before this was the
+    // window filling the path, not the path's rate.
+    acknowledged_ = true;
+    sample_busy_mark_ = busy_now;
+    sample_delivered_mark_ = delivered_total_;
+    return;
+  }
+  acknowledged_ = true;
+  ++sample_slices_;
   const double busy = busy_now - sample_busy_mark_;
   const bool first_done = bandwidth_ == 0 && sample_slices_ >= kFirstSampleSlices && busy > 0;
   if (first_done || busy >= std::chrono::duration<double>(kSampleWindow).count()) {
@@ -47,7 +62,7 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
 
 std::chrono::milliseconds RailEstimator::deadline(uint32_t bytes, double factor, std::chrono::milliseconds min_margin,
                                                   std::chrono::milliseconds first, uint32_t initial_window) const {
-  if (bandwidth_ == 0) return first;
+  if (bandwidth_ == 0 && assumed_round_trip_ == 0) return first;
   // Plus the rail's round trip: the prediction counts bytes at the rate, not the propagation
   // both ways, and across a WAN of 40 ms a margin of 30 ms failed every slice before the lateness
   // average had learnt the delay (the rails flapped to probing and their receivers fell silent).
@@ -62,8 +77,11 @@ std::chrono::milliseconds RailEstimator::deadline(uint32_t bytes, double factor,
   // there was left two round trips short again, and the namespace test of sites failed 2 runs
   // of 4.)
   const double margin = std::max(std::chrono::duration<double>(min_margin).count(), late_mean_ + 4 * late_dev_) +
-                        base_delay() * (1 + slow_start_round_trips(inflight_ + bytes, initial_window));
-  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (factor * predicted_seconds(bytes) + margin)));
+                        round_trip() * (1 + slow_start_round_trips(inflight_ + bytes, initial_window));
+  const auto span = std::chrono::milliseconds(static_cast<int64_t>(1000 * (factor * predicted_seconds(bytes) + margin)));
+  // An assumed path's figures were another link's (the same WAN into the same site, from another
+  // sender): until this one is measured, never less than `first`.
+  return bandwidth_ == 0 ? std::max(span, first) : span;
 }
 
 uint32_t RailEstimator::slow_start_round_trips(uint64_t bytes, uint32_t initial_window) {
@@ -77,7 +95,7 @@ uint32_t RailEstimator::slow_start_round_trips(uint64_t bytes, uint32_t initial_
 }
 
 bool RailEstimator::has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::milliseconds queue_target) const {
-  const double known = bandwidth_ > 0 ? bandwidth_ : assumed_;
+  const double known = bandwidth_ > 0 ? bandwidth_ : assumed_ > 0 ? assumed_ : path_rate_;
   // The delay's share only where the round trip is longer than the queue target and a slice's
   // time at the rate (a WAN: on a LAN the round trip is about a slice's own time, and the window
   // is as it was), and only at a measured rate: an assumed one (a NIC's, from its other rails)
@@ -90,8 +108,10 @@ bool RailEstimator::has_room(uint32_t bytes, uint32_t slice_bytes, std::chrono::
   // round trip, 64 simulated consumers in 4 sites take at most 1.005x.)
   if (known == 0) return inflight_ == 0 || inflight_ + bytes <= 2.0 * slice_bytes;
   const double target = std::chrono::duration<double>(queue_target).count();
-  const double delay = base_delay() > target + 1.0 * slice_bytes / known ? 2 * base_delay() : 0.0;
-  const double window = std::max(2.0 * slice_bytes, known * target + bandwidth_ * delay);
+  const double delay = round_trip() > target + 1.0 * slice_bytes / known ? 2 * round_trip() : 0.0;
+  // The round trip's share at a measured rate, or at an assumed path's (not a NIC's: above).
+  const double path_rate = bandwidth_ > 0 ? bandwidth_ : path_rate_;
+  const double window = std::max(2.0 * slice_bytes, known * target + path_rate * delay);
   return inflight_ == 0 || static_cast<double>(inflight_ + bytes) <= window;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "broadcast/transport/clock.h"
+#include "broadcast/transport/rail_estimator.h"
 #include "broadcast/transport/rail_health.h"
 #include "broadcast/transport/slice_table.h"
 #include "broadcast/transport/transfer.h"
@@ -149,6 +150,9 @@ class Sprayer {
   // Rails not measured yet are taken at `bytes_per_second` each (see RailEstimator::assume):
   // a relay's new child starts at what its other children's rails measured, not in slow start.
   void assume_rate(double bytes_per_second);
+  // Rails not measured yet share `path`'s rate, each with its round trip (RailEstimator::
+  // assume_path): a relay's new child across a WAN that the round measured into its site.
+  void assume_path(const PathEstimate& path);
 
   // Called for every slice event, under the sprayer's lock: keep it short.
   void set_observer(std::function<void(const SprayEvent&)> observer);

@@ -11,6 +11,7 @@ Forwarding some_forwarding() {
   f.directory[3] = {{"10.0.0.3", 7001}, {"10.1.0.3", 7002}};
   f.directory[5] = {{"10.0.0.5", 7001}};
   f.directory[9] = {{"10.0.0.9", 7001}};
+  f.paths[9] = {1.5625e9, 0.136};  // member 9 in another site: the WAN into it, 136 ms a round trip
   return f;
 }
 
@@ -62,7 +63,8 @@ std::vector<Message> every_control_message() {
           Registered{1, 2},
           FindGroup{kProtocolVersion},
           Group{GroupView{some_registration().logical, {some_registration().rank}}},
-          Unreachable{1234, 5}};
+          Unreachable{1234, 5},
+          Forwarded{10, {{9, some_link_sample()}}}};
 }
 
 }  // namespace deltacast::testing

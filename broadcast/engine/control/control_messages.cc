@@ -271,13 +271,16 @@ Message read_as(const Json& j) {
 
 // ---- plan
 
-Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory) {
+Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory,
+                         const std::map<uint32_t, PathEstimate>& paths) {
   Forwarding out;
   out.children = plan.children(id);
   for (const auto& stripe : out.children) {
     for (uint32_t child : stripe) {
       const auto it = directory.find(child);
       if (it != directory.end()) out.directory[child] = it->second;
+      const auto path = paths.find(child);
+      if (path != paths.end() && path->second.known()) out.paths[child] = path->second;
     }
   }
   return out;
@@ -297,10 +300,15 @@ void to_json(Json& j, const Forwarding& m) {
     }
   }
   j = {{"children", children}, {"directory", directory}};
+  if (!m.paths.empty()) {
+    Json paths = Json::object();
+    for (const auto& [id, path] : m.paths) paths[std::to_string(id)] = {path.bytes_per_second, path.round_trip};
+    j["paths"] = paths;
+  }
 }
 
 void from_json(const Json& j, Forwarding& m) {
-  const Fields f(j, "forwarding", {"children", "directory"});
+  const Fields f(j, "forwarding", {"children", "directory", "paths"});
   const Json& children = as_array(f.at("children"), f.where("children"), kMaxStripes);
   if (children.empty()) refuse("forwarding has no stripes");
   const Json& directory = as_object(f.at("directory"), f.where("directory"), kMaxChildren);
@@ -335,6 +343,23 @@ void from_json(const Json& j, Forwarding& m) {
   }
   for (const auto& [id, rails] : m.directory) {
     if (!named.count(id)) refuse(fmt::format("forwarding.directory lists member {}, which is no child", id));
+  }
+  if (!j.contains("paths")) return;
+  const Json& paths = as_object(f.at("paths"), f.where("paths"), kMaxChildren);
+  for (auto it = paths.begin(); it != paths.end(); ++it) {
+    const std::string at = fmt::format("forwarding.paths.{}", it.key().substr(0, 64));
+    const uint32_t id = id_key(it.key(), "forwarding.paths");
+    if (!named.count(id)) refuse(fmt::format("{} is for member {}, which is no child", at, id));
+    const Json& pair = as_array(it.value(), at, 2);
+    if (pair.size() != 2) refuse(fmt::format("{} is not [bytes per second, round trip]", at));
+    const PathEstimate path{as_number(pair[0], at + "[0]"), as_number(pair[1], at + "[1]")};
+    if (path.bytes_per_second <= 0 || path.bytes_per_second > kMaxPathBytesPerSecond) {
+      refuse(fmt::format("{}[0] is a rate out of (0, {:g}] bytes/s", at, kMaxPathBytesPerSecond));
+    }
+    if (path.round_trip <= 0 || path.round_trip > kMaxPathRoundTrip) {
+      refuse(fmt::format("{}[1] is a round trip out of (0, {:g}] s", at, kMaxPathRoundTrip));
+    }
+    m.paths[id] = path;
   }
 }
 
@@ -479,6 +504,14 @@ void from_json(const Json& j, Staged& m) {
   m.links = as_links(f.at("links"), f.where("links"));
 }
 
+void to_json(Json& j, const Forwarded& m) { j = {{"version", m.version}, {"links", links_json(m.links)}}; }
+
+void from_json(const Json& j, Forwarded& m) {
+  const Fields f(j, "forwarded", {"version", "links"});
+  m.version = f.u64("version");
+  m.links = as_links(f.at("links"), f.where("links"));
+}
+
 void to_json(Json& j, const Committed& m) { j = {{"version", m.version}, {"apply_seconds", m.apply_seconds}}; }
 
 void from_json(const Json& j, Committed& m) {
@@ -585,6 +618,7 @@ constexpr TypeEntry kTypes[] = {
     {"failed", read_as<Failed>},       {"done", read_as<Done>},           {"check", read_as<Check>},
     {"checked", read_as<Checked>},     {"register", read_as<Register>},   {"registered", read_as<Registered>},
     {"find_group", read_as<FindGroup>}, {"group", read_as<Group>},   {"unreachable", read_as<Unreachable>},
+    {"forwarded", read_as<Forwarded>},
 };
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 

@@ -23,6 +23,7 @@
 #include "broadcast/engine/group/group_view.h"
 #include "broadcast/engine/plan/planner.h"
 #include "broadcast/transport/rail.h"
+#include "broadcast/transport/rail_estimator.h"
 #include "broadcast/transport/slice_table.h"
 #include "core/held_ranges.h"
 #include "core/manifest.h"
@@ -52,6 +53,8 @@ inline constexpr size_t kMaxChildren = kMaxMembers;
 inline constexpr size_t kMaxTextBytes = 4096;  // names, reasons, transport names
 inline constexpr uint32_t kMaxWorld = 1u << 16;  // trainer ranks in one sharded group
 inline constexpr size_t kMaxPiecesPerTensor = 256;  // pieces fused into one local tensor
+inline constexpr double kMaxPathBytesPerSecond = 1e13;  // a WAN path's rate in a plan
+inline constexpr double kMaxPathRoundTrip = 10;          // seconds
 
 // A message that breaks these rules; decode() turns it into a kCorrupt Status.
 class ProtocolError : public std::runtime_error {
@@ -65,10 +68,15 @@ class ProtocolError : public std::runtime_error {
 struct Forwarding {
   StripeChildren children;                      // per stripe: the members it goes on to (none: nobody)
   std::map<uint32_t, PeerEndpoints> directory;  // where each child named above takes data
+  // Per child in another site: the WAN path into its site as the round measured it (wan_paths.h;
+  // optional, absent in the JSON when empty).
+  std::map<uint32_t, PathEstimate> paths;
   uint32_t stripes() const { return static_cast<uint32_t>(children.size()); }
 };
-// `id`'s part of `plan`, with its children's endpoints from `directory`.
-Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory);
+// `id`'s part of `plan`, with its children's endpoints from `directory` and the paths into those
+// that `paths` has.
+Forwarding forwarding_of(const Plan& plan, uint32_t id, const std::map<uint32_t, PeerEndpoints>& directory,
+                         const std::map<uint32_t, PathEstimate>& paths = {});
 
 // consumer -> coordinator, the first message on a control connection.
 struct Join {
@@ -157,6 +165,13 @@ struct Unreachable {
   uint64_t transfer = 0;
   uint32_t member = 0;
 };
+// consumer -> coordinator: the children this member still forwarded the version to when it staged
+// have it all now: how those links did, whole (Staged's samples of them stopped where the member
+// had the version; across a WAN its children then held little of it).
+struct Forwarded {
+  uint64_t version = 0;
+  std::map<uint32_t, LinkSample> links;
+};
 // coordinator -> consumer: the version finished everywhere; its staging can go.
 struct Done {
   uint64_t version = 0;
@@ -199,7 +214,7 @@ struct Group {
 };
 
 using Message = std::variant<Join, Welcome, Reject, Heartbeat, Announce, Replan, Progress, Staged, Committed, Failed,
-                             Done, Check, Checked, Register, Registered, FindGroup, Group, Unreachable>;
+                             Done, Check, Checked, Register, Registered, FindGroup, Group, Unreachable, Forwarded>;
 
 // For std::visit over a Message with one lambda per type handled and a generic one for the rest.
 template <typename... Handlers>
@@ -243,6 +258,8 @@ void to_json(Json& j, const Progress& m);
 void from_json(const Json& j, Progress& m);
 void to_json(Json& j, const Staged& m);
 void from_json(const Json& j, Staged& m);
+void to_json(Json& j, const Forwarded& m);
+void from_json(const Json& j, Forwarded& m);
 void to_json(Json& j, const Committed& m);
 void from_json(const Json& j, Committed& m);
 void to_json(Json& j, const Failed& m);

@@ -25,10 +25,25 @@ bool RateBook::usable(const LinkSample& sample) {
   return sample.slices >= kMinSamplesSlices && sample.busy_seconds >= kMinSampleSeconds && sample.rail_rate > 0;
 }
 
-void RateBook::record(uint32_t sender, uint32_t child, const LinkSample& sample) {
+void RateBook::record(uint32_t sender, uint32_t child, const LinkSample& sample, uint64_t version) {
   if (child == kProducerSender || sender == child) return;
   std::lock_guard<std::mutex> lock(mu_);
   round_[child].push_back({sender, sample});
+  note_link(sender, child, sample, version);
+}
+
+void RateBook::record_link(uint32_t sender, uint32_t child, const LinkSample& sample, uint64_t version) {
+  if (child == kProducerSender || sender == child) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  note_link(sender, child, sample, version);
+}
+
+void RateBook::note_link(uint32_t sender, uint32_t child, const LinkSample& sample, uint64_t version) {
+  const double round_trip = std::min(sample.round_trip, kMaxRoundTripSeconds);
+  if (!usable(sample) || round_trip <= 0) return;
+  auto& link = measured_links_[{sender, child}];
+  if (version < link.version) return;  // an older version's report, late
+  link = {{sample.rail_rate, round_trip}, version};
 }
 
 void RateBook::close_round(uint32_t slice_bytes) {
@@ -101,6 +116,7 @@ void RateBook::forget(uint32_t member) {
   const auto touches = [&](const auto& link) { return link.first.first == member || link.first.second == member; };
   std::erase_if(round_trips_, touches);
   std::erase_if(link_rates_, touches);
+  std::erase_if(measured_links_, touches);
 }
 
 SlowVerdict RateBook::judge(const std::vector<uint32_t>& members) const {
@@ -180,6 +196,28 @@ double RateBook::slowest_link_rate(const std::function<bool(uint32_t sender, uin
     if ((slowest == 0 || rate < slowest) && counted(link.first, link.second)) slowest = rate;
   }
   return slowest;
+}
+
+std::optional<PathEstimate> RateBook::wan_into(const std::string& into,
+                                               const std::function<std::string(uint32_t)>& site) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const MeasuredLink*> links;  // into the site from others
+  uint64_t last = 0;                       // the last version that measured any of them
+  for (const auto& [link, measured] : measured_links_) {
+    if (site(link.second) != into || site(link.first) == into) continue;
+    links.push_back(&measured);
+    last = std::max(last, measured.version);
+  }
+  double rate = 0;
+  std::vector<double> round_trips;
+  for (const MeasuredLink* link : links) {
+    if (link->version != last) continue;  // an older plan's link, not beside these
+    rate += link->path.bytes_per_second;
+    round_trips.push_back(link->path.round_trip);
+  }
+  if (round_trips.empty()) return std::nullopt;
+  std::nth_element(round_trips.begin(), round_trips.begin() + round_trips.size() / 2, round_trips.end());
+  return PathEstimate{rate, round_trips[round_trips.size() / 2]};
 }
 
 std::optional<MemberRates> RateBook::rates(uint32_t member) const {

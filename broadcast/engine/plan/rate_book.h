@@ -32,8 +32,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "broadcast/transport/rail_estimator.h"
 #include "broadcast/transport/slice_table.h"
 
 namespace deltacast {
@@ -75,8 +77,12 @@ struct SlowVerdict {
 
 class RateBook {
  public:
-  // A sender's report on its link into `child` in the current round.
-  void record(uint32_t sender, uint32_t child, const LinkSample& sample);
+  // A sender's report on its link into `child` in the current round (of `version`).
+  void record(uint32_t sender, uint32_t child, const LinkSample& sample, uint64_t version = 0);
+  // A sender's later, whole report on its link into `child` in `version` (control::Forwarded: its
+  // forwarding ended after it staged): what the book knows of that link (wan_into), not the round's
+  // judgement of its members, which was made without it.
+  void record_link(uint32_t sender, uint32_t child, const LinkSample& sample, uint64_t version);
   // Folds the current round's reports into every member's rates; the next reports start a new
   // round. `slice_bytes`: the round's slices (the rates count what each slice cost besides its bytes).
   void close_round(uint32_t slice_bytes = 0);
@@ -98,6 +104,12 @@ class RateBook {
   // that measured any, of those `counted` picks (0: none): across sites, the slowest WAN link's,
   // which decides whether a version is worth compressing harder (wan_compression.h).
   double slowest_link_rate(const std::function<bool(uint32_t sender, uint32_t child)>& counted) const;
+  // How the WAN into site `into` was last measured (`site` names each member's; the producer is
+  // kProducerSender): the links from other sites into members of it in the last version that
+  // measured any with a rate and a round trip, their rates summed (they ran side by side, sharing
+  // the WAN into it) and their median round trip; nothing where none was. A later version too short
+  // to measure those links (a small delta) leaves that measurement standing.
+  std::optional<PathEstimate> wan_into(const std::string& into, const std::function<std::string(uint32_t)>& site) const;
 
  private:
   struct Report {
@@ -112,6 +124,13 @@ class RateBook {
   std::map<uint32_t, std::vector<Report>> round_;  // reports of the current round, by receiver
   std::map<std::pair<uint32_t, uint32_t>, double> round_trips_;  // (sender, child): of the last round with any
   std::map<std::pair<uint32_t, uint32_t>, double> link_rates_;   // (sender, child): of the last round with any
+  // Every link's last measurement with a rate and a round trip, and its version (wan_into).
+  struct MeasuredLink {
+    PathEstimate path;
+    uint64_t version = 0;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, MeasuredLink> measured_links_;
+  void note_link(uint32_t sender, uint32_t child, const LinkSample& sample, uint64_t version);  // mu_ held
 };
 
 }  // namespace deltacast

@@ -187,6 +187,30 @@ TEST(FakeEngine, EachVersionCrossesIntoEachSiteOnce) {
   }
 }
 
+// A relay stages a version as soon as it holds it, before its children across a slow WAN have
+// much of it: its whole report of those links comes once they have it all (control::Forwarded),
+// and the rate book knows the WAN into their site from it (a relay's new child there starts from
+// that). Staged alone, the book never knew it: relays' links across sites were cut off where the
+// relay had the version.
+TEST(FakeEngine, ARelaysLinksIntoAnotherSiteReachTheRateBookAfterItStaged) {
+  // Trees 2 wide: the producer feeds its site's two members, which take the version into west.
+  const std::vector<std::string> sites = {"", "", "west", "west"};
+  FakeCluster cluster(1 << 22, 4, milliseconds(60000), 2, sites);
+  for (int node : {4, 5}) cluster.set_ports(node, 8e6);  // west's hosts: a slow way in
+  const VersionReport report = cluster.publish(false, false);
+  ASSERT_EQ(report.committed, 4u);
+  cluster.expect_exact(cluster.all());
+  std::map<std::string, PathEstimate> wan;
+  for (int i = 0; i < 200 && !wan.count("west"); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));  // the relays tell within their next tick
+    wan = cluster.producer().stats().wan_into;
+  }
+  ASSERT_TRUE(wan.count("west")) << "no link into west measured";
+  EXPECT_GT(wan["west"].bytes_per_second, 0.5 * 2 * kRails * 8e6) << "west's two hosts, two rails of 8 MB/s each";
+  EXPECT_LT(wan["west"].bytes_per_second, 1.5 * 2 * kRails * 8e6);
+  EXPECT_GT(wan["west"].round_trip, 0);
+}
+
 // A site's WAN link fails mid-version (every path between its hosts and the rest is cut, its own
 // network works; control stays up, as on a separate management network): its members, unreachable
 // from their parents, go on from another site, and every version is exact everywhere.

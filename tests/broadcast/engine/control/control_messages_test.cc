@@ -217,6 +217,29 @@ TEST(ControlMessages, InconsistentForwardingIsRefused) {
   EXPECT_NE(with_forwarding([](Json& p) { p["directory"]["3"] = Json::array({"host:1"}); }).find("directory"),
             std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["directory"]["3"] = Json::array(); }).find("no data endpoint"), std::string::npos);
+  // The WAN paths into children in other sites: [bytes per second, round trip], for a child only,
+  // both positive and in bounds.
+  EXPECT_EQ(encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, some_forwarding()})["forwarding"]["paths"],
+            Json::parse("{\"9\": [1562500000.0, 0.136]}"));
+  EXPECT_EQ(with_forwarding([](Json& p) { p.erase("paths"); }), "") << "paths are optional";
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["7"] = Json::array({1e9, 0.1}); }).find("paths.7 is for member 7"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e9}); }).find("paths.9"), std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e9, 0.1, 3}); }).find("paths.9"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({0, 0.1}); }).find("paths.9[0]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({-1e9, 0.1}); }).find("paths.9[0]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e14, 0.1}); }).find("paths.9[0]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e9, 0}); }).find("paths.9[1]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e9, 11}); }).find("paths.9[1]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({"fast", 0.1}); }).find("paths.9[0]"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"] = Json::array(); }).find("paths"), std::string::npos);
   // A re-plan's `have` covers the receiver's children only.
   Json replan = encode(Replan{1, some_forwarding(), {{5, "ff"}}});
   EXPECT_EQ(refusal(replan), "");

@@ -1,0 +1,32 @@
+#include "broadcast/engine/plan/wan_paths.h"
+
+#include <set>
+#include <utility>
+
+namespace deltacast {
+
+std::map<uint32_t, std::map<uint32_t, PathEstimate>> wan_paths(
+    const RateBook& book, const std::map<uint32_t, StripeChildren>& children_by_parent,
+    const std::function<std::string(uint32_t)>& site) {
+  // The plan's links across sites, by the site they go into (a link once, whatever its stripes).
+  std::map<std::string, std::set<std::pair<uint32_t, uint32_t>>> into;
+  for (const auto& [parent, children] : children_by_parent) {
+    const std::string from = site(parent);
+    for (const auto& stripe : children) {
+      for (uint32_t child : stripe) {
+        std::string to = site(child);
+        if (to != from) into[std::move(to)].insert({parent, child});
+      }
+    }
+  }
+  std::map<uint32_t, std::map<uint32_t, PathEstimate>> paths;
+  for (const auto& [to, links] : into) {
+    const auto wan = book.wan_into(to, site);
+    if (!wan) continue;
+    const PathEstimate share{wan->bytes_per_second / static_cast<double>(links.size()), wan->round_trip};
+    for (const auto& [parent, child] : links) paths[parent][child] = share;
+  }
+  return paths;
+}
+
+}  // namespace deltacast
