@@ -294,14 +294,12 @@ Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, 
   const StripeChildren none(stripes);
   // The WAN paths into children in other sites, as a round tells its members (node ids in the book).
   const auto site = [&](uint32_t n) { return std::to_string(n == kProducer ? 0 : site_of_node(c_, n - 1)); };
-  const auto paths = c_.sites > 1 ? wan_paths(book_, children, site) : std::map<uint32_t, std::map<uint32_t, PathEstimate>>{};
-  const std::map<uint32_t, PathEstimate> no_paths;
+  const WanPaths paths = c_.sites > 1 ? wan_paths(book_, children, site) : WanPaths{};
   for (const auto& node : nodes_) {
     if (!node->alive) continue;
     auto kids = children.find(node->id);
-    auto mine = paths.find(node->id);
     DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory_, have,
-                                                 mine == paths.end() ? no_paths : mine->second));
+                                                 paths_from(paths, node->id)));
   }
   return Status();
 }

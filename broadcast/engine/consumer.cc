@@ -475,23 +475,17 @@ void Consumer::report_unreachable_children() {
 }
 
 void Consumer::report_forwarded_links() {
-  ForwardedLinks& pending = still_forwarding_;
-  if (pending.children.empty()) return;
-  if (relay_.transfer() != pending.transfer) {
-    pending.children.clear();  // the relay went on to another transfer: those links are gone
-    return;
-  }
-  const auto receiving = relay_.children_receiving();
-  const auto links = relay_.child_links();
-  control::Forwarded done{pending.version, {}};
-  for (auto it = pending.children.begin(); it != pending.children.end();) {
-    if (std::find(receiving.begin(), receiving.end(), *it) != receiving.end()) {
-      ++it;
-      continue;
+  if (forwarded_.transfer == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_.epoch != forwarded_.epoch) {
+      forwarded_ = {};  // another producer: its version numbers mean something else
+      return;
     }
-    const auto link = links.find(*it);
-    if (link != links.end()) done.links[*it] = link->second;
-    it = pending.children.erase(it);
+  }
+  control::Forwarded done{forwarded_.version, {}};
+  for (const auto& [child, link] : relay_.finished_links(forwarded_.transfer)) {
+    if (forwarded_.reported.insert(child).second) done.links[child] = link;
   }
   if (!done.links.empty()) send(done);
 }
@@ -603,8 +597,8 @@ void Consumer::worker_loop() {
       fail_version(inc->announce.version, s.message());
       continue;
     }
-    const auto receiving = relay_.children_receiving();
-    still_forwarding_ = {inc->announce.version, inc->shape.id, {receiving.begin(), receiving.end()}};
+    forwarded_ = {inc->epoch, inc->announce.version, inc->shape.id, {}};
+    for (const auto& [child, link] : relay_.finished_links(inc->shape.id)) forwarded_.reported.insert(child);
     send(control::Staged{inc->announce.version, receive_seconds, seconds_since(verify_start), relay_.child_links()});
     if (options_.on_staged) options_.on_staged(inc->announce.version);
     if (auto_commit_) (void)commit_ready();

@@ -163,8 +163,8 @@ class Consumer {
   // unreachable_children), once each.
   void report_unreachable_children();
   // Tells the coordinator how the links to the children still receiving when this member staged
-  // did, once they have what they get from here (control::Forwarded; the Staged message's samples
-  // of them stopped where this member had the version).
+  // (or given to it since) did, once they have what they get from here (control::Forwarded; the
+  // Staged message's samples of them stopped where this member had the version).
   void report_forwarded_links();
   void progress_loop();
   Status commit_ready(uint64_t through = UINT64_MAX);
@@ -202,11 +202,12 @@ class Consumer {
   uint64_t reported_transfer_ = 0;  // worker thread only: the transfer reported_unreachable_ is of
   std::set<uint32_t> reported_unreachable_;
   struct ForwardedLinks {
+    uint64_t epoch = 0;           // of the producer the version is from
     uint64_t version = 0;
-    uint64_t transfer = 0;
-    std::set<uint32_t> children;  // still receiving when it staged, not reported since
+    uint64_t transfer = 0;        // 0: no staged version to report on
+    std::set<uint32_t> reported;  // children whose whole link was reported (staged, or forwarded)
   };
-  ForwardedLinks still_forwarding_;  // worker thread only
+  ForwardedLinks forwarded_;  // worker thread only
   std::mutex commit_mu_;  // one commit at a time
   bool joined_once_ = false;
   std::atomic<bool> closing_{false};

@@ -87,6 +87,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   children_.assign(stripes_, {});
+  ended_links_.clear();
   last_arrival_ = now();
 }
 
@@ -224,6 +225,7 @@ TimePoint Relay::poll() {
 void Relay::end() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
+  ended_links_ = links_of_finished_children();  // before closing: a closed sprayer's transfer is over
   for (auto& [id, sender] : senders_) sender.sprayer->close();
   active_ = false;
   data_ = nullptr;
@@ -265,22 +267,21 @@ std::map<uint32_t, LinkSample> Relay::child_links() const {
   return links;
 }
 
-std::vector<uint32_t> Relay::children_receiving() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<uint32_t> receiving;
-  if (!active_) return receiving;
+std::map<uint32_t, LinkSample> Relay::links_of_finished_children() const {
+  std::map<uint32_t, LinkSample> links;
   for (uint32_t id : child_ids()) {
     auto it = senders_.find(id);
     if (it == senders_.end()) continue;
     const Sprayer& sprayer = *it->second.sprayer;
-    if (sprayer.open_transfer() == shape_.id && !sprayer.finished()) receiving.push_back(id);
+    if (sprayer.open_transfer() == shape_.id && sprayer.finished()) links[id] = sprayer.link_sample();
   }
-  return receiving;
+  return links;
 }
 
-uint64_t Relay::transfer() const {
+std::map<uint32_t, LinkSample> Relay::finished_links(uint64_t transfer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return shape_.id;
+  if (transfer == 0 || transfer != shape_.id) return {};
+  return active_ ? links_of_finished_children() : ended_links_;
 }
 
 }  // namespace deltacast

@@ -73,10 +73,10 @@ class Relay {
   std::vector<uint32_t> unreachable_children() const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;
-  // Children of the current transfer still taking slices from here (none once it ended).
-  std::vector<uint32_t> children_receiving() const;
-  // The transfer forwarded now or last (0: none yet).
-  uint64_t transfer() const;
+  // How the links to the children of `transfer` that have every slice they get from here did
+  // (whole samples), while it is forwarded or after it ended; none for another transfer, and none
+  // for children cut off by its end.
+  std::map<uint32_t, LinkSample> finished_links(uint64_t transfer) const;
 
  private:
   Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path);
@@ -106,6 +106,9 @@ class Relay {
   // Every child of the current transfer once, in the order first named.
   std::vector<uint32_t> child_ids() const;
   TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)
+  std::map<uint32_t, LinkSample> ended_links_;  // finished children's links as the transfer ended
+  // Children of the current transfer whose sprayers have every slice delivered, with their links.
+  std::map<uint32_t, LinkSample> links_of_finished_children() const;  // mu_ held
 };
 
 }  // namespace deltacast

@@ -163,17 +163,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (uint32_t id : members) children[id] = plan.children(id);
     return wan_paths(rates_, children, site);
   };
-  const auto paths_of = [](const std::map<uint32_t, std::map<uint32_t, PathEstimate>>& all, uint32_t parent) {
-    const auto it = all.find(parent);
-    return it == all.end() ? std::map<uint32_t, PathEstimate>{} : it->second;
-  };
   auto paths = paths_for(targets);
   for (uint32_t id : targets) {
-    announce.forwarding = control::forwarding_of(plan, id, directory, paths_of(paths, id));
+    announce.forwarding = control::forwarding_of(plan, id, directory, paths_from(paths, id));
     membership_.send(id, announce);
   }
   relay_.begin(shape, spec.data, stripes, &checksums);
-  if (Status s = relay_.set_children(plan.heads(), directory, {}, paths_of(paths, kProducerSender)); !s.ok()) {
+  if (Status s = relay_.set_children(plan.heads(), directory, {}, paths_from(paths, kProducerSender)); !s.ok()) {
     log().error("round for version {}: {}", spec.version, s.to_string());
   }
 
@@ -307,7 +303,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     // children changed need it; the rest are told the same again, which changes nothing).
     paths = paths_for(in_plan);
     for (uint32_t id : in_plan) {
-      control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory, paths_of(paths, id)), {}};
+      control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory, paths_from(paths, id)), {}};
       for (const auto& stripe : replan.forwarding.children) {
         for (uint32_t child : stripe) {
           const auto hex = look.have.find(child);
@@ -321,7 +317,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (const auto& heads : plan.heads()) {
       for (uint32_t id : heads) acted_on.erase({id, 0});
     }
-    if (Status s = relay_.set_children(plan.heads(), directory, have, paths_of(paths, kProducerSender)); !s.ok()) {
+    if (Status s = relay_.set_children(plan.heads(), directory, have, paths_from(paths, kProducerSender)); !s.ok()) {
       log().error("round for version {}: {}", spec.version, s.to_string());
     }
   }

@@ -17,7 +17,7 @@ double link_rail_rate(std::vector<double> measured_rates, size_t live_rails) {
 void RailEstimator::assume_path(double bytes_per_second, double round_trip) {
   const bool known = bytes_per_second > 0 && std::isfinite(bytes_per_second) && round_trip > 0 && std::isfinite(round_trip);
   path_rate_ = known ? bytes_per_second : 0;
-  assumed_round_trip_ = known ? round_trip : 0;
+  path_round_trip_ = known ? round_trip : 0;
 }
 
 void RailEstimator::on_post(uint32_t bytes, TimePoint now) {
@@ -39,7 +39,7 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
   late_mean_ = 0.875 * late_mean_ + 0.125 * late;
   if (posted != TimePoint::min()) base_delay_ = std::min(base_delay_, seconds(now - posted));
   const double busy_now = busy_total(now);
-  if (!acknowledged_ && bandwidth_ == 0 && assumed_round_trip_ > 0) {
+  if (!acknowledged_ && bandwidth_ == 0 && path_round_trip_ > 0) {
     // An assumed path's first sample counts from here: the round trip before this was the
     // window filling the path, not the path's rate.
     acknowledged_ = true;
@@ -62,7 +62,7 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
 
 std::chrono::milliseconds RailEstimator::deadline(uint32_t bytes, double factor, std::chrono::milliseconds min_margin,
                                                   std::chrono::milliseconds first, uint32_t initial_window) const {
-  if (bandwidth_ == 0 && assumed_round_trip_ == 0) return first;
+  if (bandwidth_ == 0 && path_round_trip_ == 0) return first;
   // Plus the rail's round trip: the prediction counts bytes at the rate, not the propagation
   // both ways, and across a WAN of 40 ms a margin of 30 ms failed every slice before the lateness
   // average had learnt the delay (the rails flapped to probing and their receivers fell silent).

@@ -27,9 +27,20 @@ double link_rail_rate(std::vector<double> measured_rates, size_t live_rails);
 // A path's rate and round trip as measured before by whoever knows it: the round's last measurement
 // of a link across the same WAN into the same site, given to a relay for a new child there.
 struct PathEstimate {
+  // What a path may be taken at (a plan's paths come over the control plane, untrusted): from
+  // 100 KB/s (below it a window's time overflows what a deadline can hold) to 10 TB/s, a round
+  // trip of up to 10 s.
+  static constexpr double kMinBytesPerSecond = 1e5;
+  static constexpr double kMaxBytesPerSecond = 1e13;
+  static constexpr double kMaxRoundTrip = 10;
+
   double bytes_per_second = 0;  // the link's, its rails together
   double round_trip = 0;        // seconds
-  bool known() const { return bytes_per_second > 0 && round_trip > 0; }
+  // Within the bounds above (NaN is not).
+  bool known() const {
+    return bytes_per_second >= kMinBytesPerSecond && bytes_per_second <= kMaxBytesPerSecond && round_trip > 0 &&
+           round_trip <= kMaxRoundTrip;
+  }
 };
 
 class RailEstimator {
@@ -86,7 +97,7 @@ class RailEstimator {
   // window it sizes.
   double base_delay() const { return base_delay_ < kNoDelay ? base_delay_ : 0; }
   // The base delay, or the path's assumed round trip before any copy was delivered (0: neither).
-  double round_trip() const { return base_delay_ < kNoDelay ? base_delay_ : assumed_round_trip_; }
+  double round_trip() const { return base_delay_ < kNoDelay ? base_delay_ : path_round_trip_; }
   // Seconds until `bytes` more would be delivered behind what is in flight.
   double predicted_seconds(uint32_t bytes) const { return static_cast<double>(inflight_ + bytes) / rate(); }
   // The same, taking an unmeasured rail at `unmeasured_rate` (a measured sibling's, say) instead
@@ -120,7 +131,7 @@ class RailEstimator {
   double bandwidth_ = 0;
   double assumed_ = 0;  // 0: nothing assumed (the guess, in slow start)
   double path_rate_ = 0;           // assume_path's rate (0: none)
-  double assumed_round_trip_ = 0;  // > 0: assumed with the path's round trip (assume_path)
+  double path_round_trip_ = 0;     // > 0: assumed with the path's round trip (assume_path)
   bool acknowledged_ = false;      // a copy was delivered (the first sample of an assumed path starts then)
   uint64_t inflight_ = 0;
   static constexpr double kNoDelay = 1e300;

@@ -431,7 +431,7 @@ void Sprayer::assume_rate(double bytes_per_second) {
 
 void Sprayer::assume_path(const PathEstimate& path) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->rails.empty()) return;
+  if (state_->rails.empty() || !path.known()) return;
   const double each = path.bytes_per_second / static_cast<double>(state_->rails.size());
   for (auto& rail : state_->rails) rail.estimate.assume_path(each, path.round_trip);
 }

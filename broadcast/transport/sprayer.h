@@ -150,8 +150,9 @@ class Sprayer {
   // Rails not measured yet are taken at `bytes_per_second` each (see RailEstimator::assume):
   // a relay's new child starts at what its other children's rails measured, not in slow start.
   void assume_rate(double bytes_per_second);
-  // Rails not measured yet share `path`'s rate, each with its round trip (RailEstimator::
-  // assume_path): a relay's new child across a WAN that the round measured into its site.
+  // Each rail takes its share of `path`'s rate, with its round trip, until it is measured
+  // (RailEstimator::assume_path): a relay's new child across a WAN the round measured into its
+  // site. Nothing where the path is not PathEstimate::known().
   void assume_path(const PathEstimate& path);
 
   // Called for every slice event, under the sprayer's lock: keep it short.

@@ -353,11 +353,13 @@ void from_json(const Json& j, Forwarding& m) {
     const Json& pair = as_array(it.value(), at, 2);
     if (pair.size() != 2) refuse(fmt::format("{} is not [bytes per second, round trip]", at));
     const PathEstimate path{as_number(pair[0], at + "[0]"), as_number(pair[1], at + "[1]")};
-    if (path.bytes_per_second <= 0 || path.bytes_per_second > kMaxPathBytesPerSecond) {
-      refuse(fmt::format("{}[0] is a rate out of (0, {:g}] bytes/s", at, kMaxPathBytesPerSecond));
+    if (path.bytes_per_second < PathEstimate::kMinBytesPerSecond ||
+        path.bytes_per_second > PathEstimate::kMaxBytesPerSecond) {
+      refuse(fmt::format("{}[0] is a rate out of [{:g}, {:g}] bytes/s", at, PathEstimate::kMinBytesPerSecond,
+                         PathEstimate::kMaxBytesPerSecond));
     }
-    if (path.round_trip <= 0 || path.round_trip > kMaxPathRoundTrip) {
-      refuse(fmt::format("{}[1] is a round trip out of (0, {:g}] s", at, kMaxPathRoundTrip));
+    if (path.round_trip <= 0 || path.round_trip > PathEstimate::kMaxRoundTrip) {
+      refuse(fmt::format("{}[1] is a round trip out of (0, {:g}] s", at, PathEstimate::kMaxRoundTrip));
     }
     m.paths[id] = path;
   }

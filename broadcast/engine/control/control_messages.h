@@ -40,8 +40,9 @@ namespace control {
 // 5: a join says what a resharded consumer holds; 6: a sharded group's coordinator (register, find_group);
 // 8: no token in join, register and find_group (every connection proves the group's secret in its
 // handshake instead, and every frame is sealed); 9: a stripe's children may be a list (trees);
-// 10: a join names the consumer's site.
-inline constexpr uint32_t kProtocolVersion = 10;
+// 10: a join names the consumer's site; 11: forwarding may carry WAN paths, and a relay reports
+// links to children that were still receiving when it staged (forwarded).
+inline constexpr uint32_t kProtocolVersion = 11;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -53,8 +54,6 @@ inline constexpr size_t kMaxChildren = kMaxMembers;
 inline constexpr size_t kMaxTextBytes = 4096;  // names, reasons, transport names
 inline constexpr uint32_t kMaxWorld = 1u << 16;  // trainer ranks in one sharded group
 inline constexpr size_t kMaxPiecesPerTensor = 256;  // pieces fused into one local tensor
-inline constexpr double kMaxPathBytesPerSecond = 1e13;  // a WAN path's rate in a plan
-inline constexpr double kMaxPathRoundTrip = 10;          // seconds
 
 // A message that breaks these rules; decode() turns it into a kCorrupt Status.
 class ProtocolError : public std::runtime_error {

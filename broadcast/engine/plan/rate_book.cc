@@ -43,7 +43,8 @@ void RateBook::note_link(uint32_t sender, uint32_t child, const LinkSample& samp
   if (!usable(sample) || round_trip <= 0) return;
   auto& link = measured_links_[{sender, child}];
   if (version < link.version) return;  // an older version's report, late
-  link = {{sample.rail_rate, round_trip}, version};
+  // A report is untrusted: a rate past any path's stands for the most a path may be taken at.
+  link = {{std::min(sample.rail_rate, PathEstimate::kMaxBytesPerSecond), round_trip}, version};
 }
 
 void RateBook::close_round(uint32_t slice_bytes) {

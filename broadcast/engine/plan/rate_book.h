@@ -108,7 +108,10 @@ class RateBook {
   // kProducerSender): the links from other sites into members of it in the last version that
   // measured any with a rate and a round trip, their rates summed (they ran side by side, sharing
   // the WAN into it) and their median round trip; nothing where none was. A later version too short
-  // to measure those links (a small delta) leaves that measurement standing.
+  // to measure those links (a small delta) leaves that measurement standing; one that measured some
+  // of them counts those alone, and one re-planned around a cut counts the links before and after
+  // the move as if side by side (up to twice the WAN: only a relay's new sprayer takes it, on top
+  // of its LAN siblings' window). A rate past PathEstimate's bounds counts as the bound.
   std::optional<PathEstimate> wan_into(const std::string& into, const std::function<std::string(uint32_t)>& site) const;
 
  private:

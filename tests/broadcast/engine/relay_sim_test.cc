@@ -142,5 +142,37 @@ TEST(RelayOverSim, ANewChildStartsAtTheRateItsSiblingsMeasuredOverTheSameNics) {
   for (const auto& rail : cluster.relay->telemetry(3)) EXPECT_GT(rail.bandwidth_bps, 0) << rail.name << " measured";
 }
 
+// A relay stages before its children have the version; how the links to them did is reported
+// whole once they have it (control::Forwarded). finished_links() gives the children of a
+// transfer that have every slice they get from here, while it is forwarded and after it ended,
+// and nothing of a child its end cut off, or of another transfer.
+TEST(RelayOverSim, FinishedLinksAreTheChildrenThatHaveEverySliceTheyGetFromHere) {
+  ProducerAndConsumers cluster;
+  const uint64_t bytes = 64ull << 20;
+  for (int r = 0; r < 2; ++r) cluster.net.set_port_up(fmt::format("c2r{}", r), false);  // 2 never gets it
+  cluster.open(1, bytes, {1, 2});
+  const uint32_t per_stripe = TransferShape{1, bytes, ProducerAndConsumers::kSlice}.slices() / 2;
+  EXPECT_TRUE(cluster.relay->finished_links(1).empty()) << "nothing delivered yet";
+  cluster.net.loop().run([&] { return cluster.sinks[1].count[1] == per_stripe; },
+                         cluster.net.loop().now() + std::chrono::seconds(60));
+  ASSERT_EQ(cluster.sinks[1].count[1], per_stripe);
+  cluster.net.loop().run([] { return false; }, cluster.net.loop().now() + std::chrono::milliseconds(1));  // its acks
+  auto links = cluster.relay->finished_links(1);
+  ASSERT_EQ(links.size(), 1u) << "consumer 2 still owes its stripe";
+  ASSERT_TRUE(links.count(1));
+  EXPECT_EQ(links[1].slices, per_stripe) << "the whole link";
+  EXPECT_TRUE(cluster.relay->finished_links(2).empty()) << "another transfer";
+  cluster.relay->end();
+  links = cluster.relay->finished_links(1);
+  EXPECT_EQ(links.size(), 1u) << "kept after the end; consumer 2, cut off by it, is not there";
+  EXPECT_TRUE(links.count(1));
+  cluster.net.loop().run([] { return false; });
+  for (int r = 0; r < 2; ++r) cluster.net.set_port_up(fmt::format("c2r{}", r), true);
+  cluster.open(2, bytes, {1, 2});
+  EXPECT_TRUE(cluster.relay->finished_links(1).empty()) << "a new transfer began";
+  cluster.relay->end();
+  cluster.net.loop().run([] { return false; });
+}
+
 }  // namespace
 }  // namespace deltacast::sim

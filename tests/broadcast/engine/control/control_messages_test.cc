@@ -233,6 +233,9 @@ TEST(ControlMessages, InconsistentForwardingIsRefused) {
             std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e14, 0.1}); }).find("paths.9[0]"),
             std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e-300, 0.1}); }).find("paths.9[0]"),
+            std::string::npos)
+      << "a rate whose window's time would overflow a deadline";
   EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e9, 0}); }).find("paths.9[1]"),
             std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({1e9, 11}); }).find("paths.9[1]"),

@@ -59,6 +59,14 @@ TEST(WanPaths, TheWanIntoASiteIsItsLinksFromOtherSitesSummed) {
   book.record_link(6, 3, across(9e9, 0.100), 2);
   EXPECT_DOUBLE_EQ(book.wan_into("west", site)->bytes_per_second, 4e9);
   EXPECT_DOUBLE_EQ(book.wan_into("west", site)->round_trip, 0.150);
+  // A forged report: its rate counts as the most a path may be taken at, so that a plan built on
+  // it is one every relay accepts.
+  book.record(kProducerSender, 7, across(1e300, 0.2), 4);
+  book.close_round();
+  EXPECT_DOUBLE_EQ(book.wan_into("north", site)->bytes_per_second, PathEstimate::kMaxBytesPerSecond);
+  const auto paths = wan_paths(book, {{kProducerSender, {{1}, {7}}}}, site);
+  EXPECT_TRUE(paths_from(paths, kProducerSender).at(7).known());
+  EXPECT_TRUE(paths_from(paths, 1).empty());
   // A member that leaves takes its links along.
   book.forget(6);
   EXPECT_DOUBLE_EQ(book.wan_into("west", site)->bytes_per_second, 11e9) << "the links measured before, last";
