@@ -225,7 +225,7 @@ TimePoint Relay::poll() {
 void Relay::end() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
-  ended_links_ = links_of_finished_children();  // before closing: a closed sprayer's transfer is over
+  ended_links_ = links_of_children(true);  // before closing: a closed sprayer's transfer is over
   for (auto& [id, sender] : senders_) sender.sprayer->close();
   active_ = false;
   data_ = nullptr;
@@ -258,22 +258,17 @@ std::map<uint32_t, std::vector<RailTelemetry>> Relay::telemetry_by_child() const
 
 std::map<uint32_t, LinkSample> Relay::child_links() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<uint32_t, LinkSample> links;
-  for (uint32_t id : child_ids()) {
-    auto it = senders_.find(id);
-    if (it == senders_.end()) continue;
-    links[id] = it->second.sprayer->link_sample();
-  }
-  return links;
+  return links_of_children(false);
 }
 
-std::map<uint32_t, LinkSample> Relay::links_of_finished_children() const {
+std::map<uint32_t, LinkSample> Relay::links_of_children(bool finished_only) const {
   std::map<uint32_t, LinkSample> links;
   for (uint32_t id : child_ids()) {
     auto it = senders_.find(id);
     if (it == senders_.end()) continue;
     const Sprayer& sprayer = *it->second.sprayer;
-    if (sprayer.open_transfer() == shape_.id && sprayer.finished()) links[id] = sprayer.link_sample();
+    if (finished_only && !(sprayer.open_transfer() == shape_.id && sprayer.finished())) continue;
+    links[id] = sprayer.link_sample();
   }
   return links;
 }
@@ -281,7 +276,7 @@ std::map<uint32_t, LinkSample> Relay::links_of_finished_children() const {
 std::map<uint32_t, LinkSample> Relay::finished_links(uint64_t transfer) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (transfer == 0 || transfer != shape_.id) return {};
-  return active_ ? links_of_finished_children() : ended_links_;
+  return active_ ? links_of_children(true) : ended_links_;
 }
 
 }  // namespace deltacast

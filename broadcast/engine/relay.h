@@ -107,8 +107,9 @@ class Relay {
   std::vector<uint32_t> child_ids() const;
   TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)
   std::map<uint32_t, LinkSample> ended_links_;  // finished children's links as the transfer ended
-  // Children of the current transfer whose sprayers have every slice delivered, with their links.
-  std::map<uint32_t, LinkSample> links_of_finished_children() const;  // mu_ held
+  // The links to the current transfer's children (`finished_only`: those whose sprayers have every
+  // slice delivered).
+  std::map<uint32_t, LinkSample> links_of_children(bool finished_only) const;  // mu_ held
 };
 
 }  // namespace deltacast

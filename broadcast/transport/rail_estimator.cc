@@ -39,15 +39,13 @@ void RailEstimator::on_done(uint32_t bytes, bool ok, TimePoint expected, TimePoi
   late_mean_ = 0.875 * late_mean_ + 0.125 * late;
   if (posted != TimePoint::min()) base_delay_ = std::min(base_delay_, seconds(now - posted));
   const double busy_now = busy_total(now);
-  if (!acknowledged_ && bandwidth_ == 0 && path_round_trip_ > 0) {
-    // An assumed path's first sample counts from here: the round trip before this was the
-    // window filling the path, not the path's rate.
-    acknowledged_ = true;
+  if (delivered_total_ == bytes && bandwidth_ == 0 && path_round_trip_ > 0) {
+    // The rail's first delivery: an assumed path's first sample counts from here, the round trip
+    // before it was the window filling the path, not the path's rate.
     sample_busy_mark_ = busy_now;
     sample_delivered_mark_ = delivered_total_;
     return;
   }
-  acknowledged_ = true;
   ++sample_slices_;
   const double busy = busy_now - sample_busy_mark_;
   const bool first_done = bandwidth_ == 0 && sample_slices_ >= kFirstSampleSlices && busy > 0;

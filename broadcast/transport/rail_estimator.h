@@ -132,7 +132,6 @@ class RailEstimator {
   double assumed_ = 0;  // 0: nothing assumed (the guess, in slow start)
   double path_rate_ = 0;           // assume_path's rate (0: none)
   double path_round_trip_ = 0;     // > 0: assumed with the path's round trip (assume_path)
-  bool acknowledged_ = false;      // a copy was delivered (the first sample of an assumed path starts then)
   uint64_t inflight_ = 0;
   static constexpr double kNoDelay = 1e300;
   double base_delay_ = kNoDelay;

@@ -202,19 +202,20 @@ double RateBook::slowest_link_rate(const std::function<bool(uint32_t sender, uin
 std::optional<PathEstimate> RateBook::wan_into(const std::string& into,
                                                const std::function<std::string(uint32_t)>& site) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<const MeasuredLink*> links;  // into the site from others
-  uint64_t last = 0;                       // the last version that measured any of them
-  for (const auto& [link, measured] : measured_links_) {
-    if (site(link.second) != into || site(link.first) == into) continue;
-    links.push_back(&measured);
-    last = std::max(last, measured.version);
-  }
+  // The links into the site from others, of the last version that measured any of them (an
+  // older plan's links did not run beside these).
+  uint64_t last = 0;
   double rate = 0;
   std::vector<double> round_trips;
-  for (const MeasuredLink* link : links) {
-    if (link->version != last) continue;  // an older plan's link, not beside these
-    rate += link->path.bytes_per_second;
-    round_trips.push_back(link->path.round_trip);
+  for (const auto& [link, measured] : measured_links_) {
+    if (measured.version < last || site(link.second) != into || site(link.first) == into) continue;
+    if (measured.version > last) {
+      last = measured.version;
+      rate = 0;
+      round_trips.clear();
+    }
+    rate += measured.path.bytes_per_second;
+    round_trips.push_back(measured.path.round_trip);
   }
   if (round_trips.empty()) return std::nullopt;
   std::nth_element(round_trips.begin(), round_trips.begin() + round_trips.size() / 2, round_trips.end());
