@@ -42,6 +42,12 @@ def compat_report(path):
         rows.append((run["engine"], f"first update {seconds[0]:.3f} s{later}; exact "
                                     f"{sum(run['exact'])}/{len(run['exact'])}" if seconds else
                      f"no update finished (exit {run['returncode']})"))
+        net = run.get("engine_seconds_per_update")
+        if net:
+            later = f"; later updates median {statistics.median(net[1:]):.3f} s" if len(net) > 1 else ""
+            rows.append(("  without the check", f"first update {net[0]:.3f} s{later} (the stand-in's hashing, "
+                                                 f"{', '.join(f'{c:.3f}' for c in run['standin_check_seconds'])} s, "
+                                                 "taken out)"))
         workers = run.get("worker_seconds")
         if workers:
             rows.append(("  of which workers", ", ".join(f"{w:.3f}" for w in workers) + " s (update_weights_from_ipc)"))
