@@ -131,7 +131,11 @@ void Membership::admit(int fd) {
     if (join->held) {
       auto held = HeldRanges::create(manifest_, *join->held);
       if (held.ok()) {
-        record.held = std::make_shared<const HeldRanges>(std::move(held).value());
+        // A layout that holds every element (a whole model, its tensors fused or renamed) is served
+        // as a consumer without one: the version as it is, not encoded again and cut to a selection.
+        if (held->held_elements() != manifest_.total_elements()) {
+          record.held = std::make_shared<const HeldRanges>(std::move(held).value());
+        }
       } else {
         s = held.status().with_context("what the consumer holds");
       }

@@ -430,6 +430,47 @@ TEST(Group, ACommitLimitHoldsVersionsUntilAsked) {
   EXPECT_TRUE(tp1.holds(model));
 }
 
+// A process whose layout holds every element of a rank (TP1: q, k and v fused, renamed) is served
+// as a consumer without a layout: a late joiner's full version is the rank's image as it is, not
+// the version encoded again and cut to a selection. One that holds a part (TP2) keeps its ranges.
+TEST(Group, AProcessHoldingEveryElementOfARankGetsItsVersionsUncut) {
+  std::mt19937_64 rng(59);
+  TensorSet model = random_model(rng);
+  std::vector<Rank> ranks;
+  ASSERT_NO_FATAL_FAILURE(start_ranks(ranks));
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 1, true, {0, 1, 2, 3}));
+  Process tp1(0, 1, ranks), half(0, 2, ranks);
+  ASSERT_TRUE(tp1.consumer && half.consumer);
+  ASSERT_TRUE(tp1.consumer->start(kWait).ok());
+  ASSERT_TRUE(half.consumer->start(kWait).ok());
+  ASSERT_TRUE(tp1.consumer->wait_version(1, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+  ASSERT_TRUE(half.consumer->wait_version(1, kWait).ok()) << half.consumer->state().last_error.to_string();
+  EXPECT_TRUE(tp1.holds(model));
+  EXPECT_TRUE(half.holds(model));
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    const ProducerStats stats = ranks[k].producer->stats();
+    ASSERT_EQ(stats.members.size(), 2u) << "rank " << k;
+    int seen = 0;
+    for (const MemberRecord& m : stats.members) {  // named by process, then ".r<rank>"
+      if (m.name.starts_with("tp0of1")) {
+        EXPECT_EQ(m.held, nullptr) << "rank " << k << ": a whole holder kept ranges";
+        ++seen;
+      } else if (m.name.starts_with("tp0of2")) {
+        EXPECT_NE(m.held, nullptr) << "rank " << k << ": a part holder lost its ranges";
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, 2) << "rank " << k;
+  }
+  // A delta after: both exact.
+  step_model(model, 0.01, rng);
+  ASSERT_NO_FATAL_FAILURE(publish(ranks, model, 2, false, {0, 1, 2, 3}));
+  ASSERT_TRUE(tp1.consumer->wait_version(2, kWait).ok()) << tp1.consumer->state().last_error.to_string();
+  ASSERT_TRUE(half.consumer->wait_version(2, kWait).ok()) << half.consumer->state().last_error.to_string();
+  EXPECT_TRUE(tp1.holds(model));
+  EXPECT_TRUE(half.holds(model));
+}
+
 TEST(Group, BadLayoutsAreRefusedNamingTheTensor) {
   const auto specs = logical_tensors();
   const Manifest local = Manifest::create(resolved(rollout_rank(0, 2)).local_specs()).value();
