@@ -126,8 +126,11 @@ gpu_tests() {
 }
 
 unit_tests() {
-  # The unit tests on every core of the GPU machine: races that two cores hide show here.
-  (cd build-gpu && ctest -L unit -j"$(nproc)" --timeout 120 --output-on-failure) >"$res/ctest-unit.log" 2>&1
+  # The unit tests on every core of the GPU machine: races that two cores hide show here. The
+  # layout check reads the source tree only (the same anywhere) and needs pytest in the system's
+  # python3, which that machine's image lacks: left out.
+  (cd build-gpu && ctest -L unit -E '^layout_boundaries$' -j"$(nproc)" --timeout 120 --output-on-failure) \
+    >"$res/ctest-unit.log" 2>&1
   local rc=$?
   tail -n 8 "$res/ctest-unit.log"
   ((rc != 0)) && grep -E -A30 "\*\*\*Failed|FAILED" "$res/ctest-unit.log" | head -n 80
