@@ -407,6 +407,7 @@ class Consumer(EngineHandle):
                                       metrics=_metrics(metrics_port, metrics_host),
                                       cuda_stream=parse_stream(stream), site=_site(site))
         self._background = False
+        self._pulled = False  # whether pull() was ever called (wait()'s error says what commits)
 
     def _join_group(self, items, layout, group, ranks, connect, token, rails, name, threads, join_timeout,
                     transport, node, commit_limit, protection, site):
@@ -458,6 +459,7 @@ class Consumer(EngineHandle):
                                        "here; use wait(version)")
         engine = self._live()
         held = engine.version
+        self._pulled = True
         version = engine.pull(_timeout(timeout))
         if version <= held:
             state = json.loads(engine.state())
@@ -496,7 +498,14 @@ class Consumer(EngineHandle):
 
     def wait(self, version, timeout=None):
         """Until ``version`` (or newer) is committed (background mode, or another thread pulling)."""
-        self._live().wait_version(int(version), _timeout(timeout))
+        try:
+            self._live().wait_version(int(version), _timeout(timeout))
+        except TimeoutError as e:
+            if self._grouped or self._background or self._pulled:
+                raise
+            # Nothing commits a plain consumer that was neither started nor pulled from: say so.
+            raise TimeoutError(f"{e}; this consumer commits only in pull() or after start(), and neither "
+                               "was called") from None
 
     def state(self):
         """id, epoch (of the producer joined), version, held_epoch (of the producer that sent it),

@@ -93,6 +93,22 @@ def test_timeouts_raise_timeout_errors():
             deltacast.Consumer(weights(), connect="127.0.0.1:1", token=TOKEN, join_timeout=0.5)
 
 
+def test_waiting_on_a_consumer_nothing_commits_says_what_would():
+    with deltacast.Producer(weights(), token=TOKEN) as p:
+        with deltacast.Consumer(weights(), connect=p.address, token=TOKEN) as c:
+            v = p.publish()
+            with pytest.raises(deltacast.TimeoutError, match=r"commits only in pull\(\) or after start\(\)"):
+                c.wait(v, timeout=0.5)
+            c.start()
+            c.wait(v, timeout=10)
+            assert c.version == v
+        with deltacast.Consumer(weights(), connect=p.address, token=TOKEN) as c:
+            assert c.pull(timeout=10) == v
+            with pytest.raises(deltacast.TimeoutError) as raised:  # pulled once: a plain timeout
+                c.wait(v + 1, timeout=0.3)
+            assert "neither was called" not in str(raised.value)
+
+
 def test_closed_engines_raise_closed_errors():
     p = deltacast.Producer(weights(), token=TOKEN)
     c = deltacast.Consumer(weights(), connect=p.address, token=TOKEN)
