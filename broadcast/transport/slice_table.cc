@@ -7,13 +7,9 @@ void SliceTable::open(const TransferShape& shape, TimePoint now) {
   open_ = true;
   shape_ = shape;
   const uint32_t n = shape.slices();
-  offered_.assign(n, 0);
-  done_.assign(n, 0);
-  skipped_.assign(n, 0);
+  flags_.assign(n, 0);
   live_.assign(n, 0);
-  queued_.assign(n, 0);
-  checksum_.assign(n, 0);
-  checksummed_.assign(n, 0);
+  pages_.resize((n + kPageSlices - 1) / kPageSlices);
   opened_ = now;
 }
 
@@ -39,12 +35,12 @@ void SliceTable::track_backlog(TimePoint now) {
 }
 
 bool SliceTable::offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum) {
-  if (!open_ || slice >= shape_.slices() || offered_[slice]) return false;
+  if (!open_ || slice >= shape_.slices() || is(slice, kOffered)) return false;
   if (checksum) set_checksum(slice, *checksum);
-  offered_[slice] = 1;
+  flags_[slice] |= kOffered;
   ++offered_count_;
-  if (!done_[slice]) {
-    queued_[slice] = 1;
+  if (!is(slice, kDone)) {
+    flags_[slice] |= kQueued;
     queue_.push_back(slice);
   }
   track_busy(now);
@@ -56,18 +52,19 @@ void SliceTable::offer_all(TimePoint now) {
 }
 
 bool SliceTable::skip(uint32_t slice, TimePoint now) {
-  if (!open_ || slice >= shape_.slices() || done_[slice]) return false;
-  if (!offered_[slice]) {
-    offered_[slice] = 1;
+  if (!open_ || slice >= shape_.slices() || is(slice, kDone)) return false;
+  if (!is(slice, kOffered)) {
+    flags_[slice] |= kOffered;
     ++offered_count_;
   }
-  skipped_[slice] = 1;
+  flags_[slice] |= kSkipped;
   mark_done(slice, now);
   return true;
 }
 
 void SliceTable::mark_done(uint32_t slice, TimePoint now) {
-  done_[slice] = 1;
+  flags_[slice] |= kDone;
+  drop_checksum(slice);
   ++done_count_;
   if (finished()) {
     finished_ = now;
@@ -79,28 +76,28 @@ void SliceTable::mark_done(uint32_t slice, TimePoint now) {
 std::optional<uint32_t> SliceTable::next_queued() {
   while (!queue_.empty()) {
     const uint32_t slice = queue_.front();
-    if (!done_[slice]) return slice;
+    if (!is(slice, kDone)) return slice;
     queue_.pop_front();
-    queued_[slice] = 0;
+    flags_[slice] &= ~kQueued;
   }
   return std::nullopt;
 }
 
 void SliceTable::take(uint32_t slice) {
   if (!queue_.empty() && queue_.front() == slice) queue_.pop_front();
-  queued_[slice] = 0;
+  flags_[slice] &= ~kQueued;
 }
 
 bool SliceTable::requeue(uint32_t slice) {
-  if (!open_ || done_[slice] || live_[slice] > 0 || queued_[slice]) return false;
-  queued_[slice] = 1;
+  if (!open_ || is(slice, kDone) || live_[slice] > 0 || is(slice, kQueued)) return false;
+  flags_[slice] |= kQueued;
   queue_.push_front(slice);
   ++resent_;
   return true;
 }
 
 bool SliceTable::deliver(uint32_t slice, TimePoint now) {
-  if (!open_ || done_[slice]) return false;
+  if (!open_ || is(slice, kDone)) return false;
   delivered_bytes_ += shape_.length(slice);
   ++delivered_slices_;
   mark_done(slice, now);
@@ -111,14 +108,27 @@ std::optional<uint32_t> SliceTable::delivered_for_probe() {
   if (done_count_ == 0) return std::nullopt;
   for (uint32_t k = 0; k < shape_.slices(); ++k) {
     const uint32_t slice = next_probe_++ % shape_.slices();
-    if (done_[slice] && !skipped_[slice]) return slice;
+    if (is(slice, kDone) && !is(slice, kSkipped)) return slice;
   }
   return std::nullopt;
 }
 
 void SliceTable::set_checksum(uint32_t slice, uint64_t value) {
-  checksum_[slice] = value;
-  checksummed_[slice] = 1;
+  if (is(slice, kDone)) return;  // never sent with it again
+  auto& page = pages_[slice / kPageSlices];
+  if (!page) page = std::make_unique<ChecksumPage>();
+  page->value[slice % kPageSlices] = value;
+  if (!is(slice, kChecksummed)) {
+    flags_[slice] |= kChecksummed;
+    ++page->held;
+  }
+}
+
+void SliceTable::drop_checksum(uint32_t slice) {
+  if (!is(slice, kChecksummed)) return;
+  flags_[slice] &= ~kChecksummed;
+  auto& page = pages_[slice / kPageSlices];
+  if (--page->held == 0) page.reset();
 }
 
 LinkSample SliceTable::link_sample(TimePoint now) const {

@@ -1,12 +1,19 @@
 // The sending side's record of one open transfer, slice by slice: offered
 // (its bytes are in place here), queued for a rail, copies in flight,
 // delivered, or skipped (the receiver gets it elsewhere); the checksum each
-// slice goes out with; and how the link to the receiver kept up (LinkSample).
-// Not thread-safe: the sprayer calls it under its lock, passing the time in.
+// slice goes out with, until it is delivered; and how the link to the
+// receiver kept up (LinkSample). Not thread-safe: the sprayer calls it under
+// its lock, passing the time in.
+//
+// Every relay holds one per child, each as long as the version has slices, so a slice costs
+// three bytes here (its flags and its copies in flight); checksums live in pages of 1,024 slices
+// that exist while one of their slices is offered and not yet delivered: a pipeline keeps a few.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -65,8 +72,9 @@ class SliceTable {
   // A delivered (not skipped) slice to send again only to test a rail, in turn.
   std::optional<uint32_t> delivered_for_probe();
 
-  bool has_checksum(uint32_t slice) const { return checksummed_[slice] != 0; }
-  uint64_t checksum(uint32_t slice) const { return checksum_[slice]; }
+  // A delivered slice has none any more: sent again (a probe) its channel hashes its bytes.
+  bool has_checksum(uint32_t slice) const { return (flags_[slice] & kChecksummed) != 0; }
+  uint64_t checksum(uint32_t slice) const { return pages_[slice / kPageSlices]->value[slice % kPageSlices]; }
   void set_checksum(uint32_t slice, uint64_t value);
 
   uint32_t offered_count() const { return offered_count_; }
@@ -85,15 +93,26 @@ class SliceTable {
   // Delivered or skipped: done either way.
   void mark_done(uint32_t slice, TimePoint now);
 
+  enum Flag : uint8_t {
+    kOffered = 1,
+    kDone = 2,
+    kSkipped = 4,  // done because the receiver gets it elsewhere: its bytes may not be here
+    kQueued = 8,
+    kChecksummed = 16,
+  };
+  static constexpr uint32_t kPageSlices = 1024;
+  struct ChecksumPage {
+    std::array<uint64_t, kPageSlices> value;
+    uint32_t held = 0;  // its slices with kChecksummed: the page goes when none is left
+  };
+  bool is(uint32_t slice, Flag f) const { return (flags_[slice] & f) != 0; }
+  void drop_checksum(uint32_t slice);
+
   bool open_ = false;
   TransferShape shape_;
-  std::vector<uint8_t> offered_;
-  std::vector<uint8_t> done_;
-  std::vector<uint8_t> skipped_;  // done because the receiver gets them elsewhere: their bytes may not be here
+  std::vector<uint8_t> flags_;
   std::vector<uint16_t> live_;
-  std::vector<uint8_t> queued_;
-  std::vector<uint64_t> checksum_;
-  std::vector<uint8_t> checksummed_;
+  std::vector<std::unique_ptr<ChecksumPage>> pages_;
   std::deque<uint32_t> queue_;
   uint32_t offered_count_ = 0;
   uint32_t done_count_ = 0;
