@@ -33,19 +33,23 @@ def sync_report(path):
     ])
 
 
+def first_and_later(seconds):
+    """'first update X s; later updates median Y s' of seconds per update (at least one)."""
+    later = f"; later updates median {statistics.median(seconds[1:]):.3f} s" if len(seconds) > 1 else ""
+    return f"first update {seconds[0]:.3f} s{later}"
+
+
 def compat_report(path):
     c = json.load(open(path))
     rows = [("device", c["gpu"]), ("model", f"{c['parameters']:,} bf16 parameters (TinyLlama {c['model']})")]
     for run in c["runs"]:
         seconds = run["seconds_per_update"]
-        later = f"; later updates median {statistics.median(seconds[1:]):.3f} s" if len(seconds) > 1 else ""
-        rows.append((run["engine"], f"first update {seconds[0]:.3f} s{later}; exact "
+        rows.append((run["engine"], f"{first_and_later(seconds)}; exact "
                                     f"{sum(run['exact'])}/{len(run['exact'])}" if seconds else
                      f"no update finished (exit {run['returncode']})"))
         net = run.get("engine_seconds_per_update")
         if net:
-            later = f"; later updates median {statistics.median(net[1:]):.3f} s" if len(net) > 1 else ""
-            rows.append(("  without the check", f"first update {net[0]:.3f} s{later} (the stand-in's hashing, "
+            rows.append(("  without the check", f"{first_and_later(net)} (the stand-in's hashing, "
                                                  f"{', '.join(f'{c:.3f}' for c in run['standin_check_seconds'])} s, "
                                                  "taken out)"))
         workers = run.get("worker_seconds")
