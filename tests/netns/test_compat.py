@@ -100,6 +100,7 @@ def test_the_checkpoint_engine_script_updates_real_vllm_on_another_host_over_bot
     server_env = dict(base, DELTACAST_RAILS=rails(tb, "v"), VLLM_SERVER_DEV_MODE="1", VLLM_CPU_KVCACHE_SPACE="1",
                       VLLM_CPU_OMP_THREADS_BIND="0|1", VLLM_HOST_IP="127.0.0.1", HF_HUB_OFFLINE="1",
                       PYTHONPATH=os.pathsep.join([os.path.join(VLLM_TESTS, "record_updates"),
+                                                  os.path.join(VLLM_TESTS, "amx_permission"),
                                                   os.environ.get("PYTHONPATH", "")]))
     server = tb.spawn("v", [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(directory), "--host",
                             "0.0.0.0", "--port", str(HTTP_PORT), "--tensor-parallel-size", str(TP), "--dtype",

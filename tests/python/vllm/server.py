@@ -12,6 +12,8 @@ import urllib.error
 import urllib.request
 
 EXTENSION = "deltacast.compat.worker.VllmColocateWorkerExtension"
+# vLLM plugins every server here starts with (amx_permission.py says why).
+ALWAYS_PLUGINS = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "amx_permission")]
 PROMPTS = ["the model weights change every step", "a rollout node applies the delta in place"]
 
 
@@ -33,6 +35,7 @@ class VllmServer:
                         VLLM_CPU_OMP_THREADS_BIND="0|1" if tp == 2 else "0-1", VLLM_LOGGING_LEVEL="INFO",
                         VLLM_ENABLE_V1_MULTIPROCESSING="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         full_env.update(env or {})
+        full_env["PYTHONPATH"] = os.pathsep.join(ALWAYS_PLUGINS + [full_env.get("PYTHONPATH", "")])
         args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                 "--host", "127.0.0.1", "--port", str(self.port), "--tensor-parallel-size", str(tp),
                 "--dtype", "bfloat16", "--max-model-len", "128", "--max-num-seqs", "4",
