@@ -425,6 +425,7 @@ RoundResult Producer::run_classes(RoundSpec spec, const std::vector<TargetClass>
     result.committed.insert(result.committed.end(), r.committed.begin(), r.committed.end());
     result.failed.insert(result.failed.end(), r.failed.begin(), r.failed.end());
     result.lost.insert(result.lost.end(), r.lost.begin(), r.lost.end());
+    result.why_not.insert(r.why_not.begin(), r.why_not.end());
     result.staged_seconds = std::max(result.staged_seconds, offset + r.staged_seconds);
     result.max_apply_seconds = std::max(result.max_apply_seconds, r.max_apply_seconds);
     for (const auto& [id, at] : r.staged_at) result.staged_at[id] = offset + at;
@@ -485,6 +486,7 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     report.committed = static_cast<uint32_t>(result.committed.size());
     report.failed = static_cast<uint32_t>(result.failed.size());
     report.lost = static_cast<uint32_t>(result.lost.size());
+    report.why_not = result.why_not;
     report.slice_bytes = result.slice_bytes;
     report.stripes = result.stripes;
     report.fanout = result.fanout;

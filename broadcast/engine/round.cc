@@ -60,6 +60,15 @@ RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector
   return look;
 }
 
+// Where a target stood when its round gave up on it.
+std::string where_it_stood(const MemberRecord* m, const RoundLook& look, uint32_t id, uint64_t transfer) {
+  if (look.staged.count(id)) return "it staged the version and did not commit it";
+  if (m != nullptr && m->transfer == transfer && m->arrived > 0) {
+    return fmt::format("it had received {} slices of the version", m->arrived);
+  }
+  return "nothing of the version had reached it";
+}
+
 }  // namespace
 
 RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>& stop) {
@@ -69,18 +78,23 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // Members still here and their data endpoints.
   std::vector<uint32_t> in_plan;
   std::map<uint32_t, PeerEndpoints> directory;
+  std::map<uint32_t, std::string> names;  // the targets', for what the result says of them
   NodeOf nodes;  // members of one node take each stripe from one another, not over the node's rails again
   SiteOf sites;  // and members of one site, not over its WAN link again
   for (const MemberRecord& m : membership_.snapshot()) {
     if (std::find(spec.targets.begin(), spec.targets.end(), m.id) == spec.targets.end()) continue;
     in_plan.push_back(m.id);
     directory[m.id] = m.rails;
+    names[m.id] = m.name;
     if (!m.node.empty()) nodes[m.id] = m.node;
     if (m.away_from(options_.site)) sites[m.id] = m.site;
   }
   const std::vector<uint32_t> targets = in_plan;
   for (uint32_t id : spec.targets) {
-    if (std::find(targets.begin(), targets.end(), id) == targets.end()) result.lost.push_back(id);
+    if (std::find(targets.begin(), targets.end(), id) == targets.end()) {
+      result.lost.push_back(id);
+      result.why_not[fmt::format("#{}", id)] = "left the group before the round started";
+    }
   }
   if (targets.empty()) return result;
 
@@ -231,12 +245,20 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     if (look.finished(targets.size())) break;
     const bool stalled = Clock::now() - last_progress_at > options_.stall_timeout;
     if (stop() || stalled || Clock::now() - start > timeout) {
-      log().error("version {}: round {} with {} of {} members done", spec.version,
-                  stop() ? "stopped" : stalled ? "stalled" : "timed out",
-                  look.committed.size(), targets.size());
+      const char* ended = stop() ? "stopped" : stalled ? "stalled" : "timed out";
+      std::map<uint32_t, MemberRecord> records;
+      for (MemberRecord& m : membership_.snapshot()) records.emplace(m.id, std::move(m));
+      std::vector<std::string> unfinished;
       for (uint32_t id : targets) {
-        if (!look.done.count(id) && !look.gone.count(id)) look.failed.insert(id);
+        if (look.done.count(id) || look.gone.count(id) || look.failed.count(id)) continue;
+        look.failed.insert(id);
+        const auto it = records.find(id);
+        const std::string stood = where_it_stood(it != records.end() ? &it->second : nullptr, look, id, spec.transfer);
+        unfinished.push_back(fmt::format("'{}' ({})", names[id], stood));
+        result.why_not[names[id]] = fmt::format("round {}: {}", ended, stood);
       }
+      log().error("version {}: round {} with {} of {} members done; not done: {}", spec.version, ended,
+                  look.committed.size(), targets.size(), fmt::join(unfinished, "; "));
       break;
     }
     // A member of the plan died or failed: re-parent its children. A member that went silent
@@ -348,7 +370,15 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   });
   result.committed.assign(look.committed.begin(), look.committed.end());
   result.failed.assign(look.failed.begin(), look.failed.end());
-  for (uint32_t id : look.gone) result.lost.push_back(id);
+  for (uint32_t id : look.gone) {
+    result.lost.push_back(id);
+    result.why_not[names[id]] = "left the group during the round";
+  }
+  for (const MemberRecord& m : membership_.snapshot()) {  // failures the members reported themselves
+    if (look.failed.count(m.id) && !result.why_not.count(m.name) && m.failed_version == spec.version) {
+      result.why_not[m.name] = m.last_failure.to_string();
+    }
+  }
   return result;
 }
 

@@ -48,6 +48,7 @@ Json version_json(const VersionReport& r) {
               {"committed", r.committed},
               {"failed", r.failed},
               {"lost", r.lost},
+              {"why_not", r.why_not},
               {"shape", shape_name(r.fanout == 0 ? 1 : r.fanout)},
               {"stripes", r.stripes},
               {"done", r.done}};

@@ -65,6 +65,7 @@ def test_twenty_adamw_steps_bit_exact_in_pull_and_background_mode(consumers, tmp
             report = p.report(v)
             assert report["full"] == (step == 0)
             assert report["shape"] == "trees:2", report
+            assert report["why_not"] == {}, report  # names whoever did not commit, and why
             densities.append(report["density"])
         assert max(densities[1:]) < 1.0 and min(densities[1:]) > 0.0
         puller.finish()

@@ -236,6 +236,8 @@ TEST(DevicePlumbing, AVersionTheDeviceRefusesFailsItsCommitAndAFullSyncRepairs) 
   const auto report = (*producer)->report(v2);
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->failed, 1u);
+  ASSERT_EQ(report->why_not.count("gpu"), 1u) << "the report does not say why the consumer failed";
+  EXPECT_NE(report->why_not.at("gpu").find("refused for the test"), std::string::npos) << report->why_not.at("gpu");
   EXPECT_EQ(report->committed, 0u);
   EXPECT_GE(gpu->state().failures, 1u);
   EXPECT_EQ(calls.copy_in, 2) << "no full sync repaired the consumer";

@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -539,6 +542,7 @@ void a_relay_that_dies_mid_version_is_routed_around(uint32_t fanout) {
   EXPECT_EQ(report.fanout, fanout);
   EXPECT_EQ(report.committed, 4u);
   EXPECT_EQ(report.lost, 1u);
+  EXPECT_EQ(report.why_not, (std::map<std::string, std::string>{{"c2", "left the group during the round"}}));
   EXPECT_GE(report.replans, 1u);
   cluster.expect_exact({0, 1, 3, 4});
   EXPECT_EQ(cluster.publish(true, false).committed, 4u);
@@ -608,6 +612,27 @@ void a_relay_that_hangs_is_moved_to_the_tails(uint32_t fanout) {
 TEST(FakeEngine, ARelayThatHangsIsMovedToTheTailsBeforeAnythingTimesOut) { a_relay_that_hangs_is_moved_to_the_tails(1); }
 TEST(FakeEngine, ARelayThatHangsInATreeIsMovedBelowItBeforeAnythingTimesOut) {
   a_relay_that_hangs_is_moved_to_the_tails(2);
+}
+
+TEST(FakeEngine, AConsumerThatNeverGetsTheVersionIsNamedWithWhereItStoodWhenTheRoundGivesUp) {
+  // c1 hangs before the version (nothing in or out, its connections open) and never comes back:
+  // the others commit around it, then the round stalls and says of c1 where it stood.
+  FakeCluster cluster(1 << 20, 3, milliseconds(3000));
+  cluster.publish(false, false);
+  cluster.set_ports(3, kPortRate, false);
+  auto v = cluster.producer().publish(true);
+  ASSERT_TRUE(v.ok());
+  std::optional<VersionReport> report;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && !(report = cluster.producer().report(*v), report && report->done)) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(report && report->done) << "the round never ended";
+  EXPECT_EQ(report->committed, 2u);
+  EXPECT_EQ(report->failed, 1u);
+  EXPECT_EQ(report->why_not, (std::map<std::string, std::string>{{"c1", "round stalled: nothing of the version had reached it"}}));
+  for (int i : {0, 2}) EXPECT_TRUE(cluster.rollouts[i]->matches(*cluster.trainer->trace)) << "consumer c" << i;
+  cluster.set_ports(3, kPortRate, true);
 }
 
 // The others' staged times of one full round: the latest of them.
