@@ -6,7 +6,12 @@
 // they were. Kills with SIGKILL across namespaces are in tests/netns/.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <mutex>
+#include <set>
+#include <shared_mutex>
 #include <thread>
 
 #include "support/engine_harness.h"
@@ -235,6 +240,58 @@ TEST(Engine, ProducerGoneConsumersKeepTheirVersionAndRejoinTheNextOne) {
   ASSERT_TRUE(second.producer->wait(w, kWait).ok());
   EXPECT_TRUE(a.matches(*second.trace));
   EXPECT_EQ(a.consumer->state().epoch, second.producer->epoch());
+}
+
+// Readers of a consumer's tensors hold its tensors_mutex() shared and a commit holds it exclusively,
+// so a reader sees one version whole, never part of one and part of the next. Version k fills
+// every byte of both tensors with k: a commit seen half-applied shows two different bytes.
+TEST(Engine, ReadersUnderTheSharedLockNeverSeeAMixOfTwoVersions) {
+  const Manifest m = testing::make_manifest({{"a", DType::kF32, {1 << 21}}, {"b", DType::kBF16, {1 << 21}}});
+  TensorSet source(m), target(m);
+  const auto fill = [](TensorSet& set, uint8_t byte) {
+    for (auto& t : set.tensors) std::memset(t.data(), byte, t.nbytes());
+  };
+  fill(source, 1);
+  ProducerOptions options = Trainer::with_rails(ProducerOptions());
+  options.trust = testing::engine_trust();
+  auto producer = Producer::create(m, source.views(), options);
+  ASSERT_TRUE(producer.ok()) << producer.status().to_string();
+  auto consumer = testing::start_consumer(m, target.views(), **producer, "reader");
+  ASSERT_TRUE(consumer);
+  ASSERT_TRUE((*producer)->wait_members(1, kWait).ok());
+  ASSERT_TRUE((*producer)->wait((*producer)->publish().value(), kWait).ok());
+
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> reads{0}, mixes{0};
+  std::set<uint8_t> seen;
+  std::thread reader([&] {
+    while (!done) {
+      std::shared_lock<std::shared_mutex> lock(consumer->tensors_mutex());
+      const uint8_t first = target.tensors[0].data()[0];
+      bool whole = true;
+      for (const auto& t : target.tensors) {
+        const uint8_t* bytes = t.data();
+        whole = whole && std::all_of(bytes, bytes + t.nbytes(), [first](uint8_t b) { return b == first; });
+      }
+      mixes += !whole;
+      ++reads;
+      seen.insert(first);
+    }
+  });
+  for (uint8_t k = 2; k <= 24; ++k) {
+    fill(source, k);
+    auto v = (*producer)->publish(/*full=*/k % 4 == 0);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_TRUE((*producer)->wait(*v, kWait).ok());
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(mixes.load(), 0u) << "of " << reads.load() << " reads under the shared lock";
+  EXPECT_GE(seen.size(), 4u) << "the reader saw too few versions to tell: " << reads.load() << " reads";
+  EXPECT_TRUE(target.same_bits(source));
+  EXPECT_TRUE(target.guards_intact());
+  consumer->close();
+  (*producer)->close();
 }
 
 // A new producer numbers its versions afresh, so a version number means something only with the
