@@ -152,8 +152,16 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
       same_stripes = same_stripes && was == feeds(id, s);
     }
     if (same_stripes && shape_.id != 0 && (*sender)->open_transfer() == shape_.id) continue;
+    // A child that gains stripes from here is opened again. What it holds: what it reported,
+    // and what it acknowledged here since (its report is up to a progress interval old, and
+    // everything this relay sent it in that time would go again).
+    std::vector<bool> holds = (*sender)->delivered(shape_.id);
     auto h = have.find(id);
-    open_child(**sender, id, h == have.end() ? nullptr : &h->second);
+    if (h != have.end()) {
+      holds.resize(std::max(holds.size(), h->second.size()));
+      for (size_t i = 0; i < h->second.size(); ++i) holds[i] = holds[i] || h->second[i];
+    }
+    open_child(**sender, id, holds.empty() ? nullptr : &holds);
   }
   // Children that no longer get anything from here: abandon their transfer.
   for (uint32_t id : ids_before) {

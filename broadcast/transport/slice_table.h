@@ -77,6 +77,8 @@ class SliceTable {
   uint64_t checksum(uint32_t slice) const { return pages_[slice / kPageSlices]->value[slice % kPageSlices]; }
   void set_checksum(uint32_t slice, uint64_t value);
 
+  // Acknowledged by the receiver over this link (not skipped: a skipped slice may not be there).
+  bool delivered(uint32_t slice) const { return is(slice, kDone) && !is(slice, kSkipped); }
   uint32_t offered_count() const { return offered_count_; }
   uint32_t done_count() const { return done_count_; }
   bool finished() const { return done_count_ == shape_.slices(); }

@@ -613,6 +613,15 @@ uint64_t Sprayer::open_transfer() const {
   return state_->active() ? state_->transfer() : 0;
 }
 
+std::vector<bool> Sprayer::delivered(uint64_t transfer) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const State& s = *state_;
+  if (!s.active() || s.transfer() != transfer) return {};
+  std::vector<bool> out(s.table.shape().slices());
+  for (uint32_t i = 0; i < out.size(); ++i) out[i] = s.table.delivered(i);
+  return out;
+}
+
 void Sprayer::close() {
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);

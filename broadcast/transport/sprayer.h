@@ -130,6 +130,10 @@ class Sprayer {
   bool finished() const;
   // The transfer open now (0: none).
   uint64_t open_transfer() const;
+  // Which slices of `transfer` the receiver acknowledged here, while it is the open transfer
+  // (empty otherwise): what a relay that opens the transfer to the same child again need not
+  // send, though the child's own report of what it holds may not know of them yet.
+  std::vector<bool> delivered(uint64_t transfer) const;
   // How long the receiver has acknowledged nothing of the open transfer while it owed offered
   // slices (0 when it owes none): a receiver that is only slow or congested still acknowledges
   // something now and then; one that hangs, or whose every link is cut, does not.
