@@ -89,7 +89,8 @@ struct VersionReport {
   uint32_t committed = 0;
   uint32_t failed = 0;
   uint32_t lost = 0;
-  // Per target that failed or was lost (by name): why it did not commit the version.
+  // Per target that failed or was lost (by name; "#<id>" for one gone before its round began): why
+  // it did not commit the version.
   std::map<std::string, std::string> why_not;
   uint32_t slice_bytes = 0;
   uint32_t stripes = 0;

@@ -58,7 +58,8 @@ struct RoundResult {
   std::vector<uint32_t> failed;  // failed the version, or did not finish in time
   std::vector<uint32_t> lost;    // died mid-round
   // Per target in `failed` or `lost`, by name: why it did not finish (its own report of the
-  // failure, or where it stood when the round gave up on it).
+  // failure, or where it stood when the round gave up on it). One that had left before the round
+  // began is unnamed here: "#<id>".
   std::map<std::string, std::string> why_not;
   double staged_seconds = 0;     // start until every surviving target staged (verified) it
   double seconds = 0;            // start until every surviving target committed it

@@ -81,6 +81,12 @@ struct FakeCluster {
   void set_ports(int node, double rate, bool up = true) {
     for (int r = 0; r < kRails; ++r) network.set_port(host(node, r), fake::PortModel{rate, up});
   }
+  // Bytes the network carried from node `from` into node `to`, over every rail.
+  uint64_t carried(int from, int to) const {
+    uint64_t bytes = 0;
+    for (int r = 0; r < kRails; ++r) bytes += network.carried(host(from, r), host(to, r));
+    return bytes;
+  }
 
   // A step of training and a version (or the same tensors again, in full); waits for every member.
   VersionReport publish(bool step, bool full) {
@@ -163,7 +169,7 @@ TEST(FakeEngine, EachVersionCrossesIntoEachSiteOnce) {
           if (sites[to] != site) continue;
           for (int from = -1; from < 7; ++from) {
             if (from >= 0 && sites[from] == site) continue;
-            for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from + 2, r), host(to + 2, r));
+            bytes += cluster.carried(from + 2, to + 2);
           }
         }
         return bytes;
@@ -231,9 +237,7 @@ void a_site_whose_link_fails_takes_the_version_from_another(uint32_t fanout, std
   const auto into_west_from = [&](const std::vector<int>& nodes) {
     uint64_t bytes = 0;
     for (int to : west) {
-      for (int from : nodes) {
-        for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from, r), host(to, r));
-      }
+      for (int from : nodes) bytes += cluster.carried(from, to);
     }
     return bytes;
   };
@@ -277,9 +281,7 @@ TEST(FakeEngine, ASiteCutOffFromTwoSitesTakesTheVersionFromAThird) {
   const auto into_west_from_east = [&] {
     uint64_t bytes = 0;
     for (int to : {8, 9}) {
-      for (int from : {4, 5}) {
-        for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from, r), host(to, r));
-      }
+      for (int from : {4, 5}) bytes += cluster.carried(from, to);
     }
     return bytes;
   };
@@ -532,9 +534,7 @@ void a_relay_that_dies_mid_version_is_routed_around(uint32_t fanout) {
   // stripes again from the start.
   const auto into = [&](int i) {
     uint64_t bytes = 0;
-    for (int from = 1; from <= 6; ++from) {
-      for (int r = 0; r < kRails; ++r) bytes += cluster.network.carried(host(from, r), host(i + 2, r));
-    }
+    for (int from = 1; from <= 6; ++from) bytes += cluster.carried(from, i + 2);
     return bytes;
   };
   std::vector<uint64_t> before;
