@@ -187,9 +187,10 @@ sync_bench() {
 
 trust_cost() {
   # What authenticating and encrypting cost on loopback when each rail's sender and receiver have
-  # cores of their own (on two cores the passes over the bytes queue behind one another).
-  python3 benchmarks/wire/trust_cost.py build-gpu/bin/deltacast-bench --rounds 5 --json "$res/trust-cost.json" \
-    >"$res/trust-cost.txt" 2>&1 || { tail -n 20 "$res/trust-cost.txt"; return 1; }
+  # cores of their own (on two cores the passes over the bytes queue behind one another), with
+  # each rail end's payload work inline and on its helper thread (wire --piece-helpers).
+  python3 benchmarks/wire/trust_cost.py build-gpu/bin/deltacast-bench --rounds 5 --piece-helpers compare \
+    --json "$res/trust-cost.json" >"$res/trust-cost.txt" 2>&1 || { tail -n 20 "$res/trust-cost.txt"; return 1; }
   tail -n 12 "$res/trust-cost.txt" | tee -a "$res/report.txt"
 }
 
@@ -205,7 +206,7 @@ run_step() {
     compat) step compat 420 compat ;;
     sync-bench) step deltacast-bench-sync 420 sync_bench ;;
     profile) OUT="$res" step profile 420 bash benchmarks/device/profile.sh ;;
-    trust) step trust-cost 300 trust_cost ;;
+    trust) step trust-cost 360 trust_cost ;;
     *) echo "run.sh: unknown step '$1'"; overall=2 ;;
   esac
 }

@@ -7,9 +7,11 @@ them alike. Reports each mode's median and its ratio to insecure's median.
 
   python3 benchmarks/wire/trust_cost.py build/bin/deltacast-bench [--rounds 5] [--bytes 536870912]
       [--rails 3] [--sync-elements 16777216] [--sync-versions 4] [--rail-rate 3gbit] [--json out.json]
+      [--piece-helpers auto|on|off|compare]
 
 On loopback the transfer runs as fast as the CPUs copy, so every pass over the bytes shows in
-full; --rail-rate puts each process in a network namespace with every rail shaped to that rate
+full; --piece-helpers compare runs each wire transfer twice, its payload work inline and on a
+helper thread beside each rail end (wire --piece-helpers); --rail-rate puts each process in a network namespace with every rail shaped to that rate
 (needs root), where the network is the bound, as on a cluster.
 """
 import argparse
@@ -35,10 +37,11 @@ def shaped(args, per_rail):
     return ["--netns", "--rail-rate", ",".join([args.rail_rate] * args.rails) if per_rail else args.rail_rate]
 
 
-def wire_run(bench, args, mode):
+def wire_run(bench, args, mode, helpers):
     """Gbit/s of one transfer, and the mode the bench says it ran."""
     report = run([bench, "wire", "--rails", str(args.rails), "--bytes", str(args.bytes), "--trials", "1",
-                  "--baseline-seconds", "0", "--json", "--protection", mode, *shaped(args, per_rail=True)],
+                  "--baseline-seconds", "0", "--json", "--protection", mode, "--piece-helpers", helpers,
+                  *shaped(args, per_rail=True)],
                  timeout=600)
     return report["aggregate_gbps"], report["protection"]
 
@@ -64,32 +67,42 @@ def main():
     parser.add_argument("--sync-versions", type=int, default=4)
     parser.add_argument("--rail-rate", help="shape every rail to this tbf rate (e.g. 3gbit) in network namespaces")
     parser.add_argument("--json", help="write the figures here as well")
+    parser.add_argument("--piece-helpers", default="auto", choices=["auto", "on", "off", "compare"],
+                        help="wire's --piece-helpers; compare: each transfer with them off and on")
     args = parser.parse_args()
 
-    wire = {m: [] for m in MODES}
+    helpers = ["off", "on"] if args.piece_helpers == "compare" else [args.piece_helpers]
+    wire = {(m, h): [] for m in MODES for h in helpers}
     sync = {m: [] for m in MODES}
     ran = {m: [] for m in MODES}
     for r in range(args.rounds):
         order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
         for mode in order:
-            gbps, protection = wire_run(args.bench, args, mode)
-            wire[mode].append(gbps)
+            for h in helpers:
+                gbps, protection = wire_run(args.bench, args, mode, h)
+                wire[(mode, h)].append(gbps)
             ran[mode].append(protection)
             sync[mode].append(sync_seconds(args.bench, args, mode))
         print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
 
     figures = {"rounds": args.rounds, "bytes": args.bytes, "rails": args.rails, "sync_elements": args.sync_elements,
-               "rail_rate": args.rail_rate, "modes": {}}
-    base_wire = statistics.median(wire["insecure"])
+               "rail_rate": args.rail_rate, "piece_helpers": args.piece_helpers, "modes": {}}
     base_sync = statistics.median(sync["insecure"])
-    print(f"| mode | wire Gbit/s (median of {args.rounds}) | vs insecure | sparse version s (median) | vs insecure |")
-    print("|---|---|---|---|---|")
+    print(f"| mode | piece helpers | wire Gbit/s (median of {args.rounds}) | vs insecure | sparse version s (median) "
+          "| vs insecure |")
+    print("|---|---|---|---|---|---|")
     for mode in MODES:
-        w, s = statistics.median(wire[mode]), statistics.median(sync[mode])
-        figures["modes"][mode] = {"protection": ran[mode], "wire_gbps": wire[mode], "wire_median_gbps": w,
-                                  "wire_ratio": w / base_wire, "sync_seconds": sync[mode], "sync_median_seconds": s,
+        s = statistics.median(sync[mode])
+        figures["modes"][mode] = {"protection": ran[mode], "sync_seconds": sync[mode], "sync_median_seconds": s,
                                   "sync_ratio": s / base_sync}
-        print(f"| {mode} | {w:.2f} | {w / base_wire:.2f}x | {s:.4f} | {s / base_sync:.2f}x |")
+        for h in helpers:
+            # Each against insecure with the same helpers: what the mode costs where both run alike.
+            base_wire = statistics.median(wire[("insecure", h)])
+            w = statistics.median(wire[(mode, h)])
+            key = "" if len(helpers) == 1 else f"_helpers_{h}"
+            figures["modes"][mode].update({f"wire_gbps{key}": wire[(mode, h)], f"wire_median_gbps{key}": w,
+                                           f"wire_ratio{key}": w / base_wire})
+            print(f"| {mode} | {h} | {w:.2f} | {w / base_wire:.2f}x | {s:.4f} | {s / base_sync:.2f}x |")
     if args.json:
         with open(args.json, "w") as out:
             json.dump(figures, out, indent=2)

@@ -44,6 +44,7 @@ struct WireArgs {
   std::string slice = "auto";
   std::string mode = "spray";
   std::string checksums = "payload";
+  std::string piece_helpers = "auto";
   bool netns = false;
   std::vector<std::string> rail_rates;
   std::vector<std::string> listen;
@@ -62,6 +63,12 @@ struct WireArgs {
   uint64_t seed = 1;
   bool json = false;
 };
+
+PieceHelperMode piece_helper_mode(const WireArgs& args) {
+  return args.piece_helpers == "on" ? PieceHelperMode::kOn
+         : args.piece_helpers == "off" ? PieceHelperMode::kOff
+                                       : PieceHelperMode::kAuto;
+}
 
 // The payload both ends can regenerate from the seed (the receiver of --role recv checks it).
 // Returns its content-hash leaf digests (core/hash.h), each leaf hashed right after it was
@@ -138,6 +145,7 @@ Status connect_rails(const WireArgs& args, const std::vector<RailSpec>& rails, c
     ChannelOptions options;
     options.trust = trust_of(args.trust);
     options.rail_index = static_cast<uint32_t>(r);
+    options.piece_helper = piece_helper_mode(args);
     options.netns = netns;
     DC_ASSIGN_OR_RETURN(auto channel, s.transport.transport->connect(rails[r], options));
     s.channels.push_back(channel.get());
@@ -386,6 +394,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   nlohmann::json report = {{"role", args.role},
                            {"transport", std::string(s.transport.transport->name())},
                            {"protection", args.trust.protection},
+                           {"piece_helpers", use_piece_helper(piece_helper_mode(args))},
                            {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
                                                                                 : nlohmann::json(s.transport.fallback)},
                            {"mode", args.mode},
@@ -450,6 +459,7 @@ int run_both(const WireArgs& args) {
   }
   ListenOptions lo;
   lo.trust = trust_of(args.trust);
+  lo.piece_helper = piece_helper_mode(args);
   lo.netns = recv_ns;
   auto listener = s.transport.transport->listen(listen, &s.staging, lo);
   if (!listener.ok()) return command_failed("wire", listener.status());
@@ -496,6 +506,7 @@ int run_recv(const WireArgs& args) {
   StagingArea staging(so);
   ListenOptions lo;
   lo.trust = trust_of(args.trust);
+  lo.piece_helper = piece_helper_mode(args);
   auto chosen = choose_transport(args);
   if (!chosen.ok()) return command_failed("wire", chosen.status());
   Transport& transport = *chosen->transport;
@@ -550,6 +561,11 @@ void add_wire_command(CLI::App& app) {
                   "sends); channel: each channel hashes its slices as it sends them")
       ->capture_default_str()
       ->check(CLI::IsMember({"payload", "channel"}));
+  cmd->add_option("--piece-helpers", args->piece_helpers,
+                  "Tag, encrypt and hash each connection's payloads on a helper thread beside it: on, off, or "
+                  "auto (where the machine has 8 cores or more)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--mode", args->mode, "spray or roundrobin (the striping baseline)")->capture_default_str()->check(CLI::IsMember({"spray", "roundrobin"}));
   cmd->add_flag("--netns", args->netns, "Two network namespaces joined by veth rails (needs root)");
   cmd->add_option("--rail-rate", args->rail_rates, "tbf rate per rail with --netns, e.g. 1gbit,1gbit,200mbit")->delimiter(',');

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "broadcast/transport/piece_helper.h"
 #include "broadcast/transport/rail.h"
 #include "core/hash.h"
 #include "core/status.h"
@@ -144,6 +145,8 @@ struct ChannelOptions {
   Millis user_timeout{1500};                 // TCP_USER_TIMEOUT: unacknowledged data fails the connection
   Millis heartbeat{50};
   uint32_t send_buffer_bytes = 1 << 20;      // bounds what the kernel queues on a rail
+  // Tag, encrypt and hash payloads on a helper thread beside the writer (piece_helper.h).
+  PieceHelperMode piece_helper = PieceHelperMode::kAuto;
   std::string netns;                         // network namespace to open sockets in (tests)
 };
 
@@ -155,6 +158,8 @@ struct ListenOptions {
   Millis heartbeat{50};
   uint32_t max_connections = 256;
   uint32_t max_slice_bytes = 64 << 20;
+  // Open (check or decrypt) and hash payloads on a helper thread beside each connection's reader.
+  PieceHelperMode piece_helper = PieceHelperMode::kAuto;
   std::string netns;
 };
 

@@ -1,6 +1,7 @@
 """benchmarks/wire/trust_cost.py, small and quick: every mode's wire transfer and sparse versions
 run (each exact, or the script fails) and the figures name every mode with its ratio to
-insecure. Timing is not judged here; the full run's figures are in benchmarks/README.md."""
+insecure, with each rail end's payload work inline and on its helper thread (--piece-helpers
+compare). Timing is not judged here; the full run's figures are in benchmarks/README.md."""
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ bench = sys.argv[1]
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks", "wire", "trust_cost.py")
 out = os.path.join(tempfile.mkdtemp(prefix="deltacast-trust-"), "trust.json")
 done = subprocess.run([sys.executable, script, bench, "--rounds", "1", "--bytes", str(32 << 20), "--rails", "2",
-                       "--sync-elements", str(1 << 20), "--sync-versions", "2", "--json", out],
+                       "--sync-elements", str(1 << 20), "--sync-versions", "2", "--piece-helpers", "compare", "--json", out],
                       capture_output=True, text=True, timeout=600)
 assert done.returncode == 0, done.stdout + done.stderr[-4000:]
 with open(out) as f:
@@ -19,7 +20,10 @@ with open(out) as f:
 assert set(figures["modes"]) == {"insecure", "authenticated", "encrypted"}, figures
 for mode, row in figures["modes"].items():
     assert row["protection"] == [mode] * figures["rounds"], (mode, row)
-    assert row["wire_median_gbps"] > 0 and row["sync_median_seconds"] > 0, (mode, row)
-assert figures["modes"]["insecure"]["wire_ratio"] == 1.0
-assert "| encrypted |" in done.stdout, done.stdout
+    assert row["sync_median_seconds"] > 0, (mode, row)
+    for helpers in ("off", "on"):
+        assert row[f"wire_median_gbps_helpers_{helpers}"] > 0, (mode, helpers, row)
+for helpers in ("off", "on"):
+    assert figures["modes"]["insecure"][f"wire_ratio_helpers_{helpers}"] == 1.0
+    assert f"| encrypted | {helpers} |" in done.stdout, done.stdout
 print(done.stdout)

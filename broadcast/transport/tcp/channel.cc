@@ -13,6 +13,7 @@ TcpChannel::TcpChannel(RailSpec rail, ChannelOptions options)
     : rail_(std::move(rail)),
       options_(std::move(options)),
       silence_limit_(std::max<Millis>(Millis(250), 8 * options_.heartbeat)),
+      helper_(use_piece_helper(options_.piece_helper) ? std::make_unique<PieceHelper>() : nullptr),
       writer_([this] { run(); }) {}
 
 TcpChannel::~TcpChannel() { close(); }
@@ -280,6 +281,7 @@ Status TcpChannel::write_payload(int fd, const uint8_t* lead, size_t lead_bytes,
   if (!encrypting && hash == nullptr && seal.overhead() == 0) {  // nothing to do per piece
     return net::write_full(fd, lead, lead_bytes, data, bytes, deadline, &stop_connection_);
   }
+  if (helper_) return write_payload_helped(fd, lead, lead_bytes, data, bytes, hash, deadline);
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min<size_t>(bytes - done, kHashedPieceBytes);
     if (encrypting) {
@@ -295,6 +297,47 @@ Status TcpChannel::write_payload(int fd, const uint8_t* lead, size_t lead_bytes,
     done += n;
     lead = nullptr;
     lead_bytes = 0;
+  }
+  return Status();
+}
+
+Status TcpChannel::write_payload_helped(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data,
+                                        size_t bytes, ContentHashStream* hash, Clock::time_point deadline) {
+  trust::FrameSeal& seal = *out_seal_;
+  helper_->begin([&seal, hash](const uint8_t* in, uint8_t* out, size_t n) {
+    seal.add(in, out, n);
+    if (hash != nullptr) hash->update(in, n);
+  });
+  // Until every piece is done (however this returns): the helper reads `data`, which the record
+  // only holds until it completes, and uses the seal the writer goes on with.
+  DrainOnExit drained(helper_.get());
+  if (seal.mode() != trust::Protection::kEncrypted) {
+    // Tagged (and hashed) while the kernel copies the same bytes: both only read them.
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min<size_t>(bytes - done, kHashedPieceBytes);
+      helper_->post(data + done, const_cast<uint8_t*>(data + done), n);
+      DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, data + done, n, deadline, &stop_connection_));
+      done += n;
+      lead = nullptr;
+      lead_bytes = 0;
+    }
+    return Status();
+  }
+  // Encrypted: piece k into half k % 2 of scratch_, the next one encrypted while this one is written.
+  if (scratch_.size() < 2 * kHashedPieceBytes) scratch_.resize(2 * kHashedPieceBytes);
+  const size_t pieces = (bytes + kHashedPieceBytes - 1) / kHashedPieceBytes;
+  auto piece_bytes = [&](size_t k) { return std::min<size_t>(bytes - k * kHashedPieceBytes, kHashedPieceBytes); };
+  auto half = [&](size_t k) { return scratch_.data() + (k % 2) * kHashedPieceBytes; };
+  uint64_t ticket[2] = {0, 0};
+  for (size_t k = 0; k < std::min<size_t>(pieces, 2); ++k) {
+    ticket[k % 2] = helper_->post(data + k * kHashedPieceBytes, half(k), piece_bytes(k));
+  }
+  for (size_t k = 0; k < pieces; ++k) {
+    helper_->wait(ticket[k % 2]);
+    DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, half(k), piece_bytes(k), deadline, &stop_connection_));
+    lead = nullptr;
+    lead_bytes = 0;
+    if (k + 2 < pieces) ticket[k % 2] = helper_->post(data + (k + 2) * kHashedPieceBytes, half(k), piece_bytes(k + 2));
   }
   return Status();
 }

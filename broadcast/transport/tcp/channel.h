@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "broadcast/transport/handshake.h"
+#include "broadcast/transport/piece_helper.h"
 #include "broadcast/transport/tcp/wire.h"
 
 namespace deltacast::tcp {
@@ -70,6 +71,10 @@ class TcpChannel : public Channel {
   // are and tagged right after (still in cache); each piece hashed into `hash` if given.
   Status write_payload(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
                        ContentHashStream* hash, Clock::time_point deadline);
+  // The same with the seal and the hash on helper_: a piece is tagged while it is written, or
+  // encrypted into one half of scratch_ while the other half is written.
+  Status write_payload_helped(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
+                              ContentHashStream* hash, Clock::time_point deadline);
   // With mu_ held: tears down connection `generation` and fails what it held.
   void disconnect(uint64_t generation, const Status& why);
   void fail(const RecordPtr& record, const Status& why);
@@ -104,6 +109,9 @@ class TcpChannel : public Channel {
   std::unique_ptr<trust::FrameSeal> out_seal_;
   std::unique_ptr<trust::FrameSeal> in_seal_;
   std::vector<uint8_t> scratch_;  // the writer's, for encrypted pieces
+  // Where the machine has a core for it (ChannelOptions::piece_helper): the payload's tag,
+  // encryption and hash, beside the writer.
+  std::unique_ptr<PieceHelper> helper_;
   std::thread reader_;
   std::thread writer_;  // last: it starts in the constructor and touches every member above
 };

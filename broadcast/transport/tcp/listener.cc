@@ -190,7 +190,23 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   trust::FrameSeal& seal = *c->session.seals.incoming;
   seal.begin_open(head, kFrameHeaderBytes + kSliceHeaderBytes);
   Status s;
-  if (landing.bytes != nullptr) {
+  if (landing.bytes != nullptr && c->helper) {
+    // Opened and hashed on the helper, a piece while the next one is read into the slot. It is
+    // drained before anything else touches the seal, the hash or the slot (the slot may go back
+    // to missing below, or be handed to a newer copy).
+    hash.reset();
+    c->helper->begin([&seal, &hash](const uint8_t* in, uint8_t* out, size_t n) {
+      seal.add_open(in, out, n);
+      hash.update(out, n);
+    });
+    DrainOnExit drained(c->helper.get());
+    for (uint32_t done = 0; s.ok() && done < slice.length;) {
+      const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
+      s = net::read_full(c->fd, landing.bytes + done, n, deadline, &closed_);
+      if (s.ok()) c->helper->post(landing.bytes + done, landing.bytes + done, n);
+      done += n;
+    }
+  } else if (landing.bytes != nullptr) {
     // Opened (decrypted or tagged) and hashed piece by piece as it lands, while each piece is
     // still in cache: the checks cost no second pass over memory. Nothing counts until the tag
     // held (complete() below).
@@ -241,6 +257,7 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
 
 void TcpListener::serve(Connection* c) {
   Status s = handshake(c);
+  if (s.ok() && use_piece_helper(options_.piece_helper)) c->helper = std::make_unique<PieceHelper>();
   std::vector<uint8_t> discard(kDiscardBytes);
   ContentHashStream hash;
   uint8_t frame[kFrameHeaderBytes + 40];

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broadcast/transport/handshake.h"
+#include "broadcast/transport/piece_helper.h"
 #include "broadcast/transport/tcp/wire.h"
 
 namespace deltacast::tcp {
@@ -42,6 +43,9 @@ class TcpListener : public Listener {
     net::Session session;  // the handshake's: incoming seal for serve(), outgoing under write_mu
     std::atomic<bool> finished{false};
     std::atomic<int64_t> superseded_slice{-1};  // set when a newer copy took over this connection's slice
+    // Where the machine has a core for it (ListenOptions::piece_helper): payloads are opened and
+    // hashed on it while the connection's thread reads the next piece.
+    std::unique_ptr<PieceHelper> helper;
     std::thread thread;
   };
 

@@ -37,8 +37,10 @@ struct Receiver {
   std::unique_ptr<tcp::TcpListener> listener;
 
   explicit Receiver(int rails, ListenOptions options = {},
-                    trust::Protection mode = trust::Protection::kAuthenticated) {
+                    trust::Protection mode = trust::Protection::kAuthenticated,
+                    PieceHelperMode helper = PieceHelperMode::kOff) {
     options.trust = testing::test_trust(kToken, mode);
+    options.piece_helper = helper;
     std::vector<Endpoint> endpoints;
     for (int r = 0; r < rails; ++r) endpoints.push_back({"127.0.0." + std::to_string(11 + r), 0});
     listener = tcp::TcpListener::create(endpoints, &staging, options).value();
@@ -46,7 +48,8 @@ struct Receiver {
 };
 
 std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken, uint32_t slice_bytes = 0,
-                                     trust::Protection mode = trust::Protection::kAuthenticated) {
+                                     trust::Protection mode = trust::Protection::kAuthenticated,
+                                     PieceHelperMode helper = PieceHelperMode::kOff) {
   tcp::TcpTransport transport;
   std::vector<std::unique_ptr<Channel>> channels;
   const auto endpoints = rx.listener->endpoints();
@@ -55,6 +58,7 @@ std::unique_ptr<Sprayer> make_sender(const Receiver& rx, uint64_t token = kToken
     ChannelOptions options;
     options.trust = testing::test_trust(token, mode);
     options.rail_index = static_cast<uint32_t>(r);
+    options.piece_helper = helper;
     channels.push_back(transport.connect(rail, options).value());
   }
   SprayOptions spray;
@@ -88,15 +92,24 @@ TEST(TcpLoopback, TransfersAreByteExactOverSeveralRails) {
   for (const auto& t : sender->telemetry()) EXPECT_GT(t.bytes_acked, 0u) << t.name;
 }
 
-TEST(TcpLoopback, ResetMidTransferLosesNothing) {
-  Receiver rx(2);
+// Each end's payload work inline, or on its helper thread (piece_helper.h).
+class TcpHelper : public ::testing::TestWithParam<PieceHelperMode> {};
+
+std::string helper_name(const ::testing::TestParamInfo<PieceHelperMode>& mode) {
+  return mode.param == PieceHelperMode::kOn ? "helped" : "inline";
+}
+
+TEST_P(TcpHelper, ResetMidTransferLosesNothing) {
+  // Encrypted: a reset cuts frames whose pieces are being decrypted in place in the slot.
+  Receiver rx(2, {}, trust::Protection::kEncrypted, GetParam());
   tcp::TcpTransport transport;
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<Channel*> raw;
   const auto endpoints = rx.listener->endpoints();
   for (size_t r = 0; r < 2; ++r) {
     ChannelOptions options;
-    options.trust = testing::test_trust(kToken);
+    options.trust = testing::test_trust(kToken, trust::Protection::kEncrypted);
+    options.piece_helper = GetParam();
     channels.push_back(transport.connect({Endpoint{"127.0.0.1", 0}, endpoints[r], "rail" + std::to_string(r)}, options).value());
     raw.push_back(channels.back().get());
   }
@@ -118,13 +131,16 @@ TEST(TcpLoopback, ResetMidTransferLosesNothing) {
   EXPECT_EQ(rx.staging.progress(1).arrived, rx.staging.progress(1).slices);
 }
 
-class TcpProtection : public ::testing::TestWithParam<trust::Protection> {};
+class TcpProtection : public ::testing::TestWithParam<std::tuple<trust::Protection, PieceHelperMode>> {};
 
 TEST_P(TcpProtection, TransfersAreByteExactWithAndWithoutChecksumsAhead) {
-  Receiver rx(2, {}, GetParam());
-  auto sender = make_sender(rx, kToken, 256 << 10, GetParam());
+  const auto [mode, helper] = GetParam();
+  Receiver rx(2, {}, mode, helper);
+  // Slices of 1 MiB + 3 bytes: several pieces each, the last one short (kHashedPieceBytes).
+  const uint32_t slice = (1 << 20) + 3;
+  auto sender = make_sender(rx, kToken, slice, mode, helper);
   const auto data = pattern((6 << 20) + 12345, 31);
-  ASSERT_TRUE(rx.staging.expect(1, data.size(), 256 << 10).ok());
+  ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
   // Checksums given (as a round gives them), then computed as the payload goes out.
   ThreadPool pool(1);
   const auto leaves = content_hash_leaves(data.data(), data.size(), pool);
@@ -133,7 +149,7 @@ TEST_P(TcpProtection, TransfersAreByteExactWithAndWithoutChecksumsAhead) {
   ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
   auto got = rx.staging.bytes(1);
   EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
-  ASSERT_TRUE(rx.staging.expect(2, data.size(), 256 << 10).ok());
+  ASSERT_TRUE(rx.staging.expect(2, data.size(), slice).ok());
   r = sender->send(2, data.data(), data.size());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_TRUE(rx.staging.wait(2, milliseconds(2000)).ok());
@@ -143,10 +159,13 @@ TEST_P(TcpProtection, TransfersAreByteExactWithAndWithoutChecksumsAhead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TcpProtection,
-                         ::testing::Values(trust::Protection::kInsecure, trust::Protection::kAuthenticated,
-                                           trust::Protection::kEncrypted),
-                         [](const ::testing::TestParamInfo<trust::Protection>& mode) {
-                           return std::string(trust::protection_name(mode.param));
+                         ::testing::Combine(::testing::Values(trust::Protection::kInsecure,
+                                                              trust::Protection::kAuthenticated,
+                                                              trust::Protection::kEncrypted),
+                                            ::testing::Values(PieceHelperMode::kOff, PieceHelperMode::kOn)),
+                         [](const ::testing::TestParamInfo<std::tuple<trust::Protection, PieceHelperMode>>& p) {
+                           return std::string(trust::protection_name(std::get<0>(p.param))) +
+                                  (std::get<1>(p.param) == PieceHelperMode::kOn ? "_helped" : "_inline");
                          });
 
 TEST(TcpLoopback, LessProtectionThanTheReceiverRequiresIsRefusedNamingTheModes) {
@@ -188,6 +207,8 @@ struct RawClient {
   }
   ~RawClient() { ::close(fd); }
   void put(const std::vector<uint8_t>& bytes) { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
+  // For a frame the receiver may drop before it has read all of it (the send then fails midway).
+  void try_put(const std::vector<uint8_t>& bytes) { (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
   // The trust handshake; false when it was refused.
   bool shake(uint64_t token = kToken) {
     auto s = net::shake_hands(fd, trust::Role::kClient, testing::test_trust(token), trust::Purpose::kData,
@@ -372,10 +393,10 @@ std::vector<uint8_t> trailer_frame(const SliceRef& s, const uint8_t* payload, ui
   return f;
 }
 
-TEST(TcpLoopback, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
-  Receiver rx(1);
+TEST_P(TcpHelper, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
+  Receiver rx(1, {}, trust::Protection::kAuthenticated, GetParam());
   const Endpoint at = rx.listener->endpoints()[0];
-  const uint32_t slice = 64 << 10;
+  const uint32_t slice = (600 << 10) + 8;  // three pieces (kHashedPieceBytes), the last short
   const auto data = pattern(2 * slice, 21);
   ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
   const uint64_t sum0 = content_hash(data.data(), slice);
@@ -403,7 +424,7 @@ TEST(TcpLoopback, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
   // A header checksum as well as a trailer, or a flag on a frame that has no trailer: dropped.
   RawClient both(at);
   both.hello();
-  both.put_sealed(trailer_frame({1, data.size(), slice, 0, slice, sum0}, data.data(), sum0), kHead);
+  both.try_put(both.sealed(trailer_frame({1, data.size(), slice, 0, slice, sum0}, data.data(), sum0), kHead));
   EXPECT_TRUE(both.dropped(milliseconds(2000)));
   RawClient flagged(at);
   flagged.hello();
@@ -420,10 +441,10 @@ TEST(TcpLoopback, ChecksumsAfterThePayloadAreVerifiedLikeOthers) {
 // An on-path attacker holding no secret: it can rewrite a slice and the checksum beside it, but
 // not the tag. Altered, replayed or reordered, the frame is refused, its connection dropped, and
 // nothing of it counts; a proper sender's frames still land.
-TEST(TcpLoopback, SlicesAlteredReplayedOrReorderedInFlightAreRefused) {
-  Receiver rx(1);
+TEST_P(TcpHelper, SlicesAlteredReplayedOrReorderedInFlightAreRefused) {
+  Receiver rx(1, {}, trust::Protection::kAuthenticated, GetParam());
   const Endpoint at = rx.listener->endpoints()[0];
-  const uint32_t slice = 64 << 10;
+  const uint32_t slice = (600 << 10) + 8;  // three pieces (kHashedPieceBytes), the last short
   const auto data = pattern(2 * slice, 23);
   ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
   const uint64_t sum0 = content_hash(data.data(), slice);
@@ -471,6 +492,8 @@ TEST(TcpLoopback, SlicesAlteredReplayedOrReorderedInFlightAreRefused) {
   EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
 }
 
+INSTANTIATE_TEST_SUITE_P(Ends, TcpHelper, ::testing::Values(PieceHelperMode::kOff, PieceHelperMode::kOn), helper_name);
+
 TEST(TcpLoopback, RefusedConnectionsAreAClearError) {
   // A rail to an address nobody listens on: the transfer fails within the stall timeout, naming the rail.
   tcp::TcpTransport transport;
@@ -491,13 +514,15 @@ TEST(TcpLoopback, RefusedConnectionsAreAClearError) {
 // stream starts right after a 32 MiB slice is queued (and heartbeats are due every millisecond):
 // both must go through whole, in every mode that seals.
 TEST(TcpLoopback, ABaselineStreamAndASliceTakeTurnsOnTheConnection) {
-  for (const auto mode : {trust::Protection::kAuthenticated, trust::Protection::kEncrypted}) {
-    SCOPED_TRACE(trust::protection_name(mode));
-    Receiver rx(1, {}, mode);
+  for (const auto mode : {trust::Protection::kAuthenticated, trust::Protection::kEncrypted})
+  for (const auto helper : {PieceHelperMode::kOff, PieceHelperMode::kOn}) {
+    SCOPED_TRACE(std::string(trust::protection_name(mode)) + (helper == PieceHelperMode::kOn ? " helped" : " inline"));
+    Receiver rx(1, {}, mode, helper);
     tcp::TcpTransport transport;
     ChannelOptions options;
     options.trust = testing::test_trust(kToken, mode);
     options.heartbeat = milliseconds(1);
+    options.piece_helper = helper;
     auto channel = transport.connect({Endpoint{"127.0.0.1", 0}, rx.listener->endpoints()[0], "rail0"}, options).value();
     auto* stream = dynamic_cast<tcp::TcpChannel*>(channel.get());
     ASSERT_NE(stream, nullptr);
