@@ -563,7 +563,7 @@ void add_wire_command(CLI::App& app) {
       ->check(CLI::IsMember({"payload", "channel"}));
   cmd->add_option("--piece-helpers", args->piece_helpers,
                   "Tag, encrypt and hash each connection's payloads on a helper thread beside it: on, off, or "
-                  "auto (where the machine has 8 cores or more)")
+                  "auto (where the machine has 16 cores or more)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--mode", args->mode, "spray or roundrobin (the striping baseline)")->capture_default_str()->check(CLI::IsMember({"spray", "roundrobin"}));
