@@ -1,10 +1,35 @@
 #include "broadcast/transport/piece_helper.h"
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
+
+#include "core/log.h"
 
 namespace deltacast {
 
+namespace {
+
+// DELTACAST_PIECE_HELPERS: the choice for every connection end left on kAuto (the engine's, the
+// Python package's), read once.
+PieceHelperMode environment_choice() {
+  static const PieceHelperMode choice = [] {
+    const char* env = std::getenv("DELTACAST_PIECE_HELPERS");
+    const std::string value = env != nullptr ? env : "";
+    if (value == "on") return PieceHelperMode::kOn;
+    if (value == "off") return PieceHelperMode::kOff;
+    if (!value.empty() && value != "auto") {
+      log().warn("DELTACAST_PIECE_HELPERS='{}' is not on, off or auto: choosing by the machine's cores", value);
+    }
+    return PieceHelperMode::kAuto;
+  }();
+  return choice;
+}
+
+}  // namespace
+
 bool use_piece_helper(PieceHelperMode mode) {
+  if (mode == PieceHelperMode::kAuto) mode = environment_choice();
   switch (mode) {
     case PieceHelperMode::kOn:
       return true;

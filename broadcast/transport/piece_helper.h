@@ -22,7 +22,7 @@ namespace deltacast {
 
 // Whether a connection end runs its payload's per-byte work on a PieceHelper.
 enum class PieceHelperMode : uint8_t {
-  kAuto = 0,  // where the machine has kPieceHelperCores cores or more
+  kAuto = 0,  // DELTACAST_PIECE_HELPERS=on|off where set, else where the machine has kPieceHelperCores cores
   kOn = 1,
   kOff = 2,
 };

@@ -26,4 +26,17 @@ for mode, row in figures["modes"].items():
 for helpers in ("off", "on"):
     assert figures["modes"]["insecure"][f"wire_ratio_helpers_{helpers}"] == 1.0
     assert f"| encrypted | {helpers} |" in done.stdout, done.stdout
+
+# DELTACAST_PIECE_HELPERS decides for a run left on auto; a value it does not know is named.
+for value, expected in (("on", True), ("off", False), ("sideways", None)):
+    env = dict(os.environ, DELTACAST_PIECE_HELPERS=value)
+    ran = subprocess.run([bench, "wire", "--rails", "1", "--bytes", str(1 << 20), "--trials", "1",
+                          "--baseline-seconds", "0", "--json", "--piece-helpers", "auto"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    report = json.loads(ran.stdout)
+    if expected is None:
+        assert "DELTACAST_PIECE_HELPERS='sideways' is not on, off or auto" in ran.stderr, ran.stderr[-2000:]
+    else:
+        assert report["piece_helpers"] is expected, (value, report["piece_helpers"])
 print(done.stdout)
