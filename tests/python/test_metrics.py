@@ -38,6 +38,9 @@ def test_a_scrape_shows_the_run():
         with deltacast.Consumer(mine, connect=p.address, token=TOKEN, name="rollout-0",
                                 metrics_port=0, metrics_host="127.0.0.1") as c:
             c.start()
+            # A member before the first version: on loaded cores the consumer could still be joining
+            # when version 1 went out, take the versions by a catch-up, and leave commits uncounted.
+            p.wait_for_consumers(1, timeout=20)
             for step in range(3):
                 with torch.no_grad():
                     w["layer.weight"][step, :8] += 1
