@@ -64,10 +64,9 @@ struct WireArgs {
   bool json = false;
 };
 
+// --piece-helpers was checked to be one of the three when the command line was parsed.
 PieceHelperMode piece_helper_mode(const WireArgs& args) {
-  return args.piece_helpers == "on" ? PieceHelperMode::kOn
-         : args.piece_helpers == "off" ? PieceHelperMode::kOff
-                                       : PieceHelperMode::kAuto;
+  return parse_piece_helper_mode(args.piece_helpers).value_or(PieceHelperMode::kAuto);
 }
 
 // The payload both ends can regenerate from the seed (the receiver of --role recv checks it).

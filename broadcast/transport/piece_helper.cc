@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <stdexcept>
-#include <string>
 
 #include "core/log.h"
 
@@ -15,18 +14,22 @@ namespace {
 PieceHelperMode environment_choice() {
   static const PieceHelperMode choice = [] {
     const char* env = std::getenv("DELTACAST_PIECE_HELPERS");
-    const std::string value = env != nullptr ? env : "";
-    if (value == "on") return PieceHelperMode::kOn;
-    if (value == "off") return PieceHelperMode::kOff;
-    if (!value.empty() && value != "auto") {
-      log().warn("DELTACAST_PIECE_HELPERS='{}' is not on, off or auto: choosing by the machine's cores", value);
-    }
-    return PieceHelperMode::kAuto;
+    if (env == nullptr || *env == '\0') return PieceHelperMode::kAuto;
+    const auto parsed = parse_piece_helper_mode(env);
+    if (!parsed) log().warn("DELTACAST_PIECE_HELPERS='{}' is not on, off or auto: choosing by the machine's cores", env);
+    return parsed.value_or(PieceHelperMode::kAuto);
   }();
   return choice;
 }
 
 }  // namespace
+
+std::optional<PieceHelperMode> parse_piece_helper_mode(std::string_view text) {
+  if (text == "auto") return PieceHelperMode::kAuto;
+  if (text == "on") return PieceHelperMode::kOn;
+  if (text == "off") return PieceHelperMode::kOff;
+  return std::nullopt;
+}
 
 bool use_piece_helper(PieceHelperMode mode) {
   if (mode == PieceHelperMode::kAuto) mode = environment_choice();

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 namespace deltacast {
@@ -32,6 +34,10 @@ enum class PieceHelperMode : uint8_t {
 // relaying over 8 rails runs 16 rail threads or more, hence 16: a machine where a rail end and its
 // helper can each have a core.
 inline constexpr unsigned kPieceHelperCores = 16;
+
+// "auto", "on" or "off" (what DELTACAST_PIECE_HELPERS and the benchmarks' --piece-helpers take);
+// nothing for another text.
+std::optional<PieceHelperMode> parse_piece_helper_mode(std::string_view text);
 
 bool use_piece_helper(PieceHelperMode mode);
 

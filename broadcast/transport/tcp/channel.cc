@@ -277,23 +277,35 @@ Status TcpChannel::write_payload(int fd, const uint8_t* lead, size_t lead_bytes,
                                  ContentHashStream* hash, Clock::time_point deadline) {
   trust::FrameSeal& seal = *out_seal_;
   const bool encrypting = seal.mode() == trust::Protection::kEncrypted;
-  if (encrypting && scratch_.size() < kHashedPieceBytes) scratch_.resize(kHashedPieceBytes);
   if (!encrypting && hash == nullptr && seal.overhead() == 0) {  // nothing to do per piece
     return net::write_full(fd, lead, lead_bytes, data, bytes, deadline, &stop_connection_);
   }
-  if (helper_) return write_payload_helped(fd, lead, lead_bytes, data, bytes, hash, deadline);
+  // A piece's per-byte work: its tag (or its encryption into `out`) and its hash.
+  const auto work = [&seal, hash](const uint8_t* in, uint8_t* out, size_t n) {
+    seal.add(in, out, n);
+    if (hash != nullptr) hash->update(in, n);
+  };
+  if (helper_) helper_->begin(work);
+  // Until every piece is done (however this returns): the helper reads `data`, which the record
+  // only holds until it completes, and uses the seal the writer goes on with.
+  DrainOnExit drained(helper_.get());
+  if (encrypting && helper_) return write_encrypted_helped(fd, lead, lead_bytes, data, bytes, deadline);
+  if (encrypting && scratch_.size() < kHashedPieceBytes) scratch_.resize(kHashedPieceBytes);
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min<size_t>(bytes - done, kHashedPieceBytes);
+    // (Authenticated: `out` is `in`, nothing is written.)
+    uint8_t* in_place = const_cast<uint8_t*>(data + done);
     if (encrypting) {
-      seal.add(data + done, scratch_.data(), n);
+      work(data + done, scratch_.data(), n);
       DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, scratch_.data(), n, deadline, &stop_connection_));
     } else {
+      // On the helper: tagged while the kernel copies the same bytes (both only read them).
+      if (helper_) helper_->post(data + done, in_place, n);
       DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, data + done, n, deadline, &stop_connection_));
-      // Right after the kernel copied the piece into the socket, while it is still in cache: the
-      // bytes are read from memory once. (Authenticated: `out` is `in`, nothing is written.)
-      seal.add(data + done, const_cast<uint8_t*>(data + done), n);
+      // Inline: right after the kernel copied the piece into the socket, while it is still in
+      // cache, so the bytes are read from memory once.
+      if (!helper_) work(data + done, in_place, n);
     }
-    if (hash != nullptr) hash->update(data + done, n);
     done += n;
     lead = nullptr;
     lead_bytes = 0;
@@ -301,29 +313,9 @@ Status TcpChannel::write_payload(int fd, const uint8_t* lead, size_t lead_bytes,
   return Status();
 }
 
-Status TcpChannel::write_payload_helped(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data,
-                                        size_t bytes, ContentHashStream* hash, Clock::time_point deadline) {
-  trust::FrameSeal& seal = *out_seal_;
-  helper_->begin([&seal, hash](const uint8_t* in, uint8_t* out, size_t n) {
-    seal.add(in, out, n);
-    if (hash != nullptr) hash->update(in, n);
-  });
-  // Until every piece is done (however this returns): the helper reads `data`, which the record
-  // only holds until it completes, and uses the seal the writer goes on with.
-  DrainOnExit drained(helper_.get());
-  if (seal.mode() != trust::Protection::kEncrypted) {
-    // Tagged (and hashed) while the kernel copies the same bytes: both only read them.
-    for (size_t done = 0; done < bytes;) {
-      const size_t n = std::min<size_t>(bytes - done, kHashedPieceBytes);
-      helper_->post(data + done, const_cast<uint8_t*>(data + done), n);
-      DC_RETURN_IF_ERROR(net::write_full(fd, lead, lead_bytes, data + done, n, deadline, &stop_connection_));
-      done += n;
-      lead = nullptr;
-      lead_bytes = 0;
-    }
-    return Status();
-  }
-  // Encrypted: piece k into half k % 2 of scratch_, the next one encrypted while this one is written.
+Status TcpChannel::write_encrypted_helped(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data,
+                                          size_t bytes, Clock::time_point deadline) {
+  // Piece k is encrypted into half k % 2 of scratch_, the next one while this one is written.
   if (scratch_.size() < 2 * kHashedPieceBytes) scratch_.resize(2 * kHashedPieceBytes);
   const size_t pieces = (bytes + kHashedPieceBytes - 1) / kHashedPieceBytes;
   auto piece_bytes = [&](size_t k) { return std::min<size_t>(bytes - k * kHashedPieceBytes, kHashedPieceBytes); };

@@ -68,13 +68,14 @@ class TcpChannel : public Channel {
   Status write_slice(int fd, const SliceRef& slice, const uint8_t* data);
   // Writes `lead` (a frame's header, begun on the outgoing seal) and `bytes` of payload through the
   // seal, piece by piece: encrypted into scratch_ in an encrypted session, else written as they
-  // are and tagged right after (still in cache); each piece hashed into `hash` if given.
+  // are and tagged right after (still in cache), or beside the write on helper_; each piece hashed
+  // into `hash` if given.
   Status write_payload(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
                        ContentHashStream* hash, Clock::time_point deadline);
-  // The same with the seal and the hash on helper_: a piece is tagged while it is written, or
-  // encrypted into one half of scratch_ while the other half is written.
-  Status write_payload_helped(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
-                              ContentHashStream* hash, Clock::time_point deadline);
+  // write_payload's encrypted pieces on helper_ (begun with their work): each encrypted into one
+  // half of scratch_ while the other half is written.
+  Status write_encrypted_helped(int fd, const uint8_t* lead, size_t lead_bytes, const uint8_t* data, size_t bytes,
+                                Clock::time_point deadline);
   // With mu_ held: tears down connection `generation` and fails what it held.
   void disconnect(uint64_t generation, const Status& why);
   void fail(const RecordPtr& record, const Status& why);

@@ -190,33 +190,28 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   trust::FrameSeal& seal = *c->session.seals.incoming;
   seal.begin_open(head, kFrameHeaderBytes + kSliceHeaderBytes);
   Status s;
-  if (landing.bytes != nullptr && c->helper) {
-    // Opened and hashed on the helper, a piece while the next one is read into the slot. It is
-    // drained before anything else touches the seal, the hash or the slot (the slot may go back
-    // to missing below, or be handed to a newer copy).
-    hash.reset();
-    c->helper->begin([&seal, &hash](const uint8_t* in, uint8_t* out, size_t n) {
+  if (landing.bytes != nullptr) {
+    // Opened (decrypted or tagged) and hashed piece by piece as it lands: inline while each piece
+    // is still in cache, so the checks cost no second pass over memory, or on the helper while the
+    // next piece is read. Nothing counts until the tag held (complete() below); the helper is
+    // drained before anything else touches the seal, the hash or the slot (which may go back to
+    // missing below, or be handed to a newer copy).
+    const auto open_piece = [&seal, &hash](const uint8_t* in, uint8_t* out, size_t n) {
       seal.add_open(in, out, n);
       hash.update(out, n);
-    });
+    };
+    hash.reset();
+    if (c->helper) c->helper->begin(open_piece);
     DrainOnExit drained(c->helper.get());
     for (uint32_t done = 0; s.ok() && done < slice.length;) {
       const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
       s = net::read_full(c->fd, landing.bytes + done, n, deadline, &closed_);
-      if (s.ok()) c->helper->post(landing.bytes + done, landing.bytes + done, n);
-      done += n;
-    }
-  } else if (landing.bytes != nullptr) {
-    // Opened (decrypted or tagged) and hashed piece by piece as it lands, while each piece is
-    // still in cache: the checks cost no second pass over memory. Nothing counts until the tag
-    // held (complete() below).
-    hash.reset();
-    for (uint32_t done = 0; s.ok() && done < slice.length;) {
-      const uint32_t n = std::min<uint32_t>(slice.length - done, kHashedPieceBytes);
-      s = net::read_full(c->fd, landing.bytes + done, n, deadline, &closed_);
       if (s.ok()) {
-        seal.add_open(landing.bytes + done, landing.bytes + done, n);
-        hash.update(landing.bytes + done, n);
+        if (c->helper) {
+          c->helper->post(landing.bytes + done, landing.bytes + done, n);
+        } else {
+          open_piece(landing.bytes + done, landing.bytes + done, n);
+        }
       }
       done += n;
     }
