@@ -10,6 +10,8 @@ from datetime import timedelta
 from ..errors import ConnectionError, InvalidArgumentError, TimeoutError, UpdateError  # noqa: F401 (UpdateError: re-exported)
 
 _POLL_SECONDS = 0.01
+# The least a rank waits for rank 0's store at its start (torch's own TCPStore default).
+DEFAULT_START_SECONDS = 300.0
 
 
 def agreed(outcomes, what, also=()):
@@ -75,8 +77,14 @@ class Rendezvous:
     """Gathers and barriers among `world_size` ranks. Every rank calls the same
     exchanges in the same order (they are numbered)."""
 
-    def __init__(self, rank, world_size, master_addr, master_port, timeout):
+    def __init__(self, rank, world_size, master_addr, master_port, timeout, start_timeout=None):
+        """`timeout`: how long an exchange waits for the ranks that have not come. `start_timeout`
+        (default: the longer of `timeout` and 5 minutes): how long a rank waits for rank 0's store
+        to appear. Ranks start apart: rank 0 may still be importing torch or reading its checkpoint
+        when the others are ready, and a death-detecting `timeout` of seconds would fail the job at
+        its start."""
         self.rank, self.world_size, self.timeout = rank, world_size, timeout
+        start_timeout = max(timeout, DEFAULT_START_SECONDS) if start_timeout is None else start_timeout
         self._round = 0
         self._previous = None  # the last exchange's key prefix, deleted once the next one completed
         if world_size == 1:
@@ -92,10 +100,13 @@ class Rendezvous:
             # The master does not wait for the others here: the first exchange does, and names who
             # is missing.
             self.store = torch.distributed.TCPStore(master_addr, int(master_port), world_size, rank == 0,
-                                                    timedelta(seconds=timeout), wait_for_workers=False)
-        except RuntimeError as e:
-            raise ConnectionError(f"rank {rank}: no rendezvous with the other ranks at {master_addr}:{master_port} "
-                                  f"(the store rank 0 serves): {e}") from None
+                                                    timedelta(seconds=start_timeout), wait_for_workers=False)
+        except (RuntimeError, OSError) as e:  # torch 1.x: the builtin TimeoutError; 2.x: DistNetworkError
+            raise ConnectionError(f"rank {rank}: no rendezvous with rank 0 at {master_addr}:{master_port} within "
+                                  f"{start_timeout:.0f} s (rank 0 serves the ranks' store: is it running, with the "
+                                  f"same MASTER_ADDR and MASTER_PORT?): {e}") from None
+        # From here on, the store's own waits are the exchanges'.
+        self.store.set_timeout(timedelta(seconds=timeout))
 
     def gather(self, what, value, timeout=None):
         """Every rank's `value` (JSON-able), in rank order. Raises TimeoutError naming

@@ -81,7 +81,8 @@ class ParameterServer:
     default: loopback for a one-host job, every interface otherwise), ``value_codec``,
     ``transport``, and ``timeout``: how long a rank waits for the others in a collective call
     before naming those that did not come (default: DELTACAST_RENDEZVOUS_TIMEOUT seconds, or 10
-    minutes)."""
+    minutes). At its start a rank waits longer for rank 0's store: DELTACAST_RENDEZVOUS_START_TIMEOUT
+    seconds, or the longer of ``timeout`` and 5 minutes."""
 
     shared_memory_pool_name = "__shared_memory_pool__"
 
@@ -120,7 +121,10 @@ class ParameterServer:
         self._options = EngineOptions(listen_host, advertise_host, token, rails or [advertise_host],
                                       str(value_codec), str(transport), self._timeout)
         self._device_uuid = device_uuid(self._local_rank)
-        self._rendezvous = Rendezvous(self._rank, self._world_size, master_addr, self._master_port, self._timeout)
+        env_start = os.environ.get("DELTACAST_RENDEZVOUS_START_TIMEOUT")
+        self._rendezvous = Rendezvous(self._rank, self._world_size, master_addr, self._master_port, self._timeout,
+                                      seconds_of(float(env_start), "DELTACAST_RENDEZVOUS_START_TIMEOUT")
+                                      if env_start else None)
         self._store_counter = 0
         self._memory_pool = {}  # checkpoint name -> {tensor name: host copy}
         self._shared_pool = None  # host copies kept for the next user of the shared pool

@@ -4,6 +4,7 @@ layout of a vLLM-style model, and misuse."""
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -343,3 +344,62 @@ def test_a_rank_failing_alone_fails_the_update_on_every_rank_and_the_next_one_go
         assert "rank 0" not in failure
         assert calls == (2 if r == 0 else 1)  # rank 1 called req_func for 'a' only
     assert received["t0"].tolist() == [10.0] * 8 and received["t1"].tolist() == [11.0] * 8
+
+
+RANK_SCRIPT = """
+import os, sys, time
+import numpy as np
+from deltacast import compat
+ps = compat.ParameterServer(auto_pg=False)
+print("joined", flush=True)
+if len(sys.argv) > 1:
+    time.sleep(float(sys.argv[1]))  # rank 0 serving the store but not coming to the exchange
+ps.register_checkpoint("c", named_tensors={"t" + os.environ["RANK"]: np.zeros(4, np.float32)})
+ps.gather_metas("c")  # an exchange under the rendezvous timeout
+print("met", flush=True)
+ps.close()
+"""
+
+
+def start_rank(rank, port, env, *args):
+    full = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", **env)
+    return subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, *map(str, args)],
+                            env=dict(full, MASTER_PORT=str(port - 1)),  # the store listens at MASTER_PORT + 1
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_rank_waits_for_rank_0_to_start_longer_than_an_exchange_waits():
+    """Ranks start apart (rank 0 importing torch or reading its checkpoint): rank 1, with a 2 s
+    rendezvous timeout, still meets a rank 0 that starts 6 s after it. A rank 0 that never
+    starts is named once the start timeout (here 3 s) runs out; and after the start, an
+    exchange gives up after the 2 s timeout, naming the rank that did not come."""
+    port = free_port()
+    early = start_rank(1, port, {"DELTACAST_RENDEZVOUS_TIMEOUT": "2"})
+    time.sleep(6)
+    assert early.poll() is None, early.communicate()[0]
+    late = start_rank(0, port, {"DELTACAST_RENDEZVOUS_TIMEOUT": "2"})
+    for proc in (early, late):
+        out = proc.communicate(timeout=120)[0]
+        assert proc.returncode == 0 and "met" in out, out
+
+    alone = start_rank(1, free_port(), {"DELTACAST_RENDEZVOUS_TIMEOUT": "1", "DELTACAST_RENDEZVOUS_START_TIMEOUT": "3"})
+    started = time.monotonic()
+    out = alone.communicate(timeout=120)[0]
+    assert alone.returncode != 0 and "no rendezvous with rank 0" in out and "within 3 s" in out, out
+    assert time.monotonic() - started >= 3, out
+
+    port = free_port()
+    absent = start_rank(0, port, {"DELTACAST_RENDEZVOUS_TIMEOUT": "2"}, 60)  # serves the store, skips the barrier
+    waiting = start_rank(1, port, {"DELTACAST_RENDEZVOUS_TIMEOUT": "2"})
+    try:
+        out = waiting.communicate(timeout=120)[0]
+        assert waiting.returncode != 0 and "joined" in out and "rank(s) 0 of 2 did not take part within 2 s" in out, out
+    finally:
+        absent.kill()
+        absent.communicate()

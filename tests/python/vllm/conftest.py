@@ -96,6 +96,9 @@ class Ranks:
         codes = [p.poll() for p in self.procs]
         return None if None in codes else codes[0]
 
+    def all_running(self):
+        return all(p.poll() is None for p in self.procs)
+
     def wait(self, timeout=600):
         """Waits for every rank; returns rank 0's exit code (on a timeout, fails with their stacks)."""
         deadline = time.monotonic() + timeout
