@@ -119,6 +119,22 @@ void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* ha
   }
 }
 
+void Relay::extend_child(Sprayer& sender, uint32_t id, const StripeChildren& before, const std::vector<bool>* have) {
+  for (uint32_t i = 0; i < shape_.slices(); ++i) {
+    const uint32_t stripe = i % stripes_;
+    const bool was = std::find(before[stripe].begin(), before[stripe].end(), id) != before[stripe].end();
+    const bool mine = feeds(id, stripe);
+    if (was == mine) continue;
+    const bool child_has = have != nullptr && i < have->size() && (*have)[i];
+    if (!mine) {
+      sender.skip(i);  // another path delivers it now
+    } else if (!child_has) {
+      sender.want(i);
+      if (present_[i]) offer(sender, i);
+    }
+  }
+}
+
 Status Relay::set_children(const StripeChildren& children, const std::map<uint32_t, PeerEndpoints>& directory,
                            const std::map<uint32_t, std::vector<bool>>& have,
                            const std::map<uint32_t, PathEstimate>& paths) {
@@ -151,17 +167,18 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
       const bool was = std::find(before[s].begin(), before[s].end(), id) != before[s].end();
       same_stripes = same_stripes && was == feeds(id, s);
     }
-    if (same_stripes && shape_.id != 0 && (*sender)->open_transfer() == shape_.id) continue;
-    // A child that gains stripes from here is opened again. What it holds: what it reported,
-    // and what it acknowledged here since (its report is up to a progress interval old, and
-    // everything this relay sent it in that time would go again).
-    std::vector<bool> holds = (*sender)->delivered(shape_.id);
+    const bool open_here = shape_.id != 0 && (*sender)->open_transfer() == shape_.id;
+    if (same_stripes && open_here) continue;
     auto h = have.find(id);
-    if (h != have.end()) {
-      holds.resize(std::max(holds.size(), h->second.size()));
-      for (size_t i = 0; i < h->second.size(); ++i) holds[i] = holds[i] || h->second[i];
+    const std::vector<bool>* holds = h == have.end() ? nullptr : &h->second;
+    // One whose stripes changed while its transfer is open here has it extended: opened again,
+    // its copies in flight would go again, and so would what it acknowledged here since its
+    // report (up to a progress interval old).
+    if (open_here) {
+      extend_child(**sender, id, before, holds);
+    } else {
+      open_child(**sender, id, holds);
     }
-    open_child(**sender, id, holds.empty() ? nullptr : &holds);
   }
   // Children that no longer get anything from here: abandon their transfer.
   for (uint32_t id : ids_before) {

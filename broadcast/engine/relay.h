@@ -83,6 +83,8 @@ class Relay {
   TimePoint now() const;  // the sprayers' clock
   double measured_rate() const;  // what a new child's rails are taken at before they are measured
   void open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have);
+  // The stripes of a child whose transfer is open here changed (`before`: who had which).
+  void extend_child(Sprayer& sender, uint32_t id, const StripeChildren& before, const std::vector<bool>* have);
   void offer(Sprayer& sender, uint32_t slice);
 
   RelayOptions options_;

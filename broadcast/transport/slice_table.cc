@@ -39,7 +39,9 @@ bool SliceTable::offer(uint32_t slice, TimePoint now, std::optional<uint64_t> ch
   if (checksum) set_checksum(slice, *checksum);
   flags_[slice] |= kOffered;
   ++offered_count_;
-  if (!is(slice, kDone)) {
+  // Not queued while a copy is in flight (one sent before it was skipped, then wanted again):
+  // that copy's loss queues it (requeue).
+  if (!is(slice, kDone) && !is(slice, kQueued) && live_[slice] == 0) {
     flags_[slice] |= kQueued;
     queue_.push_back(slice);
   }
@@ -62,6 +64,18 @@ bool SliceTable::skip(uint32_t slice, TimePoint now) {
   return true;
 }
 
+bool SliceTable::unskip(uint32_t slice, TimePoint now) {
+  if (!open_ || slice >= shape_.slices() || !is(slice, kSkipped)) return false;
+  // kQueued stays: a stale entry of the queue may still name it, and offer() adds no second one.
+  flags_[slice] &= static_cast<uint8_t>(~(kSkipped | kDone | kOffered));
+  --done_count_;
+  --offered_count_;
+  finished_ = TimePoint{};
+  track_busy(now);
+  track_backlog(now);
+  return true;
+}
+
 void SliceTable::mark_done(uint32_t slice, TimePoint now) {
   flags_[slice] |= kDone;
   drop_checksum(slice);
@@ -76,7 +90,7 @@ void SliceTable::mark_done(uint32_t slice, TimePoint now) {
 std::optional<uint32_t> SliceTable::next_queued() {
   while (!queue_.empty()) {
     const uint32_t slice = queue_.front();
-    if (!is(slice, kDone)) return slice;
+    if (!is(slice, kDone) && is(slice, kOffered)) return slice;  // not offered: wanted again, not here yet
     queue_.pop_front();
     flags_[slice] &= ~kQueued;
   }

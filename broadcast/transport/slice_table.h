@@ -55,8 +55,12 @@ class SliceTable {
   void offer_all(TimePoint now);
   // The receiver gets it elsewhere: done without sending (false when out of range or done).
   bool skip(uint32_t slice, TimePoint now);
+  // A skipped slice is wanted after all (a relay given a child's stripe it skipped): it waits to
+  // be offered again, and a copy still in flight from before the skip counts (false when it was
+  // not skipped).
+  bool unskip(uint32_t slice, TimePoint now);
 
-  // The first queued slice still undelivered (delivered ones are dropped from the queue), and
+  // The first queued slice still undelivered and offered (others are dropped from the queue), and
   // taking it off the queue to send.
   std::optional<uint32_t> next_queued();
   void take(uint32_t slice);

@@ -542,6 +542,12 @@ void Sprayer::skip(uint32_t slice) {
   if (s.table.skip(slice, s.now())) s.cv.notify_all();
 }
 
+void Sprayer::want(uint32_t slice) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  (void)s.table.unskip(slice, s.now());
+}
+
 Result<TransferResult> Sprayer::wait(Millis timeout) {
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);
@@ -611,15 +617,6 @@ Millis Sprayer::expected_silence(Millis unmeasured) const {
 uint64_t Sprayer::open_transfer() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->active() ? state_->transfer() : 0;
-}
-
-std::vector<bool> Sprayer::delivered(uint64_t transfer) const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  const State& s = *state_;
-  if (!s.active() || s.transfer() != transfer) return {};
-  std::vector<bool> out(s.table.shape().slices());
-  for (uint32_t i = 0; i < out.size(); ++i) out[i] = s.table.delivered(i);
-  return out;
 }
 
 void Sprayer::close() {

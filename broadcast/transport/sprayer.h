@@ -120,6 +120,10 @@ class Sprayer {
   // Every slice, each with its checksum (checksums[i] for slice i).
   void offer_all(std::span<const uint64_t> checksums);
   void skip(uint32_t slice);
+  // A slice skipped before is wanted after all (a relay given more of a child's stripes while its
+  // transfer is open): it goes once offered again. Unlike opening the transfer again, what is in
+  // flight to the receiver and what it acknowledged here stay.
+  void want(uint32_t slice);
   Result<TransferResult> wait(Millis timeout = Millis::max());
   void close();
   // Without a scheduler thread: one round of what the thread would do (deadlines, probes,
@@ -130,10 +134,6 @@ class Sprayer {
   bool finished() const;
   // The transfer open now (0: none).
   uint64_t open_transfer() const;
-  // Which slices of `transfer` the receiver acknowledged here, while it is the open transfer
-  // (empty otherwise): what a relay that opens the transfer to the same child again need not
-  // send, though the child's own report of what it holds may not know of them yet.
-  std::vector<bool> delivered(uint64_t transfer) const;
   // How long the receiver has acknowledged nothing of the open transfer while it owed offered
   // slices (0 when it owes none): a receiver that is only slow or congested still acknowledges
   // something now and then; one that hangs, or whose every link is cut, does not.

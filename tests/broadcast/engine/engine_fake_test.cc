@@ -558,14 +558,14 @@ void a_relay_that_dies_mid_version_is_routed_around(uint32_t fanout) {
   EXPECT_GE(report.replans, 1u);
   cluster.expect_exact({0, 1, 3, 4});
   // What a new parent sends a child is what the child misses, less what it reported holding (up
-  // to a progress interval old) and what the same parent had delivered to it itself; what came
-  // from elsewhere since its last report, and copies in flight when its transfer was opened again,
-  // may go twice. Here: c3, below the dead relay in chains, took 1.12-1.17 copies in 25 runs beside
-  // the suite, and 1.203 once in a whole suite on two cores (1.28 while a relay re-opening a child
-  // forgot what it had delivered to it); without a death every consumer 1.0-1.05.
+  // to a progress interval old); a parent that feeds it more stripes than before extends its open
+  // transfer, keeping what is in flight and what it acknowledged there. What came from elsewhere
+  // since its last report may go twice. Here: every survivor 1.00-1.07 copies (c3, below the dead
+  // relay in chains, took 1.12-1.20 while the parent opened its transfer again, and 1.28 while that
+  // forgot what it had delivered); without a death every consumer 1.0-1.05.
   for (int i : {0, 1, 3, 4}) {
     const double copies = static_cast<double>(into(i) - before[i]) / static_cast<double>(report.stats.wire_bytes);
-    EXPECT_LE(copies, 1.25) << "c" << i << " was sent " << copies << " copies of the version";
+    EXPECT_LE(copies, 1.1) << "c" << i << " was sent " << copies << " copies of the version";
   }
   EXPECT_EQ(cluster.publish(true, false).committed, 4u);
   cluster.expect_exact({0, 1, 3, 4});

@@ -60,6 +60,13 @@ void forward_all(Relay& relay, uint64_t transfer, const std::vector<uint8_t>& da
   for (uint32_t i = 0; i < slices; ++i) relay.on_slice(transfer, i, slice_checksum(data, i));
 }
 
+// Copies of slices the child `id` acknowledged, over every rail.
+uint64_t slices_acked(const Relay& relay, uint32_t id) {
+  uint64_t n = 0;
+  for (const auto& rail : relay.telemetry(id)) n += rail.slices_acked;
+  return n;
+}
+
 void expect_received(Child& child, uint64_t transfer, const std::vector<uint8_t>& data) {
   ASSERT_TRUE(child.staging.wait(transfer, milliseconds(5000)).ok()) << "the child did not receive the transfer";
   const auto got = child.staging.bytes(transfer);
@@ -140,29 +147,64 @@ TEST(Relay, AnIdThatNowNamesAnotherPeerReachesTheNewPeer) {
   relay.end();
 }
 
+// A relay forwarding a transfer of 10 slices in two stripes, the first to 5 (at a), the second
+// to 6 (at b), with c standing by for 7; `start` offers the first `offered` slices and waits
+// until 5 acknowledged its share of them.
+struct TwoStripes {
+  Child a, b, c;
+  Relay relay = make_relay();
+  std::vector<uint8_t> data;
+
+  TwoStripes(int host, uint64_t seed) : a(host), b(host + 1), c(host + 2), data(pattern(10 * kSliceBytes, seed)) {}
+
+  void start(uint32_t offered) {
+    for (Child* child : {&a, &b, &c}) ASSERT_TRUE(child->staging.expect(1, data.size(), kSliceBytes).ok());
+    relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
+    ASSERT_TRUE(relay.set_children({{5}, {6}}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
+    offer(0, offered);
+    const uint64_t share = (offered + 1) / 2;
+    for (int spin = 0; spin < 500 && acked(5) < share; ++spin) std::this_thread::sleep_for(milliseconds(10));
+    ASSERT_EQ(acked(5), share);
+  }
+  void offer(uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i < to; ++i) relay.on_slice(1, i, slice_checksum(data, i));
+  }
+  uint64_t acked(uint32_t id) const { return slices_acked(relay, id); }
+};
+
 TEST(Relay, AReplanLeavesAChildThatKeepsItsStripesAlone) {
   // Member 6 died: its stripe goes to 7 instead, and 5, which keeps its stripe, is told the new
   // plan too (with no report of what it holds). It must not be sent its stripe again.
-  Child a(25), b(26), c(27);
-  Relay relay = make_relay();
-  const auto data = pattern(10 * kSliceBytes, 4);
-  for (Child* child : {&a, &b, &c}) ASSERT_TRUE(child->staging.expect(1, data.size(), kSliceBytes).ok());
-  relay.begin(TransferShape{1, data.size(), kSliceBytes}, data.data(), 2, nullptr);
-  ASSERT_TRUE(relay.set_children({{5}, {6}}, {{5, a.listener->endpoints()}, {6, b.listener->endpoints()}}, {}).ok());
-  for (uint32_t i = 0; i < 10; ++i) relay.on_slice(1, i, slice_checksum(data, i));
-  const auto acked = [&](uint32_t id) {
-    uint64_t n = 0;
-    for (const auto& rail : relay.telemetry(id)) n += rail.slices_acked;
-    return n;
-  };
-  for (int spin = 0; spin < 500 && acked(5) < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
-  ASSERT_EQ(acked(5), 5u);
-  ASSERT_TRUE(relay.set_children({{5}, {7}}, {{5, a.listener->endpoints()}, {7, c.listener->endpoints()}}, {}).ok());
-  for (int spin = 0; spin < 500 && c.staging.progress(1).arrived < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_EQ(c.staging.progress(1).arrived, 5u) << "the new child got its stripe";
+  TwoStripes t(25, 4);
+  ASSERT_NO_FATAL_FAILURE(t.start(10));
+  ASSERT_TRUE(t.relay.set_children({{5}, {7}}, {{5, t.a.listener->endpoints()}, {7, t.c.listener->endpoints()}}, {}).ok());
+  for (int spin = 0; spin < 500 && t.c.staging.progress(1).arrived < 5; ++spin) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(t.c.staging.progress(1).arrived, 5u) << "the new child got its stripe";
   std::this_thread::sleep_for(milliseconds(50));
-  EXPECT_EQ(acked(5), 5u) << "the child that kept its stripe was sent it again";
-  relay.end();
+  EXPECT_EQ(t.acked(5), 5u) << "the child that kept its stripe was sent it again";
+  t.relay.end();
+}
+
+TEST(Relay, AChildWhoseStripesChangeHasItsOpenTransferExtended) {
+  // Member 6 died: 5 takes its stripe 1 from here and gives stripe 0 up to 7. 5's transfer stays
+  // open: it gets the gained stripe's slices, offered before or after, none of the lost stripe's
+  // from then on, and nothing twice.
+  TwoStripes t(35, 5);
+  ASSERT_NO_FATAL_FAILURE(t.start(6));
+  ASSERT_TRUE(t.relay.set_children({{7}, {5}}, {{5, t.a.listener->endpoints()}, {7, t.c.listener->endpoints()}}, {}).ok());
+  t.offer(6, 10);
+  for (int spin = 0; spin < 500 && (t.a.staging.progress(1).arrived < 8 || t.c.staging.progress(1).arrived < 5);
+       ++spin) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto at_a = t.a.staging.present(1), at_c = t.c.staging.present(1);
+  for (uint32_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(at_a[i], i % 2 == 1 || i < 6 ? 1 : 0) << "slice " << i << " at 5";
+    EXPECT_EQ(at_c[i], i % 2 == 0 ? 1 : 0) << "slice " << i << " at 7";
+  }
+  EXPECT_EQ(t.acked(5), 8u) << "5 was sent a slice twice";
+  t.relay.end();
 }
 
 TEST(Relay, ReportsASilentChildOnlyWhileItHearsItself) {

@@ -1,7 +1,7 @@
 // The sender's slice table: a slice's checksum goes out with every copy until it is delivered and
 // never after; pages of checksums come and go with the slices pending in them; and the table
-// agrees with a plain per-slice reference on random sequences of offers, sends, losses, skips and
-// deliveries.
+// agrees with a plain per-slice reference on random sequences of offers, sends, losses, skips,
+// slices wanted again after a skip, and deliveries.
 #include "broadcast/transport/slice_table.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +45,40 @@ TEST(SliceTable, AChecksumGoesOutUntilItsSliceIsDeliveredAndNotAfter) {
   EXPECT_EQ(table.delivered_for_probe(), std::optional<uint32_t>(5u)) << "skipped slices are never probed";
 }
 
+TEST(SliceTable, ASkippedSliceWantedAgainGoesOnceOfferedAndACopyInFlightCounts) {
+  SliceTable table;
+  table.open(shape_of(4), kStart);
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(table.offer(i, kStart));
+  // Slice 0 goes out, then the receiver is to get it elsewhere; slice 1 is skipped while queued.
+  ASSERT_EQ(table.next_queued(), 0u);
+  table.take(0);
+  table.add_copy(0);
+  ASSERT_TRUE(table.skip(0, kStart));
+  ASSERT_TRUE(table.skip(1, kStart));
+  ASSERT_TRUE(table.skip(2, kStart));
+  ASSERT_TRUE(table.deliver(3, kStart));
+  EXPECT_TRUE(table.finished());
+  EXPECT_FALSE(table.unskip(3, kStart)) << "a delivered slice is not wanted again";
+  // Wanted after all: not done, and not sent before it is offered again.
+  ASSERT_TRUE(table.unskip(0, kStart));
+  ASSERT_TRUE(table.unskip(1, kStart));
+  EXPECT_FALSE(table.unskip(1, kStart));
+  EXPECT_FALSE(table.finished());
+  EXPECT_EQ(table.done_count(), 2u);
+  EXPECT_EQ(table.next_queued(), std::nullopt) << "slice 1's stale queue entry named a slice not offered again";
+  ASSERT_TRUE(table.offer(1, kStart));
+  ASSERT_TRUE(table.offer(0, kStart));
+  EXPECT_EQ(table.next_queued(), std::optional<uint32_t>(1u)) << "slice 0's copy is still in flight";
+  table.take(1);
+  EXPECT_EQ(table.next_queued(), std::nullopt);
+  // The copy sent before the skip arrives: delivered, as if never skipped.
+  ASSERT_TRUE(table.deliver(0, kStart));
+  ASSERT_TRUE(table.deliver(1, kStart));
+  EXPECT_TRUE(table.delivered(0));
+  EXPECT_TRUE(table.finished());
+  EXPECT_EQ(table.offered_count(), 4u);
+}
+
 // The reference: what the table kept per slice before it packed them.
 struct Reference {
   std::vector<bool> offered, done, skipped;
@@ -62,7 +96,7 @@ TEST(SliceTable, AgreesWithAPlainReferenceOnRandomSequences) {
     Reference ref(n);
     for (int op = 0; op < 20000; ++op) {
       const uint32_t s = static_cast<uint32_t>(rng() % n);
-      switch (rng() % 6) {
+      switch (rng() % 7) {
         case 0: {  // offer, half with a checksum
           const bool with = rng() % 2 == 0;
           const uint64_t value = rng();
@@ -76,6 +110,7 @@ TEST(SliceTable, AgreesWithAPlainReferenceOnRandomSequences) {
         }
         case 1:  // a copy in flight, then lost
           if (auto q = table.next_queued()) {
+            ASSERT_TRUE(ref.offered[*q] && !ref.done[*q]) << "slice " << *q << " was not to be sent";
             table.take(*q);
             table.add_copy(*q);
             ++ref.live[*q];
@@ -104,6 +139,12 @@ TEST(SliceTable, AgreesWithAPlainReferenceOnRandomSequences) {
             ref.done[s] = ref.skipped[s] = ref.offered[s] = true;
             ref.checksum.erase(s);
           }
+          break;
+        }
+        case 5: {  // wanted again after a skip
+          const bool fresh = ref.skipped[s];
+          ASSERT_EQ(table.unskip(s, kStart), fresh);
+          if (fresh) ref.done[s] = ref.skipped[s] = ref.offered[s] = false;
           break;
         }
         default: {
