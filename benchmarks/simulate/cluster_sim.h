@@ -63,8 +63,8 @@ struct FaultSpec {
   // a pulled cable) is noticed after the control link's dead_after, 1.5 s.
   double detect_seconds = 0;
   // The dying nodes hang instead (a frozen host, a dead NIC): their ports go silent and their
-  // connections stay open. Their parents' relays report them after RelayOptions::unreachable_after
-  // without an acknowledgement and the producer moves them to the tails; their control links
+  // connections stay open. Their parents' relays, hearing nothing of them, report them after
+  // RelayOptions::unheard_after and the producer moves them to the tails; their control links
   // drop them after `detect_seconds` (0: the control link's dead_after, 1.5 s).
   bool silent = false;
   uint32_t flapping_rails = 0;   // rails (of random nodes) that go down and come back

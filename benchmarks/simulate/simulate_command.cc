@@ -372,8 +372,8 @@ void add_simulate_command(CLI::App& app) {
                   "the control link's 1.5 s for silent ones)")
       ->capture_default_str();
   cmd->add_flag("--silent-deaths", a->silent_deaths,
-                "Dying nodes hang instead (ports silent, connections open): their parents report them after 500 ms "
-                "without an acknowledgement");
+                "Dying nodes hang instead (ports silent, connections open): their parents report them once they "
+                "heard nothing of them for 300 ms");
   cmd->add_option("--flapping-rails", a->flapping_rails, "Rails going down and up mid-version")->capture_default_str();
   cmd->add_option("--slow-nodes", a->slow_nodes, "Slow nodes (0: none)")->capture_default_str();
   cmd->add_option("--slow-factor", a->slow_factor, "Their rails' rate factor")->capture_default_str();

@@ -234,6 +234,12 @@ std::vector<uint32_t> Relay::unreachable_children() const {
     // four allowances (5 s at least).
     const Millis quiet = sprayer.silent_for();
     const auto heard = sprayer.receiver_silent_for();
+    // One heard on no rail at all for a while, heartbeats included, is cut off or gone, however
+    // slow its link: reported without waiting for its slices in flight.
+    if (heard && *heard >= options_.unheard_after && quiet >= options_.unheard_after) {
+      silent.push_back(id);
+      continue;
+    }
     if (heard && *heard < options_.unreachable_after && quiet < std::max(4 * allowed, Millis(5000))) continue;
     if (quiet >= allowed) silent.push_back(id);
   }

@@ -35,6 +35,11 @@ struct RelayOptions {
   // twice: a WAN link shared with another flow), so that a far, slow link is not taken for a
   // cut one; on a LAN that adds milliseconds.
   Millis unreachable_after{500};
+  // Sooner where the backend tells when the child was last heard (its heartbeats come every
+  // 50 ms on TCP): a child that owes slices and was heard on no rail, acknowledgements and
+  // heartbeats alike, for this long is reported without waiting for the allowance above. (A TCP
+  // channel gives up on a connection silent for 400 ms.)
+  Millis unheard_after{300};
 };
 
 class Relay {

@@ -150,6 +150,14 @@ struct ChannelOptions {
   std::string netns;                         // network namespace to open sockets in (tests)
 };
 
+// A channel still dialling its first connection counts as not silent (Channel::receiver_silent_for)
+// for the dial grace: across a WAN the connect and the handshake's round trips take a while on
+// loaded cores. Not once kUnansweredDials connects in a row failed, unanswered within the connect
+// timeout or refused: the path is cut or nobody listens there, which those connects take to tell.
+inline Millis dial_grace(const ChannelOptions& options) { return 4 * options.connect_timeout; }
+constexpr int kUnansweredDials = 2;
+inline Millis cut_path_dial_grace(const ChannelOptions& options) { return kUnansweredDials * options.connect_timeout; }
+
 struct ListenOptions {
   trust::Trust trust;
   Millis handshake_timeout{2000};

@@ -46,9 +46,11 @@ with open(png, "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
 assert os.path.getsize(png) > 10_000, os.path.getsize(png)
 assert len(rows[2]["deltacast"]["consumer_seconds"]) == 64
-# Silent deaths (hung nodes: ports silent, connections open): their parents report them after
-# 500 ms without an acknowledgement and they go to the tails, so every survivor completes long
-# before the control link would drop them (1.5 s).
+# Silent deaths (hung nodes: ports silent, connections open): their parents, hearing nothing of
+# them, report them after 300 ms and they go to the tails, so every survivor completes before the
+# control link would drop them (1.5 s). Where one hung node fed the other in some stripe, the
+# other's new parent reports it once two connects to it failed (1 s more): 1.307 s here; 0.31 s
+# with the seeds (3, 4, 6 of 1-6) that kill two nodes apart.
 out = subprocess.run([bench, "simulate", "--consumers", "64", "--gbytes", "2", "--warmup-gbytes", "1", "--density", "0",
                       "--dead-fraction", "0.2", "--silent-deaths", "--slow-nodes", "0", "--no-baselines", "--json"],
                      capture_output=True, text=True, timeout=300)
@@ -57,7 +59,7 @@ assert out.returncode == 0, out.stderr[-4000:]
 assert silent["survivors_complete"] is True, silent
 faults = silent["faults"]
 assert faults["dead_nodes"] >= 1 and faults["replans"] >= 1, faults
-assert faults["seconds"] < 1.2, f"hung nodes were not routed around before the control link's timeout: {faults}"
+assert faults["seconds"] < 1.5, f"hung nodes were not routed around before the control link's timeout: {faults}"
 # A 10x-slow node at the tails moves the median consumer by at most 5%, dense and sparse (the
 # issue's 140 GB and 2% shapes at 64 consumers; the simulation is deterministic). Without a warm
 # start for new children (the plan changes around the slow node) the sparse one moved 15%.

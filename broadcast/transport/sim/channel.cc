@@ -4,9 +4,11 @@
 
 namespace deltacast::sim {
 
-SimChannel::SimChannel(SimNetwork* network, RailSpec rail)
+SimChannel::SimChannel(SimNetwork* network, RailSpec rail, Duration dial_grace)
     : network_(network),
       rail_(std::move(rail)),
+      created_(network->loop().now()),
+      dial_grace_(dial_grace),
       from_(network->port_of(rail_.local.host)),
       to_(network->port_of(rail_.remote.host)),
       flow_(network->new_flow(this)),
@@ -17,6 +19,18 @@ SimChannel::~SimChannel() {
   network_->forget_flow(flow_);
   close();
   network_->loop().remove_target(target_);
+}
+
+std::optional<Millis> SimChannel::receiver_silent_for() const {
+  if (closed_ || *receiver_ == nullptr) return std::nullopt;
+  const auto cut = network_->impassable_since(to_, from_);
+  if (!cut) return Millis(0);
+  const TimePoint now = network_->loop().now();
+  if (*cut <= created_) {  // never connected
+    return now - created_ < dial_grace_ ? Millis(0) : std::chrono::duration_cast<Millis>(now - created_);
+  }
+  const TimePoint last_heard = *cut + network_->latency(to_, from_);
+  return now > last_heard ? std::chrono::duration_cast<Millis>(now - last_heard) : Millis(0);
 }
 
 void SimChannel::send(const SliceRef& slice, const uint8_t*, SliceDone done) {

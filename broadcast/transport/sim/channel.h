@@ -5,7 +5,8 @@
 // arrived verified (a simulation has nothing to corrupt). A slice that meets a
 // port that is down never arrives, and its copy stays outstanding until the
 // sprayer's deadline gives up on it and resets the channel, which fails
-// everything still outstanding at once.
+// everything still outstanding at once. The receiver's heartbeats are modelled
+// from whether the path back is open (receiver_silent_for).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,9 @@ namespace deltacast::sim {
 
 class SimChannel : public Channel, private PortSender, private EventTarget {
  public:
-  SimChannel(SimNetwork* network, RailSpec rail);
+  // `dial_grace`: how long a channel whose path was never open counts as still dialling
+  // (transport.h's cut_path_dial_grace: its connects go unanswered).
+  SimChannel(SimNetwork* network, RailSpec rail, Duration dial_grace = Duration::zero());
   ~SimChannel() override;
 
   void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
@@ -25,6 +28,12 @@ class SimChannel : public Channel, private PortSender, private EventTarget {
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return rail_; }
+  // The receiver's heartbeats, modelled rather than sent (an event per rail and period would
+  // swamp a simulation of thousands of nodes): heard while the path back to this end is open;
+  // cut, silent since its last heartbeat crossed, a latency after the cut. A channel whose path
+  // was cut before it was made dials as TCP's does, its connects unanswered: not silent for
+  // `dial_grace`, then silent since it was made. Nothing while no receiver listens (a killed one: the control link notices).
+  std::optional<Millis> receiver_silent_for() const override;
 
  private:
   void started(uint64_t id, TimePoint start, TimePoint left) override;
@@ -40,6 +49,8 @@ class SimChannel : public Channel, private PortSender, private EventTarget {
 
   SimNetwork* network_;
   RailSpec rail_;
+  TimePoint created_;
+  Duration dial_grace_;
   uint32_t from_ = 0;
   uint32_t to_ = 0;
   uint32_t flow_ = 0;  // its turn at the sender's port

@@ -5,9 +5,9 @@
 
 namespace deltacast::sim {
 
-Result<std::unique_ptr<Channel>> SimTransport::connect(const RailSpec& rail, const ChannelOptions&) {
+Result<std::unique_ptr<Channel>> SimTransport::connect(const RailSpec& rail, const ChannelOptions& options) {
   if (rail.remote.port == 0) return invalid_argument("{}: no port to connect to", rail.to_string());
-  return std::unique_ptr<Channel>(std::make_unique<SimChannel>(network_, rail));
+  return std::unique_ptr<Channel>(std::make_unique<SimChannel>(network_, rail, cut_path_dial_grace(options)));
 }
 
 Result<std::unique_ptr<Listener>> SimTransport::listen(const std::vector<Endpoint>& endpoints, SliceSink* sink,

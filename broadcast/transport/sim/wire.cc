@@ -55,7 +55,11 @@ uint32_t SimNetwork::port_of(const std::string& host) {
   return it->second;
 }
 
-void SimNetwork::set_port_up(const std::string& host, bool up) { ports_[port_of(host)].model.up = up; }
+void SimNetwork::set_port_up(const std::string& host, bool up) {
+  Port& port = ports_[port_of(host)];
+  if (port.model.up && !up) port.down_since = loop_.now();
+  port.model.up = up;
+}
 
 void SimNetwork::set_port_rates(const std::string& host, double out_bytes_per_second, double in_bytes_per_second) {
   PortModel& m = ports_[port_of(host)].model;
@@ -213,7 +217,9 @@ void SimNetwork::set_wan(uint32_t site_a, uint32_t site_b, double bytes_per_seco
 void SimNetwork::set_wan_up(uint32_t site_a, uint32_t site_b, bool up) {
   for (auto key : {std::make_pair(site_a, site_b), std::make_pair(site_b, site_a)}) {
     const auto it = wan_.find(key);
-    if (it != wan_.end()) it->second.up = up;  // sites with no link given have none to cut
+    if (it == wan_.end()) continue;  // sites with no link given have none to cut
+    if (it->second.up && !up) it->second.down_since = loop_.now();
+    it->second.up = up;
   }
 }
 
@@ -234,6 +240,17 @@ bool SimNetwork::passable(uint32_t from, uint32_t to) const {
   if (!up(from) || !up(to)) return false;
   const WanLink* link = wan(ports_[from].site, ports_[to].site);
   return link == nullptr || link->up;
+}
+
+std::optional<TimePoint> SimNetwork::impassable_since(uint32_t from, uint32_t to) const {
+  std::optional<TimePoint> since;
+  const auto down = [&](bool up, TimePoint at) {
+    if (!up) since = since ? std::min(*since, at) : at;
+  };
+  down(ports_[from].model.up, ports_[from].down_since);
+  down(ports_[to].model.up, ports_[to].down_since);
+  if (const WanLink* link = wan(ports_[from].site, ports_[to].site)) down(link->up, link->down_since);
+  return since;
 }
 
 TimePoint SimNetwork::cross(uint32_t from, uint32_t to, uint32_t bytes, TimePoint at) {

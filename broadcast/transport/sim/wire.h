@@ -32,6 +32,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -134,6 +135,9 @@ class SimNetwork : private EventTarget {
   Duration latency(uint32_t from, uint32_t to) const;
   // Whether a slice can go from one port to the other (both up, and their WAN link if any).
   bool passable(uint32_t from, uint32_t to) const;
+  // Since when nothing can go from one port to the other (nothing: it can now): the earliest
+  // time one of the ports or their WAN link went down of those still down.
+  std::optional<TimePoint> impassable_since(uint32_t from, uint32_t to) const;
   // When a slice of `bytes` from port `from` that starts leaving at `at` is across the WAN link
   // to port `to` (`at` itself within a site). Called in time order.
   TimePoint cross(uint32_t from, uint32_t to, uint32_t bytes, TimePoint at);
@@ -203,6 +207,7 @@ class SimNetwork : private EventTarget {
   static constexpr uint64_t kTurnBytes = 16 << 20;  // a flow's turn at its port, whole slices
   struct Port {
     PortModel model;
+    TimePoint down_since{};  // while !model.up
     Share out, in;
     int node = -1;
     int site = -1;
@@ -212,6 +217,7 @@ class SimNetwork : private EventTarget {
     double bytes_per_second = 0;
     Duration latency{};
     bool up = true;
+    TimePoint down_since{};  // while !up
     Share share;
   };
   // The link from site a to site b (null: none given).

@@ -38,11 +38,13 @@ std::optional<Millis> TcpChannel::receiver_silent_for() const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   if (!ever_connected_) {
-    // Still dialling its first connection (across a WAN: the connect, the handshake's round
-    // trips, on loaded cores): not silent yet for up to four connect timeouts (2 s), silent
-    // since it was made after that.
+    // Still dialling its first connection: not silent yet for the dial grace (2 s), silent since
+    // it was made after that, or once two connects in a row failed (a cut path, or nobody
+    // listening: a slow path answers the connect and is slow in the handshake; two, for a SYN a
+    // full queue dropped).
     const auto trying = now - created_;
-    return trying < 4 * options_.connect_timeout ? Millis(0) : std::chrono::duration_cast<Millis>(trying);
+    const bool unanswered = unanswered_dials_ >= kUnansweredDials;
+    return trying < dial_grace(options_) && !unanswered ? Millis(0) : std::chrono::duration_cast<Millis>(trying);
   }
   return std::chrono::duration_cast<Millis>(now - last_heard_);
 }
@@ -111,12 +113,14 @@ void TcpChannel::close() {
   complete_finished();
 }
 
-Result<TcpChannel::Connection> TcpChannel::dial() {
+Result<TcpChannel::Connection> TcpChannel::dial(bool* answered) {
+  *answered = false;
   Connection c;
   DC_ASSIGN_OR_RETURN(c.fd, net::open_socket(""));  // the writer thread already lives in the channel's namespace
   const int fd = c.fd;
   net::tune_socket(fd, net::SocketOptions{options_.user_timeout, options_.send_buffer_bytes});
   Status s = net::connect_socket(fd, rail_.local, rail_.remote, options_.connect_timeout);
+  *answered = s.ok();
   const auto deadline = Clock::now() + options_.connect_timeout;
   if (s.ok()) {
     // The receiver learns this side holds the group's secret without seeing it; a refusal says
@@ -182,8 +186,10 @@ void TcpChannel::run() {
     if (fd_ < 0) {
       lock.unlock();
       complete_finished();
-      auto dialled = dial();
+      bool answered = false;
+      auto dialled = dial(&answered);
       lock.lock();
+      unanswered_dials_ = answered ? 0 : unanswered_dials_ + 1;
       if (closed_) {
         if (dialled.ok()) ::close(dialled->fd);
         break;

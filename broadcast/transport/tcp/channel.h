@@ -63,7 +63,8 @@ class TcpChannel : public Channel {
 
   void run();
   void read_loop(int fd, uint64_t generation, trust::FrameSeal* seal);
-  Result<Connection> dial();
+  // `answered`: whether the connect went through (the handshake may still fail).
+  Result<Connection> dial(bool* answered);
   // Writes one SLICE frame, sealed as it goes (the writer thread's).
   Status write_slice(int fd, const SliceRef& slice, const uint8_t* data);
   // Writes `lead` (a frame's header, begun on the outgoing seal) and `bytes` of payload through the
@@ -95,6 +96,7 @@ class TcpChannel : public Channel {
   Clock::time_point last_written_{};
   const Clock::time_point created_ = Clock::now();
   bool ever_connected_ = false;  // receiver_silent_for: a rail still dialling its first connection
+  int unanswered_dials_ = 0;     // ... and its last dials in a row whose connect failed
   std::atomic<bool> closed_{false};
   std::atomic<int> agreed_{-1};  // the last connection's trust::Protection (-1: none yet)
   std::atomic<bool> stop_connection_{false};

@@ -2,6 +2,7 @@
 // does when its children change between versions.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -170,6 +171,41 @@ TEST(RelayOverSim, FinishedLinksAreTheChildrenThatHaveEverySliceTheyGetFromHere)
   for (int r = 0; r < 2; ++r) cluster.net.set_port_up(fmt::format("c2r{}", r), true);
   cluster.open(2, bytes, {1, 2});
   EXPECT_TRUE(cluster.relay->finished_links(1).empty()) << "a new transfer began";
+  cluster.relay->end();
+  cluster.net.loop().run([] { return false; });
+}
+
+// Mid-transfer, consumer 2's ports go down and consumer 1's slow to a crawl (a 1 MiB slice a
+// second). 2 is heard on no rail: reported RelayOptions::unheard_after (300 ms) after its last
+// heartbeat, where waiting out its slices' allowance took 500 ms and more. 1 acknowledges nothing
+// for seconds but is heard: only slow, it is not reported.
+TEST(RelayOverSim, AChildHeardOnNoRailIsReportedSoonAndASlowOneThatIsHeardIsNot) {
+  ProducerAndConsumers cluster;
+  const uint64_t bytes = 4ull << 30;
+  const TimePoint start = cluster.net.loop().now();
+  cluster.open(1, bytes, {1, 2});
+  const TimePoint cut = start + std::chrono::milliseconds(100);
+  cluster.net.loop().at(cut, [&] {
+    for (int r = 0; r < 2; ++r) {
+      cluster.net.set_port_up(fmt::format("c2r{}", r), false);
+      cluster.net.set_port_rates(fmt::format("c1r{}", r), 1 << 20, 1 << 20);
+    }
+  });
+  std::map<uint32_t, TimePoint> reported;
+  const TimePoint until = cut + std::chrono::seconds(3);
+  std::function<void()> watch = [&] {
+    for (uint32_t id : cluster.relay->unreachable_children()) reported.try_emplace(id, cluster.net.loop().now());
+    if (cluster.net.loop().now() < until) cluster.net.loop().after(std::chrono::milliseconds(1), watch);
+  };
+  cluster.net.loop().after(std::chrono::milliseconds(1), watch);
+  cluster.net.loop().run([] { return false; }, until);
+  ASSERT_TRUE(reported.count(2)) << "the child cut off was not reported";
+  const double after = secs(reported[2]) - secs(cut);
+  EXPECT_GE(after, 0.3);
+  EXPECT_LT(after, 0.32) << "reported " << after << " s after the cut";
+  EXPECT_FALSE(reported.count(1)) << "the slow child, still heard, was reported";
+  const uint32_t per_stripe = TransferShape{1, bytes, ProducerAndConsumers::kSlice}.slices() / 2;
+  EXPECT_LT(cluster.sinks[1].count[1], per_stripe) << "the slow child had its stripe: nothing was owed";
   cluster.relay->end();
   cluster.net.loop().run([] { return false; });
 }

@@ -228,6 +228,54 @@ TEST(SimTransport, AWanLinkBetweenSitesIsSharedAndHasItsOwnLatency) {
   EXPECT_TRUE(net.passable(net.port_of("a1"), net.port_of("a2"))) << "a site's own network still works";
 }
 
+// The receiver's heartbeats, modelled: heard while the path back is open; once a port or the WAN
+// link on it goes down, silent from a latency after that (the last heartbeat's crossing), and
+// heard again when it comes back; nothing to say of a receiver that no longer listens.
+TEST(SimTransport, AReceiverIsHeardWhileThePathBackIsOpen) {
+  SimNetwork net;
+  SimTransport transport{&net};
+  net.set_site("a1", 0);
+  for (const char* host : {"b1", "b2"}) net.set_site(host, 1);
+  net.set_wan(0, 1, 100e6, milliseconds(40));
+  CountingSink sink;
+  auto listener = transport.listen({{"b1", 0}}, &sink, {}).value();
+  auto channel = connect(transport, "a1", *listener);
+  const auto at = [&](int ms, auto what) { net.loop().at(TimePoint{} + milliseconds(ms), what); };
+  std::map<int, std::optional<Millis>> heard;  // by time
+  for (int ms : {100, 200, 260, 500, 700, 900}) at(ms, [&, ms] { heard[ms] = channel->receiver_silent_for(); });
+  at(150, [&] { net.set_wan_up(0, 1, false); });
+  at(550, [&] { net.set_wan_up(0, 1, true); });
+  at(600, [&] { net.set_port_up("b1", false); });
+  at(800, [&] { listener.reset(); });
+  net.loop().run([] { return false; }, TimePoint{} + milliseconds(1000));
+  EXPECT_EQ(heard[100], Millis(0));
+  EXPECT_EQ(heard[200], Millis(10)) << "cut at 150 ms, its last heartbeat in 40 ms later";
+  EXPECT_EQ(heard[260], Millis(70));
+  EXPECT_EQ(heard[500], Millis(310));
+  EXPECT_EQ(heard[700], Millis(60)) << "its own port down at 600 ms";
+  EXPECT_EQ(heard[900], std::nullopt) << "nobody listens: the control link tells";
+}
+
+// A channel made across a path already cut dials as a TCP channel does, its connects unanswered:
+// not silent for two connect timeouts, then silent since it was made.
+TEST(SimTransport, AChannelMadeAcrossACutPathDialsForTheGraceThenIsSilentSinceItWasMade) {
+  SimNetwork net;
+  SimTransport transport{&net};
+  CountingSink sink;
+  auto listener = transport.listen({{"b1", 0}}, &sink, {}).value();
+  net.set_port_up("b1", false);
+  std::unique_ptr<Channel> channel;
+  std::map<int, std::optional<Millis>> heard;
+  net.loop().at(TimePoint{} + milliseconds(100), [&] { channel = connect(transport, "a1", *listener); });
+  for (int ms : {200, 1000, 1200}) {
+    net.loop().at(TimePoint{} + milliseconds(ms), [&, ms] { heard[ms] = channel->receiver_silent_for(); });
+  }
+  net.loop().run([] { return false; }, TimePoint{} + milliseconds(3000));
+  EXPECT_EQ(heard[200], Millis(0));
+  EXPECT_EQ(heard[1000], Millis(0)) << "still dialling";
+  EXPECT_EQ(heard[1200], Millis(1100)) << "silent since it was made";
+}
+
 // A port's per-slice cost: ten slices of 1 MB at 1 GB/s with 100 us each hold the port for 11 ms
 // (plus the hop's latency), one slice of the same 10 MB for 10.1 ms.
 TEST(SimTransport, APortSpendsItsSliceCostOnEverySlice) {

@@ -508,6 +508,33 @@ TEST(TcpLoopback, RefusedConnectionsAreAClearError) {
   EXPECT_NE(r.status().message().find("dead"), std::string::npos) << r.status().message();
 }
 
+// A rail dialling a receiver that is not there is not silent while its first connects are under
+// way (across a WAN the handshake takes a while), for up to the dial grace (2 s); once two
+// connects in a row failed it is silent since it was made, so a relay reports a child it cannot
+// reach without waiting out the grace. A rail whose receiver answers is heard from the start.
+TEST(TcpLoopback, ARailWhoseConnectsFailIsSilentBeforeTheDialGraceEnds) {
+  tcp::TcpTransport transport;
+  const auto made = std::chrono::steady_clock::now();
+  auto dead = transport.connect({Endpoint{"127.0.0.1", 0}, Endpoint{"127.0.0.99", 1}, "dead"}, {}).value();
+  std::optional<Millis> silent;
+  while (std::chrono::steady_clock::now() - made < milliseconds(1500)) {
+    silent = dead->receiver_silent_for();
+    if (silent && *silent > Millis(0)) break;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_TRUE(silent.has_value());
+  EXPECT_GT(*silent, Millis(0)) << "still counted as dialling 1.5 s after it was made";
+  Receiver rx(1);
+  ChannelOptions options;
+  options.trust = testing::test_trust(kToken, trust::Protection::kAuthenticated);
+  auto live = transport.connect({Endpoint{"127.0.0.1", 0}, rx.listener->endpoints()[0], "live"}, options).value();
+  ASSERT_TRUE(wait_ready(*live, milliseconds(2000)));
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_LT(live->receiver_silent_for().value(), Millis(400)) << "its heartbeats come every 50 ms";
+    std::this_thread::sleep_for(milliseconds(30));
+  }
+}
+
 // deltacast-bench wire's plain-stream baseline and the slices take turns on a connection. A
 // baseline started while a late copy of a slice was still going out used the connection's seal
 // inside the slice's frame: the cipher refused, and the exception aborted the process. Here each
