@@ -106,10 +106,10 @@ std::vector<uint32_t> Relay::child_ids() const {
   return ids;
 }
 
-void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have) {
+void Relay::open_child(Sprayer& sender, const std::vector<bool>& fed, const std::vector<bool>* have) {
   (void)sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes);
   for (uint32_t i = 0; i < shape_.slices(); ++i) {
-    const bool mine = feeds(id, i % stripes_);
+    const bool mine = fed[i % stripes_];
     const bool child_has = have != nullptr && i < have->size() && (*have)[i];
     if (!mine || child_has) {
       sender.skip(i);  // another path delivers it, or the child holds it already
@@ -119,12 +119,12 @@ void Relay::open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* ha
   }
 }
 
-void Relay::extend_child(Sprayer& sender, uint32_t id, const StripeChildren& before, const std::vector<bool>* have) {
+void Relay::extend_child(Sprayer& sender, const std::vector<bool>& fed_before, const std::vector<bool>& fed_now,
+                         const std::vector<bool>* have) {
   for (uint32_t i = 0; i < shape_.slices(); ++i) {
     const uint32_t stripe = i % stripes_;
-    const bool was = std::find(before[stripe].begin(), before[stripe].end(), id) != before[stripe].end();
-    const bool mine = feeds(id, stripe);
-    if (was == mine) continue;
+    const bool mine = fed_now[stripe];
+    if (fed_before[stripe] == mine) continue;
     const bool child_has = have != nullptr && i < have->size() && (*have)[i];
     if (!mine) {
       sender.skip(i);  // another path delivers it now
@@ -162,22 +162,22 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
     // A child that keeps its stripes (a re-plan around someone else) keeps its transfer as it is:
     // opening it again would drop its copies in flight and send again what it took since the
     // `have` it reported.
-    bool same_stripes = true;
+    std::vector<bool> fed_before(stripes_), fed_now(stripes_);
     for (uint32_t s = 0; s < stripes_; ++s) {
-      const bool was = std::find(before[s].begin(), before[s].end(), id) != before[s].end();
-      same_stripes = same_stripes && was == feeds(id, s);
+      fed_before[s] = std::find(before[s].begin(), before[s].end(), id) != before[s].end();
+      fed_now[s] = feeds(id, s);
     }
     const bool open_here = shape_.id != 0 && (*sender)->open_transfer() == shape_.id;
-    if (same_stripes && open_here) continue;
+    if (fed_before == fed_now && open_here) continue;
     auto h = have.find(id);
     const std::vector<bool>* holds = h == have.end() ? nullptr : &h->second;
     // One whose stripes changed while its transfer is open here has it extended: opened again,
     // its copies in flight would go again, and so would what it acknowledged here since its
     // report (up to a progress interval old).
     if (open_here) {
-      extend_child(**sender, id, before, holds);
+      extend_child(**sender, fed_before, fed_now, holds);
     } else {
-      open_child(**sender, id, holds);
+      open_child(**sender, fed_now, holds);
     }
   }
   // Children that no longer get anything from here: abandon their transfer.

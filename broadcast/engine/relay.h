@@ -87,9 +87,12 @@ class Relay {
   Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path);
   TimePoint now() const;  // the sprayers' clock
   double measured_rate() const;  // what a new child's rails are taken at before they are measured
-  void open_child(Sprayer& sender, uint32_t id, const std::vector<bool>* have);
-  // The stripes of a child whose transfer is open here changed (`before`: who had which).
-  void extend_child(Sprayer& sender, uint32_t id, const StripeChildren& before, const std::vector<bool>* have);
+  // `fed`, by stripe: whether the child takes it from here.
+  void open_child(Sprayer& sender, const std::vector<bool>& fed, const std::vector<bool>* have);
+  // The stripes a child whose transfer is open here takes from here changed (by stripe: whether
+  // it did before, and does now).
+  void extend_child(Sprayer& sender, const std::vector<bool>& fed_before, const std::vector<bool>& fed_now,
+                    const std::vector<bool>* have);
   void offer(Sprayer& sender, uint32_t slice);
 
   RelayOptions options_;

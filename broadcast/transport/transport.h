@@ -157,6 +157,11 @@ struct ChannelOptions {
 inline Millis dial_grace(const ChannelOptions& options) { return 4 * options.connect_timeout; }
 constexpr int kUnansweredDials = 2;
 inline Millis cut_path_dial_grace(const ChannelOptions& options) { return kUnansweredDials * options.connect_timeout; }
+// What receiver_silent_for says of a channel dialling its first connection for `trying`: not
+// silent within `grace`, silent since it was made after that.
+inline Millis silence_while_dialling(std::chrono::steady_clock::duration trying, Millis grace) {
+  return trying < grace ? Millis(0) : std::chrono::duration_cast<Millis>(trying);
+}
 
 struct ListenOptions {
   trust::Trust trust;

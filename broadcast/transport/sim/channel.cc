@@ -4,7 +4,7 @@
 
 namespace deltacast::sim {
 
-SimChannel::SimChannel(SimNetwork* network, RailSpec rail, Duration dial_grace)
+SimChannel::SimChannel(SimNetwork* network, RailSpec rail, Millis dial_grace)
     : network_(network),
       rail_(std::move(rail)),
       created_(network->loop().now()),
@@ -27,7 +27,7 @@ std::optional<Millis> SimChannel::receiver_silent_for() const {
   if (!cut) return Millis(0);
   const TimePoint now = network_->loop().now();
   if (*cut <= created_) {  // never connected
-    return now - created_ < dial_grace_ ? Millis(0) : std::chrono::duration_cast<Millis>(now - created_);
+    return silence_while_dialling(now - created_, dial_grace_);
   }
   const TimePoint last_heard = *cut + network_->latency(to_, from_);
   return now > last_heard ? std::chrono::duration_cast<Millis>(now - last_heard) : Millis(0);

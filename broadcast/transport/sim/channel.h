@@ -20,7 +20,7 @@ class SimChannel : public Channel, private PortSender, private EventTarget {
  public:
   // `dial_grace`: how long a channel whose path was never open counts as still dialling
   // (transport.h's cut_path_dial_grace: its connects go unanswered).
-  SimChannel(SimNetwork* network, RailSpec rail, Duration dial_grace = Duration::zero());
+  SimChannel(SimNetwork* network, RailSpec rail, Millis dial_grace = Millis(0));
   ~SimChannel() override;
 
   void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
@@ -32,7 +32,8 @@ class SimChannel : public Channel, private PortSender, private EventTarget {
   // swamp a simulation of thousands of nodes): heard while the path back to this end is open;
   // cut, silent since its last heartbeat crossed, a latency after the cut. A channel whose path
   // was cut before it was made dials as TCP's does, its connects unanswered: not silent for
-  // `dial_grace`, then silent since it was made. Nothing while no receiver listens (a killed one: the control link notices).
+  // `dial_grace`, then silent since it was made. Nothing while no receiver listens (a killed
+  // one: the control link notices).
   std::optional<Millis> receiver_silent_for() const override;
 
  private:
@@ -50,7 +51,7 @@ class SimChannel : public Channel, private PortSender, private EventTarget {
   SimNetwork* network_;
   RailSpec rail_;
   TimePoint created_;
-  Duration dial_grace_;
+  Millis dial_grace_;
   uint32_t from_ = 0;
   uint32_t to_ = 0;
   uint32_t flow_ = 0;  // its turn at the sender's port

@@ -42,9 +42,8 @@ std::optional<Millis> TcpChannel::receiver_silent_for() const {
     // it was made after that, or once two connects in a row failed (a cut path, or nobody
     // listening: a slow path answers the connect and is slow in the handshake; two, for a SYN a
     // full queue dropped).
-    const auto trying = now - created_;
     const bool unanswered = unanswered_dials_ >= kUnansweredDials;
-    return trying < dial_grace(options_) && !unanswered ? Millis(0) : std::chrono::duration_cast<Millis>(trying);
+    return silence_while_dialling(now - created_, unanswered ? Millis(0) : dial_grace(options_));
   }
   return std::chrono::duration_cast<Millis>(now - last_heard_);
 }

@@ -39,6 +39,12 @@ __all__ = ["ParameterServer", "UpdateError"]
 _SETTLE_SECONDS = 30.0
 
 
+def _env_seconds(name):
+    """The environment variable `name` in seconds, or None where it is unset or empty."""
+    value = os.environ.get(name)
+    return float(value) if value else None
+
+
 def _env_int(name):
     value = os.environ.get(name)
     if value is None:
@@ -109,9 +115,9 @@ class ParameterServer:
         if not master_addr:
             raise InvalidArgumentError("master_addr: not given and MASTER_ADDR is not set")
         self._master_port = 0 if self._world_size == 1 else _default_master_port(master_port)
-        env_timeout = os.environ.get("DELTACAST_RENDEZVOUS_TIMEOUT")
+        env_timeout = _env_seconds("DELTACAST_RENDEZVOUS_TIMEOUT")
         self._timeout = seconds_of(timeout if timeout is not None else
-                                   float(env_timeout) if env_timeout else timedelta(minutes=10))
+                                   env_timeout if env_timeout is not None else timedelta(minutes=10))
         rails, token = rails_or_env(rails), token_or_env(token)
         if advertise_host is None:
             advertise_host = rails[0] if rails else "127.0.0.1" if _is_loopback(master_addr) else host_ip()
@@ -121,10 +127,9 @@ class ParameterServer:
         self._options = EngineOptions(listen_host, advertise_host, token, rails or [advertise_host],
                                       str(value_codec), str(transport), self._timeout)
         self._device_uuid = device_uuid(self._local_rank)
-        env_start = os.environ.get("DELTACAST_RENDEZVOUS_START_TIMEOUT")
         self._rendezvous = Rendezvous(self._rank, self._world_size, master_addr, self._master_port, self._timeout,
-                                      seconds_of(float(env_start), "DELTACAST_RENDEZVOUS_START_TIMEOUT")
-                                      if env_start else None)
+                                      seconds_of(_env_seconds("DELTACAST_RENDEZVOUS_START_TIMEOUT"),
+                                                 "DELTACAST_RENDEZVOUS_START_TIMEOUT"))
         self._store_counter = 0
         self._memory_pool = {}  # checkpoint name -> {tensor name: host copy}
         self._shared_pool = None  # host copies kept for the next user of the shared pool
