@@ -14,6 +14,7 @@
 #include "broadcast/engine/control/control_link.h"
 #include "broadcast/engine/plan/planner.h"
 #include "broadcast/engine/plan/rate_book.h"
+#include "broadcast/engine/plan/standby_links.h"
 #include "broadcast/engine/plan/wan_paths.h"
 #include "broadcast/engine/relay.h"
 #include "broadcast/engine/round.h"
@@ -127,6 +128,15 @@ SiteOf site_map(const ClusterSpec& c) {
     const uint32_t site = site_of_node(c, k);
     if (site == 0) continue;
     for (uint32_t id : gpu_ids(c, k)) sites[id] = fmt::format("s{}", site);
+  }
+  return sites;
+}
+
+// Every node's site (by node id, the producer's site unnamed), named as site_map names its GPUs'.
+SiteOf node_site_map(const ClusterSpec& c) {
+  SiteOf sites;
+  for (uint32_t k = 0; k < c.nodes && c.sites > 1; ++k) {
+    if (const uint32_t site = site_of_node(c, k); site != 0) sites[k + 1] = fmt::format("s{}", site);
   }
   return sites;
 }
@@ -295,11 +305,22 @@ Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, 
   // The WAN paths into children in other sites, as a round tells its members (node ids in the book).
   const auto site = [&](uint32_t n) { return std::to_string(n == kProducer ? 0 : site_of_node(c_, n - 1)); };
   const WanPaths paths = c_.sites > 1 ? wan_paths(book_, children, site) : WanPaths{};
+  // The standby links between sites' first nodes, as a round tells its members (standby_links.h).
+  std::vector<uint32_t> living;
+  for (const auto& node : nodes_) {
+    if (node->alive && node->id != kProducer) living.push_back(node->id);
+  }
+  const auto standby = c_.sites > 1 ? standby_links(living, node_site_map(c_)) : std::map<uint32_t, std::vector<uint32_t>>{};
   for (const auto& node : nodes_) {
     if (!node->alive) continue;
     auto kids = children.find(node->id);
     DC_RETURN_IF_ERROR(node->relay->set_children(kids == children.end() ? none : kids->second, directory_, have,
                                                  paths_from(paths, node->id)));
+    std::map<uint32_t, PeerEndpoints> watched;
+    if (const auto it = standby.find(node->id); it != standby.end()) {
+      for (uint32_t peer : it->second) watched[peer] = directory_.at(peer);
+    }
+    DC_RETURN_IF_ERROR(node->relay->watch(watched));
   }
   return Status();
 }
@@ -567,6 +588,7 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // tails, as a round does.
   const auto everyone_done = [&] { return incomplete_ == 0; };
   std::set<std::pair<uint32_t, uint32_t>> reported;  // (parent node, child node), once each
+  std::set<std::pair<uint32_t, uint32_t>> unheard_reported;  // (sentinel node, watched node), once each
   std::map<uint32_t, uint32_t> tailed;                // nodes moved to the tails, how many times
   const SiteOf sites = site_map(c_);
   // WAN links found broken in this version (a parent that cannot reach its child in another
@@ -594,6 +616,16 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       if (node->relay) (void)node->relay->poll();
       for (auto& kid : node->tree_kids) (void)kid->poll();
       if (!node->relay || topology_ == SimTopology::kBinaryTree) continue;
+      // A sentinel's standby links: those it no longer hears reach the producer two hops later
+      // (control::Unheard), and the next move avoids them both ways, as a round's detours do.
+      for (uint32_t peer : node->relay->unheard_watched()) {
+        if (!unheard_reported.insert({node->id, peer}).second) continue;
+        net_.loop().after(2 * net_.latency(), [&, sentinel = node->id, peer, live] {
+          if (!*live) return;
+          broken.insert({site_name(sentinel), site_name(peer)});
+          broken.insert({site_name(peer), site_name(sentinel)});
+        });
+      }
       for (uint32_t child : node->relay->unreachable_children()) {
         if (!reported.insert({node->id, child}).second) continue;
         net_.loop().after(2 * net_.latency(), [&, child, parent = node->id, stripes, live] {

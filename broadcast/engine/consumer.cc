@@ -14,6 +14,8 @@
 #include "core/parallel_memory.h"
 #include "sparse/remapped_apply.h"
 
+#include <fmt/ranges.h>
+
 namespace deltacast {
 
 namespace {
@@ -378,6 +380,9 @@ void Consumer::on_version(const control::Announce& m) {
   if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, {}, m.forwarding.paths); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
   }
+  if (Status r = relay_.watch(m.forwarding.watch); !r.ok()) {
+    log().warn("consumer {}: standby links: {}", options_.name, r.to_string());
+  }
   s = staging_.expect(m.transfer, m.bytes, m.slice_bytes, inc->memory->data(), inc->memory);
   if (!s.ok()) {
     relay_.end();
@@ -409,6 +414,9 @@ void Consumer::on_replan(const control::Replan& m) {
   }
   if (Status r = relay_.set_children(m.forwarding.children, m.forwarding.directory, have, m.forwarding.paths); !r.ok()) {
     log().error("consumer {}: forwarding plan: {}", options_.name, r.to_string());
+  }
+  if (Status r = relay_.watch(m.forwarding.watch); !r.ok()) {
+    log().warn("consumer {}: standby links: {}", options_.name, r.to_string());
   }
 }
 
@@ -474,6 +482,19 @@ void Consumer::report_unreachable_children() {
   }
 }
 
+void Consumer::report_unheard_peers() {
+  std::vector<uint32_t> unheard = relay_.unheard_watched();
+  if (unheard == reported_unheard_) return;
+  if (!unheard.empty()) {
+    log().warn("consumer {}: consumers {} in other sites, which it keeps standby links to, are heard on no rail",
+               options_.name, fmt::join(unheard, ","));
+  } else {
+    log().info("consumer {}: every consumer it keeps a standby link to is heard again", options_.name);
+  }
+  send(control::Unheard{unheard});
+  reported_unheard_ = std::move(unheard);
+}
+
 void Consumer::report_forwarded_links() {
   if (forwarded_.transfer == 0) return;
   {
@@ -528,6 +549,7 @@ void Consumer::worker_loop() {
     }
     answer_checks();
     report_unreachable_children();
+    report_unheard_peers();
     report_forwarded_links();
     if (!inc) continue;
     if (!staging_.wait(inc->shape.id, Millis(50)).ok()) continue;

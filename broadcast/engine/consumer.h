@@ -162,6 +162,9 @@ class Consumer {
   // Tells the coordinator of children of the transfer in flight that went silent (the relay's
   // unreachable_children), once each.
   void report_unreachable_children();
+  // Tells the coordinator which members on its standby links it hears on no rail, each time that
+  // set changes (control::Unheard).
+  void report_unheard_peers();
   // Tells the coordinator how the links to the children still receiving when this member staged
   // (or given to it since) did, once they have what they get from here (control::Forwarded; the
   // Staged message's samples of them stopped where this member had the version).
@@ -201,6 +204,7 @@ class Consumer {
   std::vector<uint64_t> check_requests_;
   uint64_t reported_transfer_ = 0;  // worker thread only: the transfer reported_unreachable_ is of
   std::set<uint32_t> reported_unreachable_;
+  std::vector<uint32_t> reported_unheard_;  // worker thread only: as last sent (report_unheard_peers)
   struct ForwardedLinks {
     uint64_t epoch = 0;           // of the producer the version is from
     uint64_t version = 0;

@@ -251,6 +251,15 @@ Status Membership::fold(const control::Message& message, MemberRecord& r) {
             if (r.unreachable.size() < control::kMaxStripes) r.unreachable.insert(m.member);  // its children only
             return Status();
           },
+          [&](const control::Unheard& m) {
+            // As many as it could watch at most (a sentinel watches one member per other site).
+            constexpr size_t kMostWatched = 1024;
+            r.unheard.clear();
+            for (uint32_t id : m.members) {
+              if (r.unheard.size() < kMostWatched) r.unheard.insert(id);
+            }
+            return Status();
+          },
           [&](const control::Checked& m) {
             r.checks[m.version] = {m.held, m.model_hash};
             while (r.checks.size() > kChecksKept) r.checks.erase(r.checks.begin());

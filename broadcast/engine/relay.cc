@@ -33,9 +33,14 @@ double Relay::measured_rate() const {
   return rates[rates.size() / 2];
 }
 
-Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path) {
+Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path, bool child) {
   auto it = senders_.find(id);
-  if (it != senders_.end() && it->second.endpoints == endpoints) return it->second.sprayer.get();
+  if (it != senders_.end() && it->second.endpoints == endpoints) {
+    // A standby link (watch) that now carries a child's transfer starts as a new child's would.
+    if (!it->second.primed && child) prime(*it->second.sprayer, id, path);
+    it->second.primed = it->second.primed || child;
+    return it->second.sprayer.get();
+  }
   // A new peer, or the id now names another peer: the old sprayer (if any) is replaced.
   if (it != senders_.end()) {
     retired_.push_back(std::move(it->second.sprayer));
@@ -61,17 +66,21 @@ Result<Sprayer*> Relay::sender_for(uint32_t id, const PeerEndpoints& endpoints, 
                        last_error.ok() ? "" : ": " + last_error.message());
   }
   auto sprayer = std::make_unique<Sprayer>(std::move(channels), options_.spray);
+  if (child) prime(*sprayer, id, path);
+  Sprayer* raw = sprayer.get();
+  senders_[id] = Sender{endpoints, std::move(sprayer), child};
+  return raw;
+}
+
+void Relay::prime(Sprayer& sprayer, uint32_t id, const PathEstimate* path) const {
   // Across a WAN, also the path the round measured into the child's site: a queue target's worth
   // of the other children's (LAN) rate is a small part of what a WAN's round trip holds.
-  sprayer->assume_rate(measured_rate());
+  sprayer.assume_rate(measured_rate());
   if (path != nullptr && path->known()) {
-    sprayer->assume_path(*path);
+    sprayer.assume_path(*path);
     log().info("relay: consumer {} is across a WAN; its rails start from the {:.1f} MB/s and {:.0f} ms round trip "
                "measured into its site", id, path->bytes_per_second / 1e6, path->round_trip * 1e3);
   }
-  Sprayer* raw = sprayer.get();
-  senders_[id] = Sender{endpoints, std::move(sprayer)};
-  return raw;
 }
 
 void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
@@ -154,7 +163,7 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
       continue;
     }
     const auto path = paths.find(id);
-    auto sender = sender_for(id, dir->second, path == paths.end() ? nullptr : &path->second);
+    auto sender = sender_for(id, dir->second, path == paths.end() ? nullptr : &path->second, true);
     if (!sender.ok()) {
       status = sender.status();  // the plan goes on without this child; the round re-plans if it fails
       continue;
@@ -272,6 +281,35 @@ void Relay::forget_peer(uint32_t id) {
     senders_.erase(it);
   }
   // Destroyed outside the lock: closing drains its copies.
+}
+
+Status Relay::watch(const std::map<uint32_t, PeerEndpoints>& peers) {
+  std::vector<std::unique_ptr<Sprayer>> retired;  // destroyed after the lock below is released
+  std::lock_guard<std::mutex> lock(mu_);
+  watched_.clear();
+  Status status;
+  for (const auto& [id, endpoints] : peers) {
+    auto sender = sender_for(id, endpoints, nullptr, false);
+    if (sender.ok()) {
+      watched_.insert(id);
+    } else {
+      status = sender.status();
+    }
+  }
+  retired.swap(retired_);
+  return status;
+}
+
+std::vector<uint32_t> Relay::unheard_watched() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint32_t> unheard;
+  for (uint32_t id : watched_) {
+    const auto it = senders_.find(id);
+    if (it == senders_.end()) continue;
+    const auto silent = it->second.sprayer->receiver_silent_for();
+    if (silent && *silent >= options_.watch_unheard_after) unheard.push_back(id);
+  }
+  return unheard;
 }
 
 std::vector<RailTelemetry> Relay::telemetry(uint32_t child) const {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "broadcast/engine/plan/stripe_children.h"
@@ -40,6 +41,11 @@ struct RelayOptions {
   // heartbeats alike, for this long is reported without waiting for the allowance above. (A TCP
   // channel gives up on a connection silent for 400 ms.)
   Millis unheard_after{300};
+  // A member watched on a standby link (watch) heard on no rail for this long is unheard: the
+  // link between the two sites is likely cut. Shorter than unheard_after, so the round knows it
+  // before it moves a site cut off at the same moment (a report only steers detours; three TCP
+  // heartbeats missed).
+  Millis watch_unheard_after{150};
 };
 
 class Relay {
@@ -64,6 +70,14 @@ class Relay {
   void end();
   // Drops the sprayer (and connections) to a peer that left.
   void forget_peer(uint32_t id);
+  // Standby links between sites (standby_links.h): a sprayer to each of `peers` (where each takes
+  // data) that forwards nothing unless the peer becomes a child; the receiver's heartbeats say
+  // whether it is heard. Replaces the last set (a peer no longer named is no longer watched; its
+  // sprayer stays, as a past child's does, until forget_peer).
+  Status watch(const std::map<uint32_t, PeerEndpoints>& peers);
+  // The watched peers heard on no rail for RelayOptions::watch_unheard_after, sorted (none on a
+  // backend without heartbeats).
+  std::vector<uint32_t> unheard_watched() const;
 
   // With sprayers that run no scheduler thread (a simulation, RelayOptions::spray): one round of
   // each sprayer's scheduling; returns when to call again (TimePoint::max(): nothing open).
@@ -84,7 +98,10 @@ class Relay {
   std::map<uint32_t, LinkSample> finished_links(uint64_t transfer) const;
 
  private:
-  Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path);
+  // The sprayer to `id` (made if new); `child`: it carries a transfer to it (else a standby link).
+  Result<Sprayer*> sender_for(uint32_t id, const PeerEndpoints& endpoints, const PathEstimate* path, bool child);
+  // What a sprayer starts a child's transfer from: this node's measured rate, and `path` (a WAN's).
+  void prime(Sprayer& sprayer, uint32_t id, const PathEstimate* path) const;
   TimePoint now() const;  // the sprayers' clock
   double measured_rate() const;  // what a new child's rails are taken at before they are measured
   // `fed`, by stripe: whether the child takes it from here.
@@ -100,8 +117,10 @@ class Relay {
   struct Sender {
     PeerEndpoints endpoints;
     std::unique_ptr<Sprayer> sprayer;
+    bool primed = false;  // started as a child's (prime); a standby link's is not until it becomes one
   };
   std::map<uint32_t, Sender> senders_;
+  std::set<uint32_t> watched_;  // peers on standby links (watch)
   std::vector<std::unique_ptr<Sprayer>> retired_;  // replaced in set_children, destroyed once the lock is released
   bool active_ = false;
   TransferShape shape_;

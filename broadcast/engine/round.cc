@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "broadcast/engine/plan/standby_links.h"
 #include "broadcast/engine/plan/wan_paths.h"
 #include "core/log.h"
 
@@ -69,6 +70,19 @@ std::string where_it_stood(const MemberRecord* m, const RoundLook& look, uint32_
   return "nothing of the version had reached it";
 }
 
+// `id`'s standby links (standby_links over the plan's members) with where each peer takes data.
+std::map<uint32_t, PeerEndpoints> watched_by(const std::map<uint32_t, std::vector<uint32_t>>& standby, uint32_t id,
+                                             const std::map<uint32_t, PeerEndpoints>& directory) {
+  std::map<uint32_t, PeerEndpoints> out;
+  const auto it = standby.find(id);
+  if (it == standby.end()) return out;
+  for (uint32_t peer : it->second) {
+    const auto at = directory.find(peer);
+    if (at != directory.end()) out[peer] = at->second;
+  }
+  return out;
+}
+
 }  // namespace
 
 RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>& stop) {
@@ -129,7 +143,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   Plan plan = plan_trees(in_plan, stripes, planned.fanout, verdict.slow, nodes, sites);
   // A WAN link that failed in a recent round: its site takes this version through another.
   std::vector<uint32_t> routed_around;
-  plan = around_broken_links(plan, sites, recent_broken_links(), &routed_around);
+  plan = around_broken_links(plan, sites, links_to_avoid(), &routed_around);
   if (!routed_around.empty()) {
     log().info("version {}: consumers {} take it through another site (a WAN link into theirs failed lately)",
                spec.version, fmt::join(routed_around, ","));
@@ -178,8 +192,10 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     return wan_paths(rates_, children, site);
   };
   auto paths = paths_for(targets);
+  auto standby = standby_links(targets, sites);
   for (uint32_t id : targets) {
     announce.forwarding = control::forwarding_of(plan, id, directory, paths_from(paths, id));
+    announce.forwarding.watch = watched_by(standby, id, directory);
     membership_.send(id, announce);
   }
   relay_.begin(shape, spec.data, stripes, &checksums);
@@ -301,7 +317,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
         }
       }
       std::vector<uint32_t> everyone_moved;
-      plan = to_tails(plan, unreachable, sites, &everyone_moved, recent_broken_links());
+      plan = to_tails(plan, unreachable, sites, &everyone_moved, links_to_avoid());
       std::vector<std::string> reported;
       for (uint32_t id : unreachable) reported.push_back(fmt::format("{} (by {})", id, fmt::join(look.unreachable[id], ",")));
       log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
@@ -324,8 +340,10 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     // Each member its new part of the plan and what its children hold (only those whose
     // children changed need it; the rest are told the same again, which changes nothing).
     paths = paths_for(in_plan);
+    standby = standby_links(in_plan, sites);  // a sentinel that died has a successor
     for (uint32_t id : in_plan) {
       control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory, paths_from(paths, id)), {}};
+      replan.forwarding.watch = watched_by(standby, id, directory);
       for (const auto& stripe : replan.forwarding.children) {
         for (uint32_t child : stripe) {
           const auto hex = look.have.find(child);
@@ -389,6 +407,27 @@ BrokenLinks RoundDriver::recent_broken_links() {
   BrokenLinks out;
   for (const auto& [link, when] : broken_links_) out.insert(link);
   return out;
+}
+
+BrokenLinks RoundDriver::links_to_avoid() {
+  // A member's report counts while it is a member, and so do the members it names that still are
+  // (a member gone has no site here).
+  std::map<uint32_t, std::vector<uint32_t>> unheard;
+  std::set<uint32_t> members;
+  SiteOf sites;
+  const auto records = membership_.snapshot();
+  for (const MemberRecord& m : records) {
+    members.insert(m.id);
+    if (m.away_from(options_.site)) sites[m.id] = m.site;
+  }
+  for (const MemberRecord& m : records) {
+    for (uint32_t id : m.unheard) {
+      if (members.count(id)) unheard[m.id].push_back(id);
+    }
+  }
+  BrokenLinks links = recent_broken_links();
+  links.merge(unheard_links(unheard, sites));
+  return links;
 }
 
 void RoundDriver::note_broken_link(const std::string& from, const std::string& into) {

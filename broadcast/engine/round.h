@@ -128,6 +128,9 @@ class RoundDriver {
   // WAN links found failed lately, each with when (RoundOptions::broken_link_memory).
   BrokenLinks recent_broken_links();
   void note_broken_link(const std::string& from, const std::string& into);
+  // The WAN links a plan and its detours avoid: those found failed lately, and those between the
+  // sites of sentinels that no longer hear each other on their standby links (standby_links.h).
+  BrokenLinks links_to_avoid();
   std::mutex broken_mu_;
   std::map<std::pair<std::string, std::string>, std::chrono::steady_clock::time_point> broken_links_;
 

@@ -79,6 +79,16 @@ void FaultyChannel::fail_held(std::unique_lock<std::mutex>& lock) {
   cv_.notify_all();
 }
 
+std::optional<Millis> FaultyChannel::receiver_silent_for() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plan_.mode == FaultPlan::kRefuse || plan_.mode == FaultPlan::kDrop || plan_.mode == FaultPlan::kStall) {
+      return std::nullopt;
+    }
+  }
+  return inner_->receiver_silent_for();
+}
+
 void FaultyChannel::reset() {
   {
     std::unique_lock<std::mutex> lock(mu_);

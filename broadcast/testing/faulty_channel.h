@@ -47,6 +47,9 @@ class FaultyChannel : public Channel {
   const RailSpec& rail() const override { return inner_->rail(); }
   std::optional<trust::Protection> protection() const override { return inner_->protection(); }
   uint32_t initial_window() const override { return inner_->initial_window(); }
+  // The inner channel's, while its faults leave the path working (none, delays, corruption); with
+  // sends refused, dropped or stalled, unknown (the fault says nothing of heartbeats).
+  std::optional<Millis> receiver_silent_for() const override;
 
  private:
   struct Held {

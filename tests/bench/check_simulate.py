@@ -170,11 +170,13 @@ for fanout in ("1", "2"):
     assert all(1.0 <= copies <= 1.02 for copies in site_row["wan_copies"]), (fanout, site_row["wan_copies"])
     assert site_row["survivors_complete"] and site_row["wan_cut"]["survivors_complete"], (fanout, site_row["wan_cut"])
     assert site_row["wan_cut"]["replans"] >= 1, site_row["wan_cut"]
-    if fanout == "1":
-        # Chains go on through site 1 at once; the relay there starts its new child's rails from the
-        # WAN the round measured into site 3 (cold, the cut cost 1.49 s against a 0.38 s detour).
-        cut = site_row["wan_cut"]
-        assert cut["extra_seconds"] <= 2 * cut["detour_seconds"], cut
+    # The cut costs about the version's time over the detour: chains go on through site 1 at once,
+    # the relay there starting its new child's rails from the WAN the round measured into site 3
+    # (cold, the cut cost 1.49 s against a 0.38 s detour); trees go straight to site 1 too, the
+    # standby links having found site 2 cut off from site 3 as well (without them, through site 2
+    # first: 1.41 s).
+    cut = site_row["wan_cut"]
+    assert cut["extra_seconds"] <= 1.2 * cut["detour_seconds"], (fanout, cut)
 # Huge pages: running one simulation at a time, the heap asks for them (simulate runs itself again
 # with glibc's malloc tunables set, where the kernel gives them on request) and gets them; a
 # caller's own setting of the tunable stands; simulations side by side do not ask.

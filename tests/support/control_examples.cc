@@ -12,6 +12,7 @@ Forwarding some_forwarding() {
   f.directory[5] = {{"10.0.0.5", 7001}};
   f.directory[9] = {{"10.0.0.9", 7001}};
   f.paths[9] = {1.5625e9, 0.136};  // member 9 in another site: the WAN into it, 136 ms a round trip
+  f.watch[12] = {{"10.2.0.12", 7001}, {"10.3.0.12", 7002}};  // a standby link to another site's sentinel
   return f;
 }
 
@@ -64,7 +65,8 @@ std::vector<Message> every_control_message() {
           FindGroup{kProtocolVersion},
           Group{GroupView{some_registration().logical, {some_registration().rank}}},
           Unreachable{1234, 5},
-          Forwarded{10, {{9, some_link_sample()}}}};
+          Forwarded{10, {{9, some_link_sample()}}},
+          Unheard{{12, 40}}};
 }
 
 }  // namespace deltacast::testing

@@ -305,10 +305,15 @@ void to_json(Json& j, const Forwarding& m) {
     for (const auto& [id, path] : m.paths) paths[std::to_string(id)] = {path.bytes_per_second, path.round_trip};
     j["paths"] = paths;
   }
+  if (!m.watch.empty()) {
+    Json watch = Json::object();
+    for (const auto& [id, rails] : m.watch) watch[std::to_string(id)] = endpoints_json(rails);
+    j["watch"] = watch;
+  }
 }
 
 void from_json(const Json& j, Forwarding& m) {
-  const Fields f(j, "forwarding", {"children", "directory", "paths"});
+  const Fields f(j, "forwarding", {"children", "directory", "paths", "watch"});
   const Json& children = as_array(f.at("children"), f.where("children"), kMaxStripes);
   if (children.empty()) refuse("forwarding has no stripes");
   const Json& directory = as_object(f.at("directory"), f.where("directory"), kMaxChildren);
@@ -343,6 +348,13 @@ void from_json(const Json& j, Forwarding& m) {
   }
   for (const auto& [id, rails] : m.directory) {
     if (!named.count(id)) refuse(fmt::format("forwarding.directory lists member {}, which is no child", id));
+  }
+  if (j.contains("watch")) {
+    const Json& watch = as_object(f.at("watch"), f.where("watch"), kMaxChildren);
+    for (auto it = watch.begin(); it != watch.end(); ++it) {
+      const std::string at = fmt::format("forwarding.watch.{}", it.key().substr(0, 64));
+      m.watch[id_key(it.key(), "forwarding.watch")] = as_endpoints(it.value(), at);
+    }
   }
   if (!j.contains("paths")) return;
   const Json& paths = as_object(f.at("paths"), f.where("paths"), kMaxChildren);
@@ -555,6 +567,15 @@ void from_json(const Json& j, Unreachable& m) {
   m.member = as_id(f.at("member"), f.where("member"));
 }
 
+void to_json(Json& j, const Unheard& m) { j = {{"members", m.members}}; }
+
+void from_json(const Json& j, Unheard& m) {
+  const Fields f(j, "unheard", {"members"});
+  const Json& members = as_array(f.at("members"), f.where("members"), kMaxChildren);
+  m.members.clear();
+  for (size_t i = 0; i < members.size(); ++i) m.members.push_back(as_id(members[i], fmt::format("unheard.members[{}]", i)));
+}
+
 void to_json(Json& j, const Register& m) {
   j = {{"protocol", m.protocol}, {"world", m.world}, {"logical", manifest_json(m.logical)},
        {"rank", rank_json(m.rank)}};
@@ -620,7 +641,7 @@ constexpr TypeEntry kTypes[] = {
     {"failed", read_as<Failed>},       {"done", read_as<Done>},           {"check", read_as<Check>},
     {"checked", read_as<Checked>},     {"register", read_as<Register>},   {"registered", read_as<Registered>},
     {"find_group", read_as<FindGroup>}, {"group", read_as<Group>},   {"unreachable", read_as<Unreachable>},
-    {"forwarded", read_as<Forwarded>},
+    {"forwarded", read_as<Forwarded>}, {"unheard", read_as<Unheard>},
 };
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 

@@ -42,7 +42,7 @@ namespace control {
 // handshake instead, and every frame is sealed); 9: a stripe's children may be a list (trees);
 // 10: a join names the consumer's site; 11: forwarding may carry WAN paths, and a relay reports
 // links to children that were still receiving when it staged (forwarded).
-inline constexpr uint32_t kProtocolVersion = 11;
+inline constexpr uint32_t kProtocolVersion = 12;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -70,6 +70,10 @@ struct Forwarding {
   // Per child in another site: the WAN path into its site as the round measured it (wan_paths.h;
   // optional, absent in the JSON when empty).
   std::map<uint32_t, PathEstimate> paths;
+  // The members of other sites it keeps a standby link to, and where they take data: it forwards
+  // them nothing, and reports those it no longer hears (Unheard; standby_links.h; optional, absent
+  // in the JSON when empty).
+  std::map<uint32_t, PeerEndpoints> watch;
   uint32_t stripes() const { return static_cast<uint32_t>(children.size()); }
 };
 // `id`'s part of `plan`, with its children's endpoints from `directory` and the paths into those
@@ -164,6 +168,12 @@ struct Unreachable {
   uint64_t transfer = 0;
   uint32_t member = 0;
 };
+// consumer -> coordinator: the members it keeps a standby link to (Forwarding::watch) heard on no
+// rail for a while, all of them, each time that set changes (none: every one is heard again). The
+// links between its site and theirs are likely cut: a detour avoids them.
+struct Unheard {
+  std::vector<uint32_t> members;
+};
 // consumer -> coordinator: the children this member still forwarded the version to when it staged
 // have it all now: how those links did, whole (Staged's samples of them stopped where the member
 // had the version; across a WAN its children then held little of it).
@@ -213,7 +223,8 @@ struct Group {
 };
 
 using Message = std::variant<Join, Welcome, Reject, Heartbeat, Announce, Replan, Progress, Staged, Committed, Failed,
-                             Done, Check, Checked, Register, Registered, FindGroup, Group, Unreachable, Forwarded>;
+                             Done, Check, Checked, Register, Registered, FindGroup, Group, Unreachable, Forwarded,
+                             Unheard>;
 
 // For std::visit over a Message with one lambda per type handled and a generic one for the rest.
 template <typename... Handlers>
@@ -271,6 +282,8 @@ void to_json(Json& j, const Checked& m);
 void from_json(const Json& j, Checked& m);
 void to_json(Json& j, const Unreachable& m);
 void from_json(const Json& j, Unreachable& m);
+void to_json(Json& j, const Unheard& m);
+void from_json(const Json& j, Unheard& m);
 void to_json(Json& j, const Register& m);
 void from_json(const Json& j, Register& m);
 void to_json(Json& j, const Registered& m);

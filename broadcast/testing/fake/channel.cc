@@ -2,8 +2,8 @@
 
 namespace deltacast::fake {
 
-FakeChannel::FakeChannel(FakeNetwork* network, RailSpec rail)
-    : network_(network), rail_(std::move(rail)), worker_([this] { run(); }) {}
+FakeChannel::FakeChannel(FakeNetwork* network, RailSpec rail, Millis dial_grace)
+    : network_(network), rail_(std::move(rail)), dial_grace_(dial_grace), worker_([this] { run(); }) {}
 
 FakeChannel::~FakeChannel() { close(); }
 
@@ -16,6 +16,19 @@ void FakeChannel::send(const SliceRef& slice, const uint8_t* data, SliceDone don
 bool FakeChannel::ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !closed_ && network_->lookup(rail_.remote.to_string()) != nullptr;
+}
+
+std::optional<Millis> FakeChannel::receiver_silent_for() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return std::nullopt;
+  }
+  if (network_->lookup(rail_.remote.to_string()) == nullptr) return std::nullopt;
+  const auto cut = network_->impassable_since(rail_);
+  if (!cut) return Millis(0);
+  const auto now = std::chrono::steady_clock::now();
+  if (*cut <= created_) return silence_while_dialling(now - created_, dial_grace_);  // never connected
+  return std::chrono::duration_cast<Millis>(now - *cut);
 }
 
 void FakeChannel::reset() {

@@ -14,7 +14,8 @@ namespace deltacast::fake {
 
 class FakeChannel : public Channel {
  public:
-  FakeChannel(FakeNetwork* network, RailSpec rail);
+  // `dial_grace`: how long a channel made across a path already cut is not silent (as TCP dials).
+  FakeChannel(FakeNetwork* network, RailSpec rail, Millis dial_grace);
   ~FakeChannel() override;
 
   void send(const SliceRef& slice, const uint8_t* data, SliceDone done) override;
@@ -22,6 +23,9 @@ class FakeChannel : public Channel {
   void reset() override;
   void close() override;
   const RailSpec& rail() const override { return rail_; }
+  // Heartbeats, modelled: a receiver listening is heard while the rail is passable, and silent
+  // since it stopped being so (FakeNetwork::impassable_since); unknown with nobody listening.
+  std::optional<Millis> receiver_silent_for() const override;
 
  private:
   struct Item {
@@ -33,6 +37,8 @@ class FakeChannel : public Channel {
 
   FakeNetwork* network_;
   RailSpec rail_;
+  Millis dial_grace_;
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;

@@ -5,8 +5,8 @@
 
 namespace deltacast::fake {
 
-Result<std::unique_ptr<Channel>> FakeTransport::connect(const RailSpec& rail, const ChannelOptions& /*options*/) {
-  return std::unique_ptr<Channel>(new FakeChannel(network_, rail));
+Result<std::unique_ptr<Channel>> FakeTransport::connect(const RailSpec& rail, const ChannelOptions& options) {
+  return std::unique_ptr<Channel>(new FakeChannel(network_, rail, cut_path_dial_grace(options)));
 }
 
 Result<std::unique_ptr<Listener>> FakeTransport::listen(const std::vector<Endpoint>& endpoints, SliceSink* sink,

@@ -1,5 +1,6 @@
 #include "broadcast/testing/fake/wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -23,6 +24,11 @@ SliceSink* FakeNetwork::lookup(const std::string& address) const {
 
 void FakeNetwork::set_link(const std::string& rail, LinkModel model) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (model.up) {
+    link_down_since_.erase(rail);
+  } else {
+    link_down_since_.emplace(rail, std::chrono::steady_clock::now());  // the first time it went down
+  }
   links_[rail] = model;
 }
 
@@ -34,7 +40,9 @@ LinkModel FakeNetwork::link(const std::string& rail) const {
 
 void FakeNetwork::set_port(const std::string& host, PortModel model) {
   std::lock_guard<std::mutex> lock(mu_);
-  ports_[host].model = model;
+  Port& port = ports_[host];
+  if (port.model.up && !model.up) port.down_since = std::chrono::steady_clock::now();
+  port.model = model;
 }
 
 void FakeNetwork::set_path_up(const std::string& host_a, const std::string& host_b, bool up) {
@@ -43,7 +51,7 @@ void FakeNetwork::set_path_up(const std::string& host_a, const std::string& host
     if (up) {
       cut_.erase(pair);
     } else {
-      cut_.insert(pair);
+      cut_.emplace(pair, std::chrono::steady_clock::now());  // the first time it was cut
     }
   }
 }
@@ -58,6 +66,19 @@ bool FakeNetwork::passable(const RailSpec& rail) const {
     if (port != ports_.end() && !port->second.model.up) return false;
   }
   return true;
+}
+
+std::optional<std::chrono::steady_clock::time_point> FakeNetwork::impassable_since(const RailSpec& rail) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<TimePoint> since;
+  const auto down_at = [&](TimePoint at) { since = since ? std::min(*since, at) : at; };
+  if (auto link = link_down_since_.find(rail.name); link != link_down_since_.end()) down_at(link->second);
+  if (auto cut = cut_.find({rail.local.host, rail.remote.host}); cut != cut_.end()) down_at(cut->second);
+  for (const std::string* host : {&rail.local.host, &rail.remote.host}) {
+    auto port = ports_.find(*host);
+    if (port != ports_.end() && !port->second.model.up) down_at(port->second.down_since);
+  }
+  return since;
 }
 
 std::chrono::steady_clock::time_point FakeNetwork::transmit(const RailSpec& rail, uint32_t bytes,

@@ -10,7 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -52,6 +52,9 @@ class FakeNetwork {
   void set_path_up(const std::string& host_a, const std::string& host_b, bool up);
   // Whether a slice can cross `rail` now (its link, both ports and the path between them are up).
   bool passable(const RailSpec& rail) const;
+  // Since when `rail` has not been passable (its link, a port or the path down the longest), if
+  // it is not: its receiver's heartbeats stopped crossing then (FakeChannel::receiver_silent_for).
+  std::optional<std::chrono::steady_clock::time_point> impassable_since(const RailSpec& rail) const;
   // Reserves both ports of `rail` for `bytes` from `now` on (after what they carry already) and
   // returns when the last byte arrives, latency included.
   std::chrono::steady_clock::time_point transmit(const RailSpec& rail, uint32_t bytes,
@@ -61,8 +64,10 @@ class FakeNetwork {
   uint64_t carried(const std::string& from_host, const std::string& to_host) const;
 
  private:
+  using TimePoint = std::chrono::steady_clock::time_point;
   struct Port {
     PortModel model;
+    TimePoint down_since{};  // while the model is down
     std::chrono::steady_clock::time_point out_free{};  // when it finishes sending what it has
     std::chrono::steady_clock::time_point in_free{};   // ... and receiving
   };
@@ -70,9 +75,10 @@ class FakeNetwork {
   mutable std::mutex mu_;
   std::map<std::string, SliceSink*> listeners_;
   std::map<std::string, LinkModel> links_;
+  std::map<std::string, TimePoint> link_down_since_;  // while a link's model is down
   std::map<std::string, Port> ports_;
   std::map<std::pair<std::string, std::string>, uint64_t> carried_;
-  std::set<std::pair<std::string, std::string>> cut_;  // both orders of each cut pair
+  std::map<std::pair<std::string, std::string>, TimePoint> cut_;  // both orders of each cut pair, since when
 };
 
 // Lands one slice in `sink` the way every receiving backend must: begin(),

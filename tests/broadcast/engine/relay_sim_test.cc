@@ -210,5 +210,49 @@ TEST(RelayOverSim, AChildHeardOnNoRailIsReportedSoonAndASlowOneThatIsHeardIsNot)
   cluster.net.loop().run([] { return false; });
 }
 
+// Standby links: a relay watches members it forwards nothing to. One cut off on every rail is
+// unheard once silent for watch_unheard_after (150 ms), one cut on one rail of two is not, and one
+// mended is heard again; a watched member that becomes a child takes its transfer over the same
+// sprayer.
+TEST(RelayOverSim, AWatchedMemberHeardOnNoRailIsUnheardAndOneHeardOnAnyIsNot) {
+  ProducerAndConsumers cluster;
+  ASSERT_TRUE(cluster.relay->watch({{2, cluster.directory[2]}, {3, cluster.directory[3]}}).ok());
+  const TimePoint start = cluster.net.loop().now();
+  const TimePoint cut = start + std::chrono::milliseconds(100);
+  const TimePoint mended = cut + std::chrono::milliseconds(500);
+  cluster.net.loop().at(cut, [&] {
+    for (int r = 0; r < 2; ++r) cluster.net.set_port_up(fmt::format("c2r{}", r), false);
+    cluster.net.set_port_up("c3r0", false);
+  });
+  cluster.net.loop().at(mended, [&] {
+    for (int r = 0; r < 2; ++r) cluster.net.set_port_up(fmt::format("c2r{}", r), true);
+  });
+  std::vector<std::pair<double, std::vector<uint32_t>>> seen;  // seconds after the cut, unheard
+  std::function<void()> look = [&] {
+    seen.emplace_back(secs(cluster.net.loop().now()) - secs(cut), cluster.relay->unheard_watched());
+    if (cluster.net.loop().now() < mended + std::chrono::milliseconds(100)) {
+      cluster.net.loop().after(std::chrono::milliseconds(1), look);
+    }
+  };
+  cluster.net.loop().after(std::chrono::milliseconds(1), look);
+  cluster.net.loop().run([] { return false; });
+  ASSERT_FALSE(seen.empty());
+  double first_unheard = -1;
+  for (const auto& [after, unheard] : seen) {
+    if (after < 0.149) {
+      EXPECT_TRUE(unheard.empty()) << after << " s after the cut";
+    }
+    if (!unheard.empty() && first_unheard < 0) first_unheard = after;
+    if (after > 0.16 && after < 0.5) {
+      EXPECT_EQ(unheard, std::vector<uint32_t>{2}) << after << " s after the cut";
+    }
+  }
+  EXPECT_GE(first_unheard, 0.149) << "unheard before watch_unheard_after";
+  EXPECT_LT(first_unheard, 0.16) << "unheard " << first_unheard << " s after the cut";
+  EXPECT_TRUE(seen.back().second.empty()) << "member 2 is not heard again once its ports are up";
+  // Member 3, watched and still heard on its other rail, takes a transfer.
+  EXPECT_GT(cluster.send(1, 64 << 20, {3}), 0);
+}
+
 }  // namespace
 }  // namespace deltacast::sim

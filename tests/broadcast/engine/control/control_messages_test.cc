@@ -243,6 +243,17 @@ TEST(ControlMessages, InconsistentForwardingIsRefused) {
   EXPECT_NE(with_forwarding([](Json& p) { p["paths"]["9"] = Json::array({"fast", 0.1}); }).find("paths.9[0]"),
             std::string::npos);
   EXPECT_NE(with_forwarding([](Json& p) { p["paths"] = Json::array(); }).find("paths"), std::string::npos);
+  // Standby links: members (not children) and where they take data; optional.
+  EXPECT_EQ(encode(Announce{10, 9, false, 1, 1 << 20, 65536, 1, some_forwarding()})["forwarding"]["watch"],
+            Json::parse(R"({"12": ["10.2.0.12:7001", "10.3.0.12:7002"]})"));
+  EXPECT_EQ(with_forwarding([](Json& p) { p.erase("watch"); }), "") << "standby links are optional";
+  EXPECT_NE(with_forwarding([](Json& p) { p["watch"]["x"] = Json::array({"10.0.0.9:1"}); }).find("forwarding.watch"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["watch"]["12"] = Json::array(); }).find("no data endpoint"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["watch"]["12"] = Json::array({"10.2.0.12"}); }).find("port"),
+            std::string::npos);
+  EXPECT_NE(with_forwarding([](Json& p) { p["watch"] = Json::array(); }).find("watch"), std::string::npos);
   // A re-plan's `have` covers the receiver's children only.
   Json replan = encode(Replan{1, some_forwarding(), {{5, "ff"}}});
   EXPECT_EQ(refusal(replan), "");
@@ -318,6 +329,21 @@ TEST(ControlMessages, ForgedManifestsAndLinkReportsAreRefused) {
   j = encode(Staged{1, 0, 0, {{5, testing::some_link_sample()}}});
   j["links"]["-5"] = j["links"]["5"];
   EXPECT_NE(refusal(j).find("member id"), std::string::npos);
+}
+
+// A sentinel's report of the members it no longer hears names members; anything else is refused
+// naming where.
+TEST(ControlMessages, UnheardReportsNameMembersOrAreRefused) {
+  EXPECT_EQ(encode(Unheard{{12, 40}}), Json::parse(R"({"type": "unheard", "members": [12, 40]})"));
+  EXPECT_EQ(refusal(encode(Unheard{})), "") << "none unheard: every one is heard again";
+  for (const Json& members : {Json::array({0}), Json::array({-1}), Json::array({"12"}), Json(12), Json::object()}) {
+    Json j = encode(Unheard{{12}});
+    j["members"] = members;
+    EXPECT_NE(refusal(j).find("members"), std::string::npos) << members.dump();
+  }
+  Json j = encode(Unheard{{12}});
+  j["members"] = Json(std::vector<uint32_t>(kMaxChildren + 1, 3));
+  EXPECT_NE(refusal(j).find("entries"), std::string::npos);
 }
 
 // A resharded consumer's join carries what it holds as [tensor, begin, end] triples; malformed
