@@ -269,6 +269,7 @@ Status Consumer::join(int fd) {
   state_.last_error = Status();
   link_ = std::move(link);
   joined_once_ = true;
+  ++joins_;
   cv_.notify_all();
   return Status();
 }
@@ -483,6 +484,12 @@ void Consumer::report_unreachable_children() {
 }
 
 void Consumer::report_unheard_peers() {
+  {
+    // Joined again: the coordinator's new record of this member holds nothing unheard.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (joins_ != reported_joins_) reported_unheard_.clear();
+    reported_joins_ = joins_;
+  }
   std::vector<uint32_t> unheard = relay_.unheard_watched();
   if (unheard == reported_unheard_) return;
   if (!unheard.empty()) {

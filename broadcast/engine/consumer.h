@@ -205,6 +205,8 @@ class Consumer {
   uint64_t reported_transfer_ = 0;  // worker thread only: the transfer reported_unreachable_ is of
   std::set<uint32_t> reported_unreachable_;
   std::vector<uint32_t> reported_unheard_;  // worker thread only: as last sent (report_unheard_peers)
+  uint64_t joins_ = 0;          // control connections made (mu_)
+  uint64_t reported_joins_ = 0;  // worker thread only: joins_ when reported_unheard_ was last checked
   struct ForwardedLinks {
     uint64_t epoch = 0;           // of the producer the version is from
     uint64_t version = 0;
