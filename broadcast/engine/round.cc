@@ -417,10 +417,12 @@ BrokenLinks RoundDriver::links_to_avoid() {
   SiteOf sites;
   const auto records = membership_.snapshot();
   for (const MemberRecord& m : records) {
+    if (!m.alive) continue;
     members.insert(m.id);
     if (m.away_from(options_.site)) sites[m.id] = m.site;
   }
   for (const MemberRecord& m : records) {
+    if (!members.count(m.id)) continue;
     for (uint32_t id : m.unheard) {
       if (members.count(id)) unheard[m.id].push_back(id);
     }
