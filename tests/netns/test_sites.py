@@ -8,8 +8,9 @@ control connection lost is a member lost: it rejoins and catches up).
 - Each version crosses into a site once, however many consumers the site has.
 - Cutting one plane's WAN link mid-version: the version goes on over the other
   plane's; nobody loses a version.
-- Cutting a site off from the producer's site mid-version (every plane): it
-  takes the version through a third site."""
+- Cutting a site off from the producer's site and from a third site mid-version
+  (every plane): it takes the version through the one site that still reaches
+  it, found by the sites' standby links, at the first move."""
 import os
 import time
 
@@ -97,8 +98,8 @@ def test_each_version_crosses_into_a_site_once_and_survives_losing_a_wan_rail(ma
         c.close()
 
 
-def test_a_site_cut_off_from_the_producers_site_takes_the_version_through_another(make_testbed):
-    sites = {"p": "east", "e0": "east", "w0": "west", "w1": "west", "n0": "north", "n1": "north"}
+def test_a_site_cut_off_from_two_sites_takes_the_version_through_the_one_that_reaches_it(make_testbed):
+    sites = {"p": "east", "e0": "east", "w0": "west", "w1": "west", "n0": "north", "n1": "north", "s0": "south"}
     # Trees: every site takes the version straight from the producer's site (chains pass it from
     # site to site anyway).
     tb, c, consumers = start_sites(make_testbed, sites, "trees:2")
@@ -112,15 +113,19 @@ def test_a_site_cut_off_from_the_producers_site_takes_the_version_through_anothe
         time.sleep(0.4)
         for plane in c.rail_planes():
             tb.wan_down(plane, "east", "north")
+            tb.wan_down(plane, "south", "north")
         report = c.wait(version, 120)
         assert report["committed"] == consumers, report
         assert_exact(c, version, count=consumers)
         after = tb.wan_bytes_into("north")
         from_west = (after["west"] - before["west"]) / report["wire_bytes"]
         from_east = (after["east"] - before["east"]) / report["wire_bytes"]
-        print(f"north cut off from east mid-version: {from_east:.3f}x came from east before the cut, "
+        print(f"north cut off from east and south mid-version: {from_east:.3f}x came from east before the cut, "
               f"{from_west:.3f}x from west; committed in {report['wire_seconds']:.3f} s, {report['replans']} re-plans")
         assert from_west > 0.3, "north did not take the rest of the version through west"
+        # The standby links found south cut off from north too: north went below west at once
+        # (through south first, it would have been moved again).
+        assert report["replans"] == 1, report
         # The next versions go to north through west only, once.
         for argument in ["1e-6", "full"]:
             before = tb.wan_bytes_into("north")
