@@ -140,6 +140,9 @@ class Consumer {
   trust::Protection protection() const { return options_.trust.protection; }
   // Its relay's rails to each child it forwards to (by member id).
   std::map<uint32_t, std::vector<RailTelemetry>> rail_telemetry() const { return relay_.telemetry_by_child(); }
+  // The members of other sites it keeps standby links to (as their site's sentinel), and whether
+  // each is heard.
+  std::map<uint32_t, bool> standby_links() const { return relay_.watched(); }
   // Where its Prometheus metrics are served (ConsumerOptions::metrics), if they are.
   std::optional<Endpoint> metrics_endpoint() const;
   void close();

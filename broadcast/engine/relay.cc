@@ -300,14 +300,22 @@ Status Relay::watch(const std::map<uint32_t, PeerEndpoints>& peers) {
   return status;
 }
 
-std::vector<uint32_t> Relay::unheard_watched() const {
+std::map<uint32_t, bool> Relay::watched() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<uint32_t> unheard;
+  std::map<uint32_t, bool> heard;
   for (uint32_t id : watched_) {
     const auto it = senders_.find(id);
     if (it == senders_.end()) continue;
     const auto silent = it->second.sprayer->receiver_silent_for();
-    if (silent && *silent >= options_.watch_unheard_after) unheard.push_back(id);
+    heard[id] = !silent || *silent < options_.watch_unheard_after;
+  }
+  return heard;
+}
+
+std::vector<uint32_t> Relay::unheard_watched() const {
+  std::vector<uint32_t> unheard;
+  for (const auto& [id, heard] : watched()) {
+    if (!heard) unheard.push_back(id);
   }
   return unheard;
 }

@@ -78,6 +78,9 @@ class Relay {
   // The watched peers heard on no rail for RelayOptions::watch_unheard_after, sorted (none on a
   // backend without heartbeats).
   std::vector<uint32_t> unheard_watched() const;
+  // Every watched peer, and whether it is heard (not unheard as above; heard on a backend without
+  // heartbeats).
+  std::map<uint32_t, bool> watched() const;
 
   // With sprayers that run no scheduler thread (a simulation, RelayOptions::spray): one round of
   // each sprayer's scheduling; returns when to call again (TimePoint::max(): nothing open).

@@ -158,6 +158,11 @@ void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
              state.last_receive_seconds);
   sink.gauge("deltacast_last_version_apply_seconds", "The newest commit's apply", state.last_apply_seconds);
   collect_rails(sink, consumer.rail_telemetry());
+  for (const auto& [peer, heard] : consumer.standby_links()) {
+    sink.gauge("deltacast_standby_link_heard",
+               "1 while the member of another site this sentinel keeps a standby link to is heard, 0 once it is not",
+               heard ? 1.0 : 0.0, {{"peer", std::to_string(peer)}});
+  }
 }
 
 }  // namespace deltacast
