@@ -222,6 +222,8 @@ class SimCluster {
 
  private:
   Status follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, std::vector<uint32_t>>>& gpu_order);
+  // The standby links over the living nodes and the producer, as a round plans them.
+  std::map<uint32_t, std::vector<uint32_t>> standby_now() const;
   Status grow_tree(uint64_t transfer, uint64_t bytes, uint32_t slice_bytes, const std::vector<uint64_t>& checksums);
   void set_milestones(uint32_t slices, uint32_t stripes);
   bool steady_at(size_t milestone, TimePoint t0, uint32_t slices);
@@ -305,12 +307,9 @@ Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, 
   // The WAN paths into children in other sites, as a round tells its members (node ids in the book).
   const auto site = [&](uint32_t n) { return std::to_string(n == kProducer ? 0 : site_of_node(c_, n - 1)); };
   const WanPaths paths = c_.sites > 1 ? wan_paths(book_, children, site) : WanPaths{};
-  // The standby links between sites' first nodes, as a round tells its members (standby_links.h).
-  std::vector<uint32_t> living;
-  for (const auto& node : nodes_) {
-    if (node->alive && node->id != kProducer) living.push_back(node->id);
-  }
-  const auto standby = c_.sites > 1 ? standby_links(living, node_site_map(c_)) : std::map<uint32_t, std::vector<uint32_t>>{};
+  // The standby links between sites' first nodes (the producer its own site's), as a round tells
+  // its members (standby_links.h).
+  const auto standby = standby_now();
   for (const auto& node : nodes_) {
     if (!node->alive) continue;
     auto kids = children.find(node->id);
@@ -323,6 +322,15 @@ Status SimCluster::follow_plan(uint32_t stripes, std::vector<std::map<uint32_t, 
     DC_RETURN_IF_ERROR(node->relay->watch(watched));
   }
   return Status();
+}
+
+std::map<uint32_t, std::vector<uint32_t>> SimCluster::standby_now() const {
+  if (c_.sites <= 1) return {};
+  std::vector<uint32_t> living;
+  for (const auto& node : nodes_) {
+    if (node->alive) living.push_back(node->id);  // the producer (kProducer) among them
+  }
+  return standby_links(living, node_site_map(c_));
 }
 
 // The binary tree: the node at heap position p (the producer feeds position 0) sends everything
@@ -588,7 +596,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
   // tails, as a round does.
   const auto everyone_done = [&] { return incomplete_ == 0; };
   std::set<std::pair<uint32_t, uint32_t>> reported;  // (parent node, child node), once each
-  std::set<std::pair<uint32_t, uint32_t>> unheard_reported;  // (sentinel node, watched node), once each
+  // Per sentinel node, what its standby links did not hear: as it last sent it, and as the producer
+  // knows it.
+  std::map<uint32_t, std::vector<uint32_t>> unheard_sent, unheard_known;
   std::map<uint32_t, uint32_t> tailed;                // nodes moved to the tails, how many times
   const SiteOf sites = site_map(c_);
   // WAN links found broken in this version (a parent that cannot reach its child in another
@@ -616,15 +626,16 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       if (node->relay) (void)node->relay->poll();
       for (auto& kid : node->tree_kids) (void)kid->poll();
       if (!node->relay || topology_ == SimTopology::kBinaryTree) continue;
-      // A sentinel's standby links: those it no longer hears reach the producer two hops later
-      // (control::Unheard), and the next move avoids them both ways, as a round's detours do.
-      for (uint32_t peer : node->relay->unheard_watched()) {
-        if (!unheard_reported.insert({node->id, peer}).second) continue;
-        net_.loop().after(2 * net_.latency(), [&, sentinel = node->id, peer, live] {
-          if (!*live) return;
-          broken.insert({site_name(sentinel), site_name(peer)});
-          broken.insert({site_name(peer), site_name(sentinel)});
-        });
+      // A sentinel's standby links: what it no longer hears reaches the producer two hops later
+      // (control::Unheard; the producer's own at once), and the next move's detour avoids those
+      // links both ways, as a round's does.
+      std::vector<uint32_t> unheard = node->relay->unheard_watched();
+      if (unheard != unheard_sent[node->id]) {
+        unheard_sent[node->id] = unheard;
+        net_.loop().after(node->id == kProducer ? Duration::zero() : 2 * net_.latency(),
+                          [&, sentinel = node->id, unheard, live] {
+                            if (*live) unheard_known[sentinel] = unheard;
+                          });
       }
       for (uint32_t child : node->relay->unreachable_children()) {
         if (!reported.insert({node->id, child}).second) continue;
@@ -642,7 +653,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
           ++result.replans;
           ++tailed[child];
           if (across) broken.insert({site_name(parent), site_name(child)});
-          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, nullptr, broken);
+          BrokenLinks avoid = broken;
+          avoid.merge(unheard_links(unheard_known, standby_now(), node_site_map(c_)));
+          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, nullptr, avoid);
           if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
         });
       }

@@ -254,10 +254,13 @@ Status Membership::fold(const control::Message& message, MemberRecord& r) {
           [&](const control::Unheard& m) {
             // As many as it could watch at most (a sentinel watches one member per other site).
             constexpr size_t kMostWatched = 1024;
-            r.unheard.clear();
+            std::map<uint32_t, std::chrono::steady_clock::time_point> unheard;
             for (uint32_t id : m.members) {
-              if (r.unheard.size() < kMostWatched) r.unheard.insert(id);
+              if (unheard.size() >= kMostWatched) break;
+              const auto before = r.unheard.find(id);
+              unheard[id] = before != r.unheard.end() ? before->second : std::chrono::steady_clock::now();
             }
+            r.unheard = std::move(unheard);
             return Status();
           },
           [&](const control::Checked& m) {

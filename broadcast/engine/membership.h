@@ -66,8 +66,9 @@ struct MemberRecord {
   // Children it reported it cannot reach over any rail in transfer `unreachable_transfer`.
   uint64_t unreachable_transfer = 0;
   std::set<uint32_t> unreachable;
-  // The members it keeps a standby link to that it last said it no longer hears (control::Unheard).
-  std::set<uint32_t> unheard;
+  // The members it keeps a standby link to that it last said it no longer hears (control::Unheard),
+  // each with when it first said so.
+  std::map<uint32_t, std::chrono::steady_clock::time_point> unheard;
   double apply_seconds = 0;     // of its last commit
   double receive_seconds = 0;   // of its last staged version
   // Answers to check requests: version held and hash of its tensors.

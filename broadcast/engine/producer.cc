@@ -748,6 +748,10 @@ std::map<uint32_t, std::vector<RailTelemetry>> Producer::rail_telemetry() const 
   return relay_ ? relay_->telemetry_by_child() : std::map<uint32_t, std::vector<RailTelemetry>>{};
 }
 
+std::map<uint32_t, bool> Producer::standby_links() const {
+  return relay_ ? relay_->watched() : std::map<uint32_t, bool>{};
+}
+
 std::optional<Endpoint> Producer::metrics_endpoint() const {
   if (!metrics_) return std::nullopt;
   return metrics_->endpoint();

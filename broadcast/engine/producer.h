@@ -187,6 +187,9 @@ class Producer {
   ProducerStats stats() const;
   // The producer's own rails to the members it feeds (by member id).
   std::map<uint32_t, std::vector<RailTelemetry>> rail_telemetry() const;
+  // The members of other sites it keeps standby links to (as its own site's sentinel), and whether
+  // each is heard.
+  std::map<uint32_t, bool> standby_links() const;
   // Where its Prometheus metrics are served (ProducerOptions::metrics), if they are.
   std::optional<Endpoint> metrics_endpoint() const;
   void close();

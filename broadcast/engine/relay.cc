@@ -286,6 +286,14 @@ void Relay::forget_peer(uint32_t id) {
 Status Relay::watch(const std::map<uint32_t, PeerEndpoints>& peers) {
   std::vector<std::unique_ptr<Sprayer>> retired;  // destroyed after the lock below is released
   std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<uint32_t> children = child_ids();
+  for (uint32_t id : watched_) {
+    if (peers.count(id) || std::find(children.begin(), children.end(), id) != children.end()) continue;
+    const auto it = senders_.find(id);
+    if (it == senders_.end()) continue;
+    retired_.push_back(std::move(it->second.sprayer));
+    senders_.erase(it);
+  }
   watched_.clear();
   Status status;
   for (const auto& [id, endpoints] : peers) {
@@ -300,22 +308,26 @@ Status Relay::watch(const std::map<uint32_t, PeerEndpoints>& peers) {
   return status;
 }
 
-std::map<uint32_t, bool> Relay::watched() const {
+std::map<uint32_t, std::optional<Millis>> Relay::watched_silence() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<uint32_t, bool> heard;
+  std::map<uint32_t, std::optional<Millis>> silence;
   for (uint32_t id : watched_) {
     const auto it = senders_.find(id);
-    if (it == senders_.end()) continue;
-    const auto silent = it->second.sprayer->receiver_silent_for();
-    heard[id] = !silent || *silent < options_.watch_unheard_after;
+    if (it != senders_.end()) silence[id] = it->second.sprayer->receiver_silent_for();
   }
+  return silence;
+}
+
+std::map<uint32_t, bool> Relay::watched() const {
+  std::map<uint32_t, bool> heard;
+  for (const auto& [id, silent] : watched_silence()) heard[id] = !silent || *silent < options_.watch_unheard_after;
   return heard;
 }
 
-std::vector<uint32_t> Relay::unheard_watched() const {
+std::vector<uint32_t> Relay::unheard_watched(Millis longer) const {
   std::vector<uint32_t> unheard;
-  for (const auto& [id, heard] : watched()) {
-    if (!heard) unheard.push_back(id);
+  for (const auto& [id, silent] : watched_silence()) {
+    if (silent && *silent >= options_.watch_unheard_after + longer) unheard.push_back(id);
   }
   return unheard;
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -43,8 +44,8 @@ struct RelayOptions {
   Millis unheard_after{300};
   // A member watched on a standby link (watch) heard on no rail for this long is unheard: the
   // link between the two sites is likely cut. Shorter than unheard_after, so the round knows it
-  // before it moves a site cut off at the same moment (a report only steers detours; three TCP
-  // heartbeats missed).
+  // before it moves a site cut off at the same moment (three TCP heartbeats missed). A report
+  // steers that move's detour; a new plan waits for it to last (RoundOptions::unheard_to_plan).
   Millis watch_unheard_after{150};
 };
 
@@ -72,12 +73,12 @@ class Relay {
   void forget_peer(uint32_t id);
   // Standby links between sites (standby_links.h): a sprayer to each of `peers` (where each takes
   // data) that forwards nothing unless the peer becomes a child; the receiver's heartbeats say
-  // whether it is heard. Replaces the last set (a peer no longer named is no longer watched; its
-  // sprayer stays, as a past child's does, until forget_peer).
+  // whether it is heard. Replaces the last set: a peer no longer named, and no child of the
+  // transfer under way, has its sprayer (and connections) dropped.
   Status watch(const std::map<uint32_t, PeerEndpoints>& peers);
-  // The watched peers heard on no rail for RelayOptions::watch_unheard_after, sorted (none on a
-  // backend without heartbeats).
-  std::vector<uint32_t> unheard_watched() const;
+  // The watched peers heard on no rail for RelayOptions::watch_unheard_after and `longer` more,
+  // sorted (none on a backend without heartbeats).
+  std::vector<uint32_t> unheard_watched(Millis longer = Millis(0)) const;
   // Every watched peer, and whether it is heard (not unheard as above; heard on a backend without
   // heartbeats).
   std::map<uint32_t, bool> watched() const;
@@ -114,6 +115,8 @@ class Relay {
   void extend_child(Sprayer& sender, const std::vector<bool>& fed_before, const std::vector<bool>& fed_now,
                     const std::vector<bool>* have);
   void offer(Sprayer& sender, uint32_t slice);
+  // How long each watched peer has been heard on no rail (nothing: the backend cannot tell).
+  std::map<uint32_t, std::optional<Millis>> watched_silence() const;
 
   RelayOptions options_;
   mutable std::mutex mu_;

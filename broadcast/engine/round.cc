@@ -70,6 +70,12 @@ std::string where_it_stood(const MemberRecord* m, const RoundLook& look, uint32_
   return "nothing of the version had reached it";
 }
 
+// The plan's members and the producer (kProducerSender), its site's sentinel (standby_links.h).
+std::vector<uint32_t> with_producer(std::vector<uint32_t> members) {
+  members.push_back(kProducerSender);
+  return members;
+}
+
 // `id`'s standby links (standby_links over the plan's members) with where each peer takes data.
 std::map<uint32_t, PeerEndpoints> watched_by(const std::map<uint32_t, std::vector<uint32_t>>& standby, uint32_t id,
                                              const std::map<uint32_t, PeerEndpoints>& directory) {
@@ -143,7 +149,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   Plan plan = plan_trees(in_plan, stripes, planned.fanout, verdict.slow, nodes, sites);
   // A WAN link that failed in a recent round: its site takes this version through another.
   std::vector<uint32_t> routed_around;
-  plan = around_broken_links(plan, sites, links_to_avoid(), &routed_around);
+  plan = around_broken_links(plan, sites, links_to_avoid(options_.unheard_to_plan), &routed_around);
   if (!routed_around.empty()) {
     log().info("version {}: consumers {} take it through another site (a WAN link into theirs failed lately)",
                spec.version, fmt::join(routed_around, ","));
@@ -192,7 +198,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     return wan_paths(rates_, children, site);
   };
   auto paths = paths_for(targets);
-  auto standby = standby_links(targets, sites);
+  auto standby = standby_links(with_producer(targets), sites);
   for (uint32_t id : targets) {
     announce.forwarding = control::forwarding_of(plan, id, directory, paths_from(paths, id));
     announce.forwarding.watch = watched_by(standby, id, directory);
@@ -201,6 +207,9 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   relay_.begin(shape, spec.data, stripes, &checksums);
   if (Status s = relay_.set_children(plan.heads(), directory, {}, paths_from(paths, kProducerSender)); !s.ok()) {
     log().error("round for version {}: {}", spec.version, s.to_string());
+  }
+  if (Status s = relay_.watch(watched_by(standby, kProducerSender, directory)); !s.ok()) {
+    log().warn("round for version {}: standby links: {}", spec.version, s.to_string());
   }
 
   const Millis timeout = options_.timeout.count() != 0
@@ -317,7 +326,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
         }
       }
       std::vector<uint32_t> everyone_moved;
-      plan = to_tails(plan, unreachable, sites, &everyone_moved, links_to_avoid());
+      plan = to_tails(plan, unreachable, sites, &everyone_moved, links_to_avoid(Millis(0)));
       std::vector<std::string> reported;
       for (uint32_t id : unreachable) reported.push_back(fmt::format("{} (by {})", id, fmt::join(look.unreachable[id], ",")));
       log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
@@ -340,7 +349,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     // Each member its new part of the plan and what its children hold (only those whose
     // children changed need it; the rest are told the same again, which changes nothing).
     paths = paths_for(in_plan);
-    standby = standby_links(in_plan, sites);  // a sentinel that died has a successor
+    standby = standby_links(with_producer(in_plan), sites);  // a sentinel that died has a successor
     for (uint32_t id : in_plan) {
       control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory, paths_from(paths, id)), {}};
       replan.forwarding.watch = watched_by(standby, id, directory);
@@ -359,6 +368,9 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     }
     if (Status s = relay_.set_children(plan.heads(), directory, have, paths_from(paths, kProducerSender)); !s.ok()) {
       log().error("round for version {}: {}", spec.version, s.to_string());
+    }
+    if (Status s = relay_.watch(watched_by(standby, kProducerSender, directory)); !s.ok()) {
+      log().warn("round for version {}: standby links: {}", spec.version, s.to_string());
     }
   }
 
@@ -409,26 +421,28 @@ BrokenLinks RoundDriver::recent_broken_links() {
   return out;
 }
 
-BrokenLinks RoundDriver::links_to_avoid() {
+BrokenLinks RoundDriver::links_to_avoid(Millis unheard_for) {
   // A member's report counts while it is a member, and so do the members it names that still are
-  // (a member gone has no site here).
+  // (a member gone has no site here); the producer's own, as its site's sentinel, too.
+  const auto now = Clock::now();
   std::map<uint32_t, std::vector<uint32_t>> unheard;
-  std::set<uint32_t> members;
+  std::vector<uint32_t> members;
   SiteOf sites;
   const auto records = membership_.snapshot();
   for (const MemberRecord& m : records) {
     if (!m.alive) continue;
-    members.insert(m.id);
+    members.push_back(m.id);
     if (m.away_from(options_.site)) sites[m.id] = m.site;
   }
   for (const MemberRecord& m : records) {
-    if (!members.count(m.id)) continue;
-    for (uint32_t id : m.unheard) {
-      if (members.count(id)) unheard[m.id].push_back(id);
+    if (!m.alive) continue;
+    for (const auto& [id, since] : m.unheard) {
+      if (now - since >= unheard_for) unheard[m.id].push_back(id);
     }
   }
+  unheard[kProducerSender] = relay_.unheard_watched(unheard_for);
   BrokenLinks links = recent_broken_links();
-  links.merge(unheard_links(unheard, sites));
+  links.merge(unheard_links(unheard, standby_links(with_producer(members), sites), sites));
   return links;
 }
 

@@ -37,6 +37,10 @@ struct RoundOptions {
   // A WAN link between two sites found failed (a member across it reported unreachable by its
   // parent) is planned around for this long, in this round and the next, then tried again.
   Millis broken_link_memory{60000};
+  // A standby link between sites reported unheard (standby_links.h) steers a detour at once; a new
+  // plan routes around it once it has been unheard this long (a lost segment on an idle connection
+  // waits out TCP's retransmission timeout, 200 ms or more, and is heard again).
+  Millis unheard_to_plan{1000};
   Millis stall_timeout{10000};     // no progress anywhere for this long ends the round
   Millis timeout{0};               // 0: 30 s + bytes at 10 MB/s
 };
@@ -129,8 +133,9 @@ class RoundDriver {
   BrokenLinks recent_broken_links();
   void note_broken_link(const std::string& from, const std::string& into);
   // The WAN links a plan and its detours avoid: those found failed lately, and those between the
-  // sites of sentinels that no longer hear each other on their standby links (standby_links.h).
-  BrokenLinks links_to_avoid();
+  // sites of sentinels that have not heard each other on their standby links (standby_links.h)
+  // for at least `unheard_for` (the producer is its own site's sentinel).
+  BrokenLinks links_to_avoid(Millis unheard_for);
   std::mutex broken_mu_;
   std::map<std::pair<std::string, std::string>, std::chrono::steady_clock::time_point> broken_links_;
 

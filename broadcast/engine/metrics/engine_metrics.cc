@@ -12,6 +12,15 @@ namespace deltacast {
 namespace {
 
 // The rails a process sends over, one sample per child and rail: what its sprayers did.
+// A site's sentinel's standby links (standby_links.h), by the peer each watches.
+void collect_standby_links(MetricsSink& sink, const std::map<uint32_t, bool>& heard_by_peer) {
+  for (const auto& [peer, heard] : heard_by_peer) {
+    sink.gauge("deltacast_standby_link_heard",
+               "1 while the member of another site this sentinel keeps a standby link to is heard, 0 once it is not",
+               heard ? 1.0 : 0.0, {{"peer", std::to_string(peer)}});
+  }
+}
+
 void collect_rails(MetricsSink& sink, const std::map<uint32_t, std::vector<RailTelemetry>>& by_child) {
   static constexpr RailState kStates[] = {RailState::kHealthy, RailState::kSuspect, RailState::kPaused,
                                           RailState::kProbing};
@@ -133,6 +142,7 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
   sink.gauge("deltacast_members", "Members known to the producer", static_cast<double>(stats.members.size() - alive),
              {{"state", "gone"}});
   collect_rails(sink, producer.rail_telemetry());
+  collect_standby_links(sink, producer.standby_links());
 }
 
 void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
@@ -158,11 +168,7 @@ void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
              state.last_receive_seconds);
   sink.gauge("deltacast_last_version_apply_seconds", "The newest commit's apply", state.last_apply_seconds);
   collect_rails(sink, consumer.rail_telemetry());
-  for (const auto& [peer, heard] : consumer.standby_links()) {
-    sink.gauge("deltacast_standby_link_heard",
-               "1 while the member of another site this sentinel keeps a standby link to is heard, 0 once it is not",
-               heard ? 1.0 : 0.0, {{"peer", std::to_string(peer)}});
-  }
+  collect_standby_links(sink, consumer.standby_links());
 }
 
 }  // namespace deltacast

@@ -1,7 +1,10 @@
 #include "broadcast/engine/plan/standby_links.h"
 
+#include <algorithm>
 #include <iterator>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace deltacast {
 
@@ -18,16 +21,40 @@ std::map<uint32_t, std::vector<uint32_t>> standby_links(const std::vector<uint32
   return links;
 }
 
-BrokenLinks unheard_links(const std::map<uint32_t, std::vector<uint32_t>>& unheard, const SiteOf& sites) {
-  BrokenLinks links;
-  for (const auto& [reporter, members] : unheard) {
-    const std::string from = site_of(sites, reporter);
-    for (uint32_t id : members) {
-      const std::string to = site_of(sites, id);
-      if (to == from) continue;
-      links.insert({from, to});
-      links.insert({to, from});
+BrokenLinks unheard_links(const std::map<uint32_t, std::vector<uint32_t>>& unheard,
+                          const std::map<uint32_t, std::vector<uint32_t>>& standby, const SiteOf& sites) {
+  using SitePair = std::pair<std::string, std::string>;  // in name order
+  const auto pair_of = [&](uint32_t a, uint32_t b) {
+    std::string x = site_of(sites, a), y = site_of(sites, b);
+    return x < y ? SitePair{std::move(x), std::move(y)} : SitePair{std::move(y), std::move(x)};
+  };
+  std::set<SitePair> watched, silent;
+  for (const auto& [watcher, peers] : standby) {
+    for (uint32_t peer : peers) {
+      watched.insert(pair_of(watcher, peer));
+      const auto report = unheard.find(watcher);
+      if (report != unheard.end() && std::count(report->second.begin(), report->second.end(), peer) > 0) {
+        silent.insert(pair_of(watcher, peer));
+      }
     }
+  }
+  // Per site, its standby links and those of them silent.
+  std::map<std::string, std::pair<int, int>> counts;
+  for (const SitePair& p : watched) {
+    for (const std::string* site : {&p.first, &p.second}) {
+      ++counts[*site].first;
+      if (silent.count(p)) ++counts[*site].second;
+    }
+  }
+  BrokenLinks links;
+  for (const SitePair& p : silent) {
+    const auto told_apart = [&](const std::string& site) {
+      const auto& [all, unheard_of] = counts[site];
+      return all < 2 || unheard_of < all;
+    };
+    if (!told_apart(p.first) || !told_apart(p.second)) continue;
+    links.insert({p.first, p.second});
+    links.insert({p.second, p.first});
   }
   return links;
 }

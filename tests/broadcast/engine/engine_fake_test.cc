@@ -303,21 +303,25 @@ TEST(FakeEngine, ASiteCutOffFromTwoSitesTakesTheVersionFromAThird) {
   EXPECT_EQ(report.replans, 1u) << "west did not go straight to east";
   cluster.expect_exact(cluster.all());
   EXPECT_GT(into_west_from_east(), before) << "west took the version from east";
-  // The sentinels (each site's member of lowest id: 1, 3, 5 and 7) say what they hear: west from
-  // east only.
+  // The sentinels (the producer its own site's, 0; then each site's member of lowest id: 3, 5 and
+  // 7) say what they hear: west from east only.
   std::map<uint32_t, std::map<std::string, double>> heard;  // by sentinel, by peer
+  const auto read = [&](uint32_t sentinel, const MetricsSink& sink) {
+    const auto family = sink.families().find("deltacast_standby_link_heard");
+    if (family == sink.families().end()) return;
+    for (const auto& sample : family->second.samples) heard[sentinel][sample.labels.at(0).second] = sample.value;
+  };
+  MetricsSink producer_sink;
+  collect_producer_metrics(producer_sink, cluster.producer());
+  read(0, producer_sink);
   for (const auto& rollout : cluster.rollouts) {
     MetricsSink sink;
     collect_consumer_metrics(sink, *rollout->consumer);
-    const auto family = sink.families().find("deltacast_standby_link_heard");
-    if (family == sink.families().end()) continue;
-    for (const auto& sample : family->second.samples) {
-      heard[rollout->consumer->state().id][sample.labels.at(0).second] = sample.value;
-    }
+    read(rollout->consumer->state().id, sink);
   }
   using Heard = std::map<std::string, double>;
   EXPECT_EQ(heard, (std::map<uint32_t, Heard>{
-                       {1, Heard{{"3", 1}, {"5", 1}, {"7", 0}}}, {3, Heard{{"5", 1}, {"7", 1}}}, {5, Heard{{"7", 0}}}}));
+                       {0, Heard{{"3", 1}, {"5", 1}, {"7", 0}}}, {3, Heard{{"5", 1}, {"7", 1}}}, {5, Heard{{"7", 0}}}}));
 }
 
 TEST(FakeEngine, AShapeThePlannerDoesNotBuildIsRefusedNamingIt) {

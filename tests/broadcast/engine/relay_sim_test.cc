@@ -143,6 +143,35 @@ TEST(RelayOverSim, ANewChildStartsAtTheRateItsSiblingsMeasuredOverTheSameNics) {
   for (const auto& rail : cluster.relay->telemetry(3)) EXPECT_GT(rail.bandwidth_bps, 0) << rail.name << " measured";
 }
 
+// A standby link's sprayer carries nothing (watch); when its peer becomes a child it starts as a
+// new child's does, at the rate the siblings measured (not in slow start, two slices a rail).
+// Once no longer watched, its sprayer stays while the peer is a child, and goes after.
+TEST(RelayOverSim, AWatchedMemberThatBecomesAChildStartsAsANewChildDoesAndGoesWhenUnwatched) {
+  ProducerAndConsumers cluster;
+  const uint64_t bytes = 512ull << 20;
+  const double line = static_cast<double>(bytes) / (2 * ProducerAndConsumers::kRate);
+  ASSERT_TRUE(cluster.relay->watch({{3, cluster.directory[3]}}).ok());
+  EXPECT_LT(cluster.send(1, bytes, {1, 2}), 1.05 * line);
+  const TimePoint start = cluster.net.loop().now();
+  cluster.open(2, bytes, {1, 3});
+  const auto to_new = cluster.relay->telemetry(3);
+  const auto to_measured = cluster.relay->telemetry(1);
+  ASSERT_EQ(to_new.size(), 2u);
+  ASSERT_EQ(to_measured.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_GT(to_new[r].inflight_bytes, 2u * ProducerAndConsumers::kSlice) << "rail " << r << " to the child is in slow start";
+    EXPECT_GE(to_new[r].inflight_bytes, to_measured[r].inflight_bytes / 2) << "rail " << r;
+  }
+  ASSERT_TRUE(cluster.relay->watch({}).ok());
+  EXPECT_EQ(cluster.relay->telemetry(3).size(), 2u) << "a child's sprayer went with its standby link";
+  EXPECT_LT(cluster.finish(2, bytes, {1, 3}, start), 1.05 * line);
+  ASSERT_TRUE(cluster.relay->watch({{2, cluster.directory[2]}}).ok());
+  EXPECT_TRUE(cluster.relay->watched().count(2));
+  ASSERT_TRUE(cluster.relay->watch({}).ok());
+  EXPECT_TRUE(cluster.relay->telemetry(2).empty()) << "the sprayer of a link no longer watched stays";
+  EXPECT_TRUE(cluster.relay->watched().empty());
+}
+
 // A relay stages before its children have the version; how the links to them did is reported
 // whole once they have it (control::Forwarded). finished_links() gives the children of a
 // transfer that have every slice they get from here, while it is forwarded and after it ended,
