@@ -199,18 +199,27 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   };
   auto paths = paths_for(targets);
   auto standby = standby_links(with_producer(targets), sites);
+  // `id`'s part of the plan: its children, the WAN paths into them and its standby links.
+  const auto part_of_plan = [&](uint32_t id) {
+    control::Forwarding part = control::forwarding_of(plan, id, directory, paths_from(paths, id));
+    part.watch = watched_by(standby, id, directory);
+    return part;
+  };
+  // The producer's own part: the stripes' heads (each holding `have`) and its site's standby links.
+  const auto follow_plan = [&](const std::map<uint32_t, std::vector<bool>>& have) {
+    if (Status s = relay_.set_children(plan.heads(), directory, have, paths_from(paths, kProducerSender)); !s.ok()) {
+      log().error("round for version {}: {}", spec.version, s.to_string());
+    }
+    if (Status s = relay_.watch(watched_by(standby, kProducerSender, directory)); !s.ok()) {
+      log().warn("round for version {}: standby links: {}", spec.version, s.to_string());
+    }
+  };
   for (uint32_t id : targets) {
-    announce.forwarding = control::forwarding_of(plan, id, directory, paths_from(paths, id));
-    announce.forwarding.watch = watched_by(standby, id, directory);
+    announce.forwarding = part_of_plan(id);
     membership_.send(id, announce);
   }
   relay_.begin(shape, spec.data, stripes, &checksums);
-  if (Status s = relay_.set_children(plan.heads(), directory, {}, paths_from(paths, kProducerSender)); !s.ok()) {
-    log().error("round for version {}: {}", spec.version, s.to_string());
-  }
-  if (Status s = relay_.watch(watched_by(standby, kProducerSender, directory)); !s.ok()) {
-    log().warn("round for version {}: standby links: {}", spec.version, s.to_string());
-  }
+  follow_plan({});
 
   const Millis timeout = options_.timeout.count() != 0
                              ? options_.timeout
@@ -351,8 +360,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     paths = paths_for(in_plan);
     standby = standby_links(with_producer(in_plan), sites);  // a sentinel that died has a successor
     for (uint32_t id : in_plan) {
-      control::Replan replan{spec.transfer, control::forwarding_of(plan, id, directory, paths_from(paths, id)), {}};
-      replan.forwarding.watch = watched_by(standby, id, directory);
+      control::Replan replan{spec.transfer, part_of_plan(id), {}};
       for (const auto& stripe : replan.forwarding.children) {
         for (uint32_t child : stripe) {
           const auto hex = look.have.find(child);
@@ -366,12 +374,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     for (const auto& heads : plan.heads()) {
       for (uint32_t id : heads) acted_on.erase({id, 0});
     }
-    if (Status s = relay_.set_children(plan.heads(), directory, have, paths_from(paths, kProducerSender)); !s.ok()) {
-      log().error("round for version {}: {}", spec.version, s.to_string());
-    }
-    if (Status s = relay_.watch(watched_by(standby, kProducerSender, directory)); !s.ok()) {
-      log().warn("round for version {}: standby links: {}", spec.version, s.to_string());
-    }
+    follow_plan(have);
   }
 
   // The producer's own links into the stripes' heads go to the rate book with everyone else's.

@@ -11,7 +11,6 @@ namespace deltacast {
 
 namespace {
 
-// The rails a process sends over, one sample per child and rail: what its sprayers did.
 // A site's sentinel's standby links (standby_links.h), by the peer each watches.
 void collect_standby_links(MetricsSink& sink, const std::map<uint32_t, bool>& heard_by_peer) {
   for (const auto& [peer, heard] : heard_by_peer) {
@@ -21,6 +20,7 @@ void collect_standby_links(MetricsSink& sink, const std::map<uint32_t, bool>& he
   }
 }
 
+// The rails a process sends over, one sample per child and rail: what its sprayers did.
 void collect_rails(MetricsSink& sink, const std::map<uint32_t, std::vector<RailTelemetry>>& by_child) {
   static constexpr RailState kStates[] = {RailState::kHealthy, RailState::kSuspect, RailState::kPaused,
                                           RailState::kProbing};

@@ -56,17 +56,7 @@ void FakeNetwork::set_path_up(const std::string& host_a, const std::string& host
   }
 }
 
-bool FakeNetwork::passable(const RailSpec& rail) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto link = links_.find(rail.name);
-  if (link != links_.end() && !link->second.up) return false;
-  if (cut_.count({rail.local.host, rail.remote.host})) return false;
-  for (const std::string* host : {&rail.local.host, &rail.remote.host}) {
-    auto port = ports_.find(*host);
-    if (port != ports_.end() && !port->second.model.up) return false;
-  }
-  return true;
-}
+bool FakeNetwork::passable(const RailSpec& rail) const { return !impassable_since(rail).has_value(); }
 
 std::optional<std::chrono::steady_clock::time_point> FakeNetwork::impassable_since(const RailSpec& rail) const {
   std::lock_guard<std::mutex> lock(mu_);
