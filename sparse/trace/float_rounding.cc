@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace deltacast {
@@ -68,6 +69,37 @@ uint32_t round_f32_to(float x, DType dtype) {
   const uint32_t max_finite = f.has_inf ? ((exp_all_ones << f.man_bits) - 1) : (nan_bits - 1);
   if (bits > max_finite) return sign | (f.has_inf ? (exp_all_ones << f.man_bits) : nan_bits);
   return sign | bits;
+}
+
+void round_f32s_to(std::span<const float> in, void* out, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      if (!in.empty()) std::memcpy(out, in.data(), in.size_bytes());
+      return;
+    case DType::kBF16: {
+      // bf16 is f32's top half, with the same exponent range: rounding to nearest even is adding
+      // just under half of the dropped half (and its parity) and dropping it, which also carries a
+      // mantissa into the next binade and past the largest finite value to infinity. Only NaN
+      // differs: it becomes the quiet NaN round_f32_to gives, keeping its sign.
+      auto* o = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < in.size(); ++i) {
+        const uint32_t u = std::bit_cast<uint32_t>(in[i]);
+        const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        const uint32_t nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+        o[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  if (dtype_size(dtype) == 2) {
+    auto* o = static_cast<uint16_t*>(out);
+    for (size_t i = 0; i < in.size(); ++i) o[i] = static_cast<uint16_t>(round_f32_to(in[i], dtype));
+  } else {
+    auto* o = static_cast<uint8_t*>(out);
+    for (size_t i = 0; i < in.size(); ++i) o[i] = static_cast<uint8_t>(round_f32_to(in[i], dtype));
+  }
 }
 
 double narrow_float_value(uint32_t bits, DType dtype) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 
@@ -11,6 +12,10 @@ namespace deltacast {
 
 // `dtype` must be one of kBF16, kF16, kF8E4M3, kF8E5M2, kF32 (identity).
 uint32_t round_f32_to(float x, DType dtype);
+
+// round_f32_to over an array: `out` holds `in.size()` elements of `dtype`. bf16 (what traces
+// publish by default) takes a branch-free path the compiler vectorizes, bit for bit the same.
+void round_f32s_to(std::span<const float> in, void* out, DType dtype);
 
 // The value of a narrow float's bit pattern (exact: every narrow value is a double).
 double narrow_float_value(uint32_t bits, DType dtype);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "sparse/diff.h"
 #include "sparse/trace/float_rounding.h"
@@ -89,6 +90,31 @@ TEST(FloatRounding, Fp8MatchesNearestValueSearch) {
       }
       ASSERT_EQ(got, nearest_by_search(x, c.dtype, c.max_finite, 7)) << dtype_name(c.dtype) << " " << x;
     }
+  }
+}
+
+TEST(FloatRounding, ArraysRoundAsEachElementDoes) {
+  // Random patterns (NaNs of every payload, infinities and denormals among them), the edges of
+  // every binade's rounding, and the values that overflow.
+  std::mt19937 rng(4);
+  std::vector<float> in;
+  for (int i = 0; i < 100000; ++i) in.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u, 0x3f808000u,
+                     0x3f818000u, 0x7f7fffffu, 0xff7f8000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00000u,
+                     0x7fffffffu, 0x477ff000u, 0x43e80000u}) {
+    in.push_back(std::bit_cast<float>(u));
+  }
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2, DType::kF32}) {
+    const size_t size = dtype_size(dtype);
+    std::vector<uint8_t> out(in.size() * size + 1, 0xab);
+    round_f32s_to(in, out.data(), dtype);
+    for (size_t i = 0; i < in.size(); ++i) {
+      uint32_t got = 0;
+      std::memcpy(&got, out.data() + i * size, size);
+      ASSERT_EQ(got, round_f32_to(in[i], dtype)) << dtype_name(dtype) << " " << std::hex << std::bit_cast<uint32_t>(in[i]);
+    }
+    EXPECT_EQ(out.back(), 0xab) << "wrote past the end: " << dtype_name(dtype);
+    round_f32s_to({}, nullptr, dtype);  // nothing to round: nothing touched
   }
 }
 
@@ -234,14 +260,15 @@ TEST(RlTrace, DeterministicWhateverTheThreadCount) {
 }
 
 TEST(RlTrace, PublishesTheRequestedDtype) {
-  for (DType dtype : {DType::kF16, DType::kF8E4M3, DType::kF32}) {
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF32}) {
     TraceOptions options;
     options.publish_dtype = dtype;
     auto trace = RlTrace::create({{"w", DType::kBF16, {4096}}}, options);
     ASSERT_TRUE(trace.ok());
+    (*trace)->step();
     EXPECT_EQ((*trace)->manifest()[0].dtype, dtype);
     const TensorView& v = (*trace)->published()[0];
-    for (uint64_t i = 0; i < 64; ++i) {
+    for (uint64_t i = 0; i < v.numel; ++i) {
       uint32_t bits = 0;
       std::memcpy(&bits, v.bytes() + i * dtype_size(dtype), dtype_size(dtype));
       EXPECT_EQ(bits, round_f32_to((*trace)->master(0)[i], dtype));
