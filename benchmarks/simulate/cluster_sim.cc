@@ -619,7 +619,44 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
     }
     return false;
   };
-  std::function<void()> tick = [&, live] {
+  // The nodes that feed `child` now, in any stripe (kProducer for the producer).
+  const auto parent_nodes = [&](uint32_t child) {
+    std::set<uint32_t> parents;
+    for (uint32_t s = 0; s < plan_.stripes(); ++s) {
+      for (uint32_t id : gpu_ids(c_, child - 1)) {
+        const uint32_t from = plan_.parent(id, s);
+        const uint32_t node = from == 0 ? kProducer : (from - 1) / c_.gpus_per_node + 1;
+        if (node != child) parents.insert(node);
+      }
+    }
+    return parents;
+  };
+  // Moves `child`, reported by `parent`, to the tails as a round does.
+  const auto move_child = [&](uint32_t parent, uint32_t child) {
+    if (std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
+    // A node moves once (a hung one would go round the tails), or, reported by a parent in
+    // another site, again while there are sites to try (its site's links to more than one site
+    // failed), as a round moves members; a report from a node that no longer feeds it is stale.
+    if (!feeds(parent, child)) return;
+    const bool across = c_.sites > 1 && (parent == kProducer ? site_of_node(c_, child - 1) != 0
+                                                             : site_of_node(c_, parent - 1) != site_of_node(c_, child - 1));
+    const uint32_t times = tailed.count(child) ? tailed.at(child) : 0;
+    if (times > 0 && !(across && times <= c_.sites)) return;
+    ++result.replans;
+    ++tailed[child];
+    if (across) broken.insert({site_name(parent), site_name(child)});
+    BrokenLinks avoid = broken;
+    avoid.merge(unheard_links(unheard_known, standby_now(), node_site_map(c_)));
+    plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, nullptr, avoid);
+    if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
+  };
+  std::set<std::pair<uint32_t, uint32_t>> reported_early;  // (parent node, child node), once each
+  std::set<std::pair<uint32_t, uint32_t>> early;           // early reports the producer holds
+  std::function<void()> tick;
+  const auto reschedule = [&] {
+    if (!everyone_done()) net_.loop().after(kPollEvery, tick);
+  };
+  tick = [&, live] {
     if (!*live) return;
     for (auto& node : nodes_) {
       if (!node->alive) continue;
@@ -639,28 +676,58 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
       }
       for (uint32_t child : node->relay->unreachable_children()) {
         if (!reported.insert({node->id, child}).second) continue;
-        net_.loop().after(2 * net_.latency(), [&, child, parent = node->id, stripes, live] {
-          if (!*live || std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;
-          // A node moves once (a hung one would go round the tails), or, reported by a parent in
-          // another site, again while there are sites to try (its site's links to more than one
-          // site failed), as a round moves members; a report from a node that no longer feeds it
-          // is stale.
-          if (!feeds(parent, child)) return;
-          const bool across = c_.sites > 1 && (parent == kProducer ? site_of_node(c_, child - 1) != 0
-                                                                   : site_of_node(c_, parent - 1) != site_of_node(c_, child - 1));
-          const uint32_t times = tailed.count(child) ? tailed.at(child) : 0;
-          if (times > 0 && !(across && times <= c_.sites)) return;
-          ++result.replans;
-          ++tailed[child];
-          if (across) broken.insert({site_name(parent), site_name(child)});
-          BrokenLinks avoid = broken;
-          avoid.merge(unheard_links(unheard_known, standby_now(), node_site_map(c_)));
-          plan_ = to_tails(plan_, gpu_ids(c_, child - 1), sites, nullptr, avoid);
-          if (Status s = follow_plan(stripes, gpu_order); !s.ok()) replan_error = s;
+        net_.loop().after(2 * net_.latency(), [&, child, parent = node->id, live] {
+          if (*live) move_child(parent, child);
         });
       }
+      // A child heard on no rail for a little while: the producer moves it once the standby
+      // links say the link between the two sites is cut, as a round does (control::Unreachable's
+      // early report), looking again on every tick until the full report comes.
+      for (uint32_t child : node->relay->unheard_children()) {
+        if (!reported_early.insert({node->id, child}).second) continue;
+        net_.loop().after(node->id == kProducer ? Duration::zero() : 2 * net_.latency(),
+                          [&, child, parent = node->id, live] {
+                            if (*live) early.insert({parent, child});
+                          });
+      }
     }
-    if (!everyone_done()) net_.loop().after(kPollEvery, tick);
+    // What the standby links say, as it comes in (RoundDriver::run's act_on_standby_links): early
+    // reports across a link found cut become moves, and so does a node of a site moved in this
+    // version whose parent's site is found cut from its own.
+    if (early.empty() && tailed.empty()) return reschedule();
+    const BrokenLinks cut = unheard_links(unheard_known, standby_now(), node_site_map(c_));
+    if (cut.empty()) return reschedule();
+    const auto is_cut = [&](uint32_t parent, uint32_t child) {
+      return cut.count({site_name(parent), site_name(child)}) != 0;
+    };
+    for (auto it = early.begin(); it != early.end();) {
+      const auto [parent, child] = *it;
+      if (!feeds(parent, child) || reported.count({parent, child})) {
+        it = early.erase(it);
+      } else if (site_name(parent) != site_name(child) && is_cut(parent, child)) {
+        reported.insert({parent, child});
+        it = early.erase(it);
+        move_child(parent, child);
+      } else {
+        ++it;
+      }
+    }
+    std::set<std::string> moved_sites;  // a move takes the rest of the site along
+    for (const auto& [child, times] : tailed) moved_sites.insert(site_name(child));
+    std::vector<std::pair<uint32_t, uint32_t>> moved_on;
+    for (uint32_t child = 1; child <= c_.nodes; ++child) {
+      if (!moved_sites.count(site_name(child)) || !nodes_[child]->alive) continue;
+      for (uint32_t parent : parent_nodes(child)) {
+        if (site_name(parent) != site_name(child) && !reported.count({parent, child}) && is_cut(parent, child)) {
+          moved_on.emplace_back(parent, child);
+        }
+      }
+    }
+    for (const auto& [parent, child] : moved_on) {
+      reported.insert({parent, child});
+      move_child(parent, child);
+    }
+    reschedule();
   };
   net_.loop().after(kPollEvery, tick);
   const TimePoint limit = t0 + span(20 * expected + 10 * faults.detect_seconds + 60);

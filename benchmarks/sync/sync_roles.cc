@@ -93,6 +93,7 @@ Json VersionRow::to_json() const {
             {"stripes", r.stripes},
             {"fanout", r.fanout},
             {"replans", r.replans},
+            {"standby_replans", r.standby_replans},
             {"exact", optional_json(exact)},
             {"lower_bound_seconds", optional_json(lower_bound_seconds)},
             {"dense_seconds", optional_json(dense_seconds)},

@@ -467,6 +467,10 @@ void Consumer::report_unreachable_children() {
   if (transfer != reported_transfer_) {
     reported_transfer_ = transfer;
     reported_unreachable_.clear();
+    reported_unheard_children_.clear();
+  }
+  for (uint32_t child : relay_.unheard_children()) {
+    if (reported_unheard_children_.insert(child).second) send(control::Unreachable{transfer, child, true});
   }
   for (uint32_t child : relay_.unreachable_children()) {
     if (!reported_unreachable_.insert(child).second) continue;

@@ -205,8 +205,9 @@ class Consumer {
   std::shared_ptr<Incoming> incoming_;
   std::deque<std::shared_ptr<Staged>> ready_;
   std::vector<uint64_t> check_requests_;
-  uint64_t reported_transfer_ = 0;  // worker thread only: the transfer reported_unreachable_ is of
-  std::set<uint32_t> reported_unreachable_;
+  // Worker thread only: the transfer reported_unreachable_ and reported_unheard_children_ are of.
+  uint64_t reported_transfer_ = 0;
+  std::set<uint32_t> reported_unreachable_, reported_unheard_children_;
   std::vector<uint32_t> reported_unheard_;  // worker thread only: as last sent (report_unheard_peers)
   uint64_t joins_ = 0;          // control connections made (mu_)
   uint64_t reported_joins_ = 0;  // worker thread only: joins_ when reported_unheard_ was last checked

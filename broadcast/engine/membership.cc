@@ -246,9 +246,13 @@ Status Membership::fold(const control::Message& message, MemberRecord& r) {
             return Status();
           },
           [&](const control::Unreachable& m) {
-            if (m.transfer != r.unreachable_transfer) r.unreachable.clear();
+            if (m.transfer != r.unreachable_transfer) {
+              r.unreachable.clear();
+              r.unheard_children.clear();
+            }
             r.unreachable_transfer = m.transfer;
-            if (r.unreachable.size() < control::kMaxStripes) r.unreachable.insert(m.member);  // its children only
+            auto& reported = m.early ? r.unheard_children : r.unreachable;
+            if (reported.size() < control::kMaxStripes) reported.insert(m.member);  // its children only
             return Status();
           },
           [&](const control::Unheard& m) {

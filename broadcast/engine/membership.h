@@ -63,9 +63,11 @@ struct MemberRecord {
   uint64_t transfer = 0;
   uint32_t arrived = 0;
   std::string have;             // slice bitmap, hex (control_message.h)
-  // Children it reported it cannot reach over any rail in transfer `unreachable_transfer`.
+  // Children it reported it cannot reach over any rail in transfer `unreachable_transfer`, and
+  // those it only heard on no rail for a little while (control::Unreachable::early).
   uint64_t unreachable_transfer = 0;
   std::set<uint32_t> unreachable;
+  std::set<uint32_t> unheard_children;
   // The members it keeps a standby link to that it last said it no longer hears (control::Unheard),
   // each with when it first said so.
   std::map<uint32_t, std::chrono::steady_clock::time_point> unheard;

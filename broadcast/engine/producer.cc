@@ -433,6 +433,7 @@ RoundResult Producer::run_classes(RoundSpec spec, const std::vector<TargetClass>
     result.stripes = std::max(result.stripes, r.stripes);
     result.fanout = std::max(result.fanout, r.fanout);
     result.replans += r.replans;
+    result.standby_replans += r.standby_replans;
     result.first_plan.slow.insert(result.first_plan.slow.end(), r.first_plan.slow.begin(), r.first_plan.slow.end());
   }
   return result;
@@ -491,6 +492,7 @@ void Producer::run_pending(const std::shared_ptr<Pending>& pending) {
     report.stripes = result.stripes;
     report.fanout = result.fanout;
     report.replans = result.replans;
+    report.standby_replans = result.standby_replans;
     report.done = true;
     wire_bytes_ += sent;
     ++versions_done_;

@@ -96,6 +96,7 @@ struct VersionReport {
   uint32_t stripes = 0;
   uint32_t fanout = 0;  // the shape it went out in (1: chains; k: trees k wide)
   uint32_t replans = 0;
+  uint32_t standby_replans = 0;  // of those, made on the standby links' word (RoundResult)
   bool done = false;
 };
 

@@ -215,19 +215,38 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   }
 }
 
+std::vector<uint32_t> Relay::unheard_children() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint32_t> silent;
+  if (!active_ || cut_off_itself()) return silent;
+  for (uint32_t id : child_ids()) {
+    auto it = senders_.find(id);
+    if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
+    const Sprayer& sprayer = *it->second.sprayer;
+    const auto heard = sprayer.receiver_silent_for();
+    if (heard && *heard >= options_.watch_unheard_after && sprayer.silent_for() >= options_.watch_unheard_after) {
+      silent.push_back(id);
+    }
+  }
+  return silent;
+}
+
+// A relay that is itself cut off (its links down, slices no longer reaching it either) finds its
+// children silent too: it reports nothing then, or it would send them after itself to the tails.
+// (In chains its children are usually one and the same member in every stripe, the chains being
+// rotations of one order, so comparing children says nothing.) Its own silence counts from half
+// the window: cut off at the same moment as its child, the last slice it received may trail the
+// child's last acknowledgement by a little, and the child's silence must not win that race.
+bool Relay::cut_off_itself() const {
+  const bool all_here = present_count_ == present_.size();
+  return !all_here && now() - last_arrival_ >= options_.unreachable_after / 2;
+}
+
 std::vector<uint32_t> Relay::unreachable_children() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint32_t> silent;
   if (!active_) return silent;
-  // A relay that is itself cut off (its links down, slices no longer reaching it either) finds
-  // its children silent too: it reports nothing then, or it would send them after itself to the
-  // tails. (In chains its children are usually one and the same member in every stripe, the
-  // chains being rotations of one order, so comparing children says nothing.) Its own silence
-  // counts from half the window: cut off at the same moment as its child, the last slice it
-  // received may trail the child's last acknowledgement by a little, and the child's silence must
-  // not win that race.
-  const bool all_here = present_count_ == present_.size();
-  if (!all_here && now() - last_arrival_ >= options_.unreachable_after / 2) return silent;
+  if (cut_off_itself()) return silent;
   for (uint32_t id : child_ids()) {
     auto it = senders_.find(id);
     if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;

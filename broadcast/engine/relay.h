@@ -94,6 +94,11 @@ class Relay {
   // while they owed slices (a child that hangs, or every link to it cut); none while no slice has
   // reached this relay for half as long (then the fault is likely its own).
   std::vector<uint32_t> unreachable_children() const;
+  // Sooner, and only a suspicion: the children of the current transfer that owe slices and were
+  // heard on no rail (heartbeats included) for RelayOptions::watch_unheard_after, as a standby
+  // link is unheard (none on a backend without heartbeats). A round moves such a child only where
+  // the standby links say the link between its site and this relay's is cut.
+  std::vector<uint32_t> unheard_children() const;
   // How the link to each current child did in this transfer (see LinkSample).
   std::map<uint32_t, LinkSample> child_links() const;
   // How the links to the children of `transfer` that have every slice they get from here did
@@ -140,6 +145,8 @@ class Relay {
   bool feeds(uint32_t id, uint32_t stripe) const;
   // Every child of the current transfer once, in the order first named.
   std::vector<uint32_t> child_ids() const;
+  // Whether no slice reached this relay for a while though some are missing (under mu_).
+  bool cut_off_itself() const;
   TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)
   std::map<uint32_t, LinkSample> ended_links_;  // finished children's links as the transfer ended
   // The links to the current transfer's children (`finished_only`: those whose sprayers have every

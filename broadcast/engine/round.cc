@@ -19,8 +19,10 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // Where the round stands, read from the member table.
 struct RoundLook {
   std::set<uint32_t> committed, failed, gone, staged;
-  // Members reported unreachable in this transfer, each with who reported it (0: the producer).
-  std::map<uint32_t, std::set<uint32_t>> unreachable;
+  // Members reported unreachable in this transfer, each with who reported it (0: the producer),
+  // and those only reported heard on no rail for a little while (control::Unreachable::early).
+  std::map<uint32_t, std::set<uint32_t>> unreachable, unheard;
+  std::set<uint32_t> cut_off;  // reported unreachable on the standby links' word (act_on_standby_links)
   std::map<uint32_t, std::string> have;
   uint64_t progress = 0;  // grows with every slice, staging and commit anywhere
 
@@ -44,6 +46,7 @@ RoundLook look_at(const std::map<uint32_t, MemberRecord>& all, const std::vector
     }
     if (r.unreachable_transfer == transfer) {
       for (uint32_t child : r.unreachable) look.unreachable[child].insert(id);
+      for (uint32_t child : r.unheard_children) look.unheard[child].insert(id);
     }
     if (r.committed >= version) {
       look.committed.insert(id);
@@ -258,8 +261,61 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     const size_t times = moves.count(id) ? moves.at(id) : 0;
     return times == 0 || (fed_across_sites(plan, id, sites) && times <= site_names.size());
   };
+  // What the standby links say (links_to_avoid) turns suspicions into moves, as it comes in:
+  // - A child its parent in another site has heard on no rail for a little while (an early
+  //   report) is as good as reported unreachable where the link between the two sites is cut:
+  //   two observations over different connections (the data path's, and the sentinels' idle
+  //   ones, one of them from a third site that still hears the child's). It moves some 150 ms
+  //   before the full report would move it.
+  // - A member of a site moved in this round whose parent's site is found cut from its own moves
+  //   on at once: the sentinels find a cut within a heartbeat of each other and their reports
+  //   come in from near and far, so a detour chosen on the first of them may lead into a site
+  //   cut off too; its data path would take as long again to say so. (Waiting for the reports to
+  //   settle costs more: simulated, 50 ms more of a cut into trees, against a second re-plan
+  //   that costs nothing measurable.)
+  // Returns whether an early report still waits for the standby links.
+  const auto act_on_standby_links = [&] {
+    std::vector<std::pair<uint32_t, uint32_t>> across;  // (child, parent)
+    for (const auto& [id, reporters] : look.unheard) {
+      for (uint32_t parent : current_reporters(id, reporters)) {
+        if (site_of(sites, parent) != site_of(sites, id)) across.emplace_back(id, parent);
+      }
+    }
+    std::set<std::string> moved_sites;  // a move takes the rest of the site along (to_tails)
+    for (const auto& [id, times] : moves) moved_sites.insert(site_of(sites, id));
+    std::vector<std::pair<uint32_t, uint32_t>> moved;  // (member, its parent now in another site)
+    for (uint32_t id : in_plan) {
+      if (!moved_sites.count(site_of(sites, id))) continue;
+      for (uint32_t s = 0; s < plan.stripes(); ++s) {
+        const auto& order = plan.order[s];
+        const uint32_t parent = plan.parent(id, s);
+        if (std::find(order.begin(), order.end(), id) != order.end() && !acted_on.count({id, parent}) &&
+            site_of(sites, parent) != site_of(sites, id)) {
+          moved.emplace_back(id, parent);
+        }
+      }
+    }
+    if (across.empty() && moved.empty()) return false;
+    const BrokenLinks cut = links_to_avoid(Millis(0));
+    const auto is_cut = [&](uint32_t id, uint32_t parent) {
+      return cut.count({site_of(sites, parent), site_of(sites, id)}) != 0;
+    };
+    bool pending = false;
+    for (const auto& [id, parent] : across) pending |= !is_cut(id, parent);
+    moved.insert(moved.end(), across.begin(), across.end());
+    for (const auto& [id, parent] : moved) {
+      if (!is_cut(id, parent)) continue;
+      look.unreachable[id].insert(parent);
+      look.cut_off.insert(id);
+    }
+    return pending;
+  };
+  bool unheard_pending = false;  // a child reported early, not moved yet
   for (;;) {
-    membership_.wait(Millis(100), [&](const std::map<uint32_t, MemberRecord>& all) {
+    // Sooner while an early report waits for the standby links, or a member moved in this round
+    // may have to move on when they report (act_on_standby_links below).
+    const Millis look_again = unheard_pending || !moves.empty() ? Millis(25) : Millis(100);
+    membership_.wait(look_again, [&](const std::map<uint32_t, MemberRecord>& all) {
       look = look_at(all, targets, spec.version, spec.transfer);
       const bool broken = std::any_of(in_plan.begin(), in_plan.end(), [&](uint32_t id) {
         return look.gone.count(id) != 0 || look.failed.count(id) != 0 || to_move(id);
@@ -304,6 +360,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       if (look.gone.count(id) || look.failed.count(id)) dropped.push_back(id);
     }
     for (uint32_t id : relay_.unreachable_children()) look.unreachable[id].insert(0);  // the producer's own
+    for (uint32_t id : relay_.unheard_children()) look.unheard[id].insert(0);
+    unheard_pending = act_on_standby_links();
     for (const auto& [id, reporters] : look.unreachable) {
       const bool in_the_plan = std::find(in_plan.begin(), in_plan.end(), id) != in_plan.end();
       if (in_the_plan && std::find(dropped.begin(), dropped.end(), id) == dropped.end() && to_move(id)) {
@@ -337,7 +395,13 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       std::vector<uint32_t> everyone_moved;
       plan = to_tails(plan, unreachable, sites, &everyone_moved, links_to_avoid(Millis(0)));
       std::vector<std::string> reported;
-      for (uint32_t id : unreachable) reported.push_back(fmt::format("{} (by {})", id, fmt::join(look.unreachable[id], ",")));
+      if (std::any_of(unreachable.begin(), unreachable.end(), [&](uint32_t id) { return look.cut_off.count(id) != 0; })) {
+        ++result.standby_replans;
+      }
+      for (uint32_t id : unreachable) {
+        reported.push_back(fmt::format("{} (by {}{})", id, fmt::join(look.unreachable[id], ","),
+                                       look.cut_off.count(id) ? "; the standby links say the link into its site is cut" : ""));
+      }
       log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
                  fmt::join(reported, ", "),
                  everyone_moved.size() > unreachable.size()

@@ -73,6 +73,9 @@ struct RoundResult {
   uint32_t stripes = 0;
   uint32_t fanout = 1;  // the shape it went out in (1: chains)
   uint32_t replans = 0;
+  // Of the re-plans, those made on the standby links' word (an early report they agreed with, or
+  // a detour they found cut), before the parents' full reports.
+  uint32_t standby_replans = 0;
   Plan first_plan;
 };
 

@@ -160,7 +160,7 @@ for gbytes, extra, share in (("32", (), lambda s: s < 0.5),
 # Sites: 64 consumers in 4 sites joined by 100 Gbit/s WAN links of 20-80 ms. Each version crosses
 # into each site once (its WAN bytes within 2% of one copy), in chains and in trees; with the last
 # site's links cut mid-version but the one to site 1, everyone still gets it, through site 1.
-for fanout in ("1", "2"):
+for fanout in ("1", "2", "0"):  # chains, trees 2 wide, the planner's choice
     out = subprocess.run([bench, "simulate", "--consumers", "64", "--sites", "4", "--fanout", fanout, "--versions",
                           "sparse", "--no-baselines", "--dead-fraction", "0", "--slow-nodes", "0", "--json"],
                          capture_output=True, text=True, timeout=300)
@@ -170,13 +170,14 @@ for fanout in ("1", "2"):
     assert all(1.0 <= copies <= 1.02 for copies in site_row["wan_copies"]), (fanout, site_row["wan_copies"])
     assert site_row["survivors_complete"] and site_row["wan_cut"]["survivors_complete"], (fanout, site_row["wan_cut"])
     assert site_row["wan_cut"]["replans"] >= 1, site_row["wan_cut"]
-    # The cut costs about the version's time over the detour: chains go on through site 1 at once,
-    # the relay there starting its new child's rails from the WAN the round measured into site 3
-    # (cold, the cut cost 1.49 s against a 0.38 s detour); trees go straight to site 1 too, the
+    # The cut costs at most the version's time over the detour: chains go on through site 1 at
+    # once, the relay there starting its new child's rails from the WAN the round measured into
+    # site 3 (cold, the cut cost 1.49 s against a 0.38 s detour); trees go to site 1 too, the
     # standby links having found site 2 cut off from site 3 as well (without them, through site 2
-    # first: 1.41 s).
+    # first: 1.41 s). A site's parent that hears it on no rail for 150 ms says so early, and the
+    # standby links' word moves it then, not 150 ms later (+0.41 s in trees before that).
     cut = site_row["wan_cut"]
-    assert cut["extra_seconds"] <= 1.2 * cut["detour_seconds"], (fanout, cut)
+    assert cut["extra_seconds"] <= cut["detour_seconds"], (fanout, cut)
 # Huge pages: running one simulation at a time, the heap asks for them (simulate runs itself again
 # with glibc's malloc tunables set, where the kernel gives them on request) and gets them; a
 # caller's own setting of the tunable stands; simulations side by side do not ask.

@@ -64,7 +64,7 @@ std::vector<Message> every_control_message() {
           Registered{1, 2},
           FindGroup{kProtocolVersion},
           Group{GroupView{some_registration().logical, {some_registration().rank}}},
-          Unreachable{1234, 5},
+          Unreachable{1234, 5, true},
           Forwarded{10, {{9, some_link_sample()}}},
           Unheard{{12, 40}}};
 }

@@ -559,12 +559,15 @@ void from_json(const Json& j, Checked& m) {
   m.model_hash = f.u64("model_hash");
 }
 
-void to_json(Json& j, const Unreachable& m) { j = {{"transfer", m.transfer}, {"member", m.member}}; }
+void to_json(Json& j, const Unreachable& m) {
+  j = {{"transfer", m.transfer}, {"member", m.member}, {"early", m.early}};
+}
 
 void from_json(const Json& j, Unreachable& m) {
-  const Fields f(j, "unreachable", {"transfer", "member"});
+  const Fields f(j, "unreachable", {"transfer", "member", "early"});
   m.transfer = f.u64("transfer");
   m.member = as_id(f.at("member"), f.where("member"));
+  m.early = f.boolean("early");
 }
 
 void to_json(Json& j, const Unheard& m) { j = {{"members", m.members}}; }

@@ -41,8 +41,9 @@ namespace control {
 // 8: no token in join, register and find_group (every connection proves the group's secret in its
 // handshake instead, and every frame is sealed); 9: a stripe's children may be a list (trees);
 // 10: a join names the consumer's site; 11: forwarding may carry WAN paths, and a relay reports
-// links to children that were still receiving when it staged (forwarded).
-inline constexpr uint32_t kProtocolVersion = 12;
+// links to children that were still receiving when it staged (forwarded); 12: standby links
+// (forwarding.watch, unheard); 13: early unreachable reports (Unreachable::early).
+inline constexpr uint32_t kProtocolVersion = 13;
 inline constexpr size_t kMaxRails = 16;        // data endpoints per member
 inline constexpr size_t kMaxMembers = 4096;    // ids in one plan
 inline constexpr uint32_t kMaxStripes = 64;
@@ -164,9 +165,12 @@ struct Failed {
 // for a while though it owes slices (Relay::unreachable_children), so the coordinator can route
 // around it before that child's control link times out (a hung host keeps its connections open
 // and says nothing for the control link's dead_after).
+// `early`: only heard on no rail for a little while (Relay::unheard_children), a suspicion the
+// coordinator acts on where the standby links say the link into the child's site is cut.
 struct Unreachable {
   uint64_t transfer = 0;
   uint32_t member = 0;
+  bool early = false;
 };
 // consumer -> coordinator: the members it keeps a standby link to (Forwarding::watch) heard on no
 // rail for a while, all of them, each time that set changes (none: every one is heard again). The

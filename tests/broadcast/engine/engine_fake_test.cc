@@ -300,7 +300,11 @@ TEST(FakeEngine, ASiteCutOffFromTwoSitesTakesTheVersionFromAThird) {
   ASSERT_TRUE(cluster.producer().wait(*v, testing::kEngineWait).ok()) << "the round stalled";
   const VersionReport report = *cluster.producer().report(*v);
   EXPECT_EQ(report.committed, 8u);
-  EXPECT_EQ(report.replans, 1u) << "west did not go straight to east";
+  // West moves on the standby links' word, before its parent's full report, and goes on to east
+  // at once if the first detour took it below north before north's sentinel reported.
+  EXPECT_GE(report.replans, 1u);
+  EXPECT_LE(report.replans, 2u);
+  EXPECT_EQ(report.standby_replans, report.replans) << "a move waited for a parent's full report";
   cluster.expect_exact(cluster.all());
   EXPECT_GT(into_west_from_east(), before) << "west took the version from east";
   // The sentinels (the producer its own site's, 0; then each site's member of lowest id: 3, 5 and

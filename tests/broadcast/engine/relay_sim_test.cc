@@ -206,8 +206,10 @@ TEST(RelayOverSim, FinishedLinksAreTheChildrenThatHaveEverySliceTheyGetFromHere)
 
 // Mid-transfer, consumer 2's ports go down and consumer 1's slow to a crawl (a 1 MiB slice a
 // second). 2 is heard on no rail: reported RelayOptions::unheard_after (300 ms) after its last
-// heartbeat, where waiting out its slices' allowance took 500 ms and more. 1 acknowledges nothing
-// for seconds but is heard: only slow, it is not reported.
+// heartbeat, where waiting out its slices' allowance took 500 ms and more, and named early
+// (unheard_children, a suspicion a round acts on where the standby links agree) after
+// watch_unheard_after (150 ms). 1 acknowledges nothing for seconds but is heard: only slow, it is
+// neither.
 TEST(RelayOverSim, AChildHeardOnNoRailIsReportedSoonAndASlowOneThatIsHeardIsNot) {
   ProducerAndConsumers cluster;
   const uint64_t bytes = 4ull << 30;
@@ -220,10 +222,11 @@ TEST(RelayOverSim, AChildHeardOnNoRailIsReportedSoonAndASlowOneThatIsHeardIsNot)
       cluster.net.set_port_rates(fmt::format("c1r{}", r), 1 << 20, 1 << 20);
     }
   });
-  std::map<uint32_t, TimePoint> reported;
+  std::map<uint32_t, TimePoint> reported, suspected;
   const TimePoint until = cut + std::chrono::seconds(3);
   std::function<void()> watch = [&] {
     for (uint32_t id : cluster.relay->unreachable_children()) reported.try_emplace(id, cluster.net.loop().now());
+    for (uint32_t id : cluster.relay->unheard_children()) suspected.try_emplace(id, cluster.net.loop().now());
     if (cluster.net.loop().now() < until) cluster.net.loop().after(std::chrono::milliseconds(1), watch);
   };
   cluster.net.loop().after(std::chrono::milliseconds(1), watch);
@@ -233,6 +236,11 @@ TEST(RelayOverSim, AChildHeardOnNoRailIsReportedSoonAndASlowOneThatIsHeardIsNot)
   EXPECT_GE(after, 0.3);
   EXPECT_LT(after, 0.32) << "reported " << after << " s after the cut";
   EXPECT_FALSE(reported.count(1)) << "the slow child, still heard, was reported";
+  ASSERT_TRUE(suspected.count(2)) << "the child cut off was not named early";
+  const double early = secs(suspected[2]) - secs(cut);
+  EXPECT_GE(early, 0.15);
+  EXPECT_LT(early, 0.17) << "named " << early << " s after the cut";
+  EXPECT_FALSE(suspected.count(1)) << "the slow child, still heard, was named early";
   const uint32_t per_stripe = TransferShape{1, bytes, ProducerAndConsumers::kSlice}.slices() / 2;
   EXPECT_LT(cluster.sinks[1].count[1], per_stripe) << "the slow child had its stripe: nothing was owed";
   cluster.relay->end();

@@ -346,6 +346,25 @@ TEST(ControlMessages, UnheardReportsNameMembersOrAreRefused) {
   EXPECT_NE(refusal(j).find("entries"), std::string::npos);
 }
 
+// An unreachable report says whether it is early (the child heard on no rail for a little while
+// only); one that does not say, or says it with something else than a boolean, is refused.
+TEST(ControlMessages, UnreachableReportsSayWhetherTheyAreEarly) {
+  EXPECT_EQ(encode(Unreachable{7, 3, true}),
+            Json::parse(R"({"type": "unreachable", "transfer": 7, "member": 3, "early": true})"));
+  for (bool early : {false, true}) {
+    auto back = decode_text(encode(Unreachable{7, 3, early}).dump());
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(std::get<Unreachable>(*back).early, early);
+  }
+  Json j = encode(Unreachable{7, 3});
+  j.erase("early");
+  EXPECT_NE(refusal(j).find("early"), std::string::npos) << refusal(j);
+  for (const Json& early : {Json(1), Json("true"), Json::array()}) {
+    j["early"] = early;
+    EXPECT_NE(refusal(j).find("early"), std::string::npos) << early.dump();
+  }
+}
+
 // A resharded consumer's join carries what it holds as [tensor, begin, end] triples; malformed
 // ones are refused naming the field (their meaning is checked against the manifest at admission).
 TEST(ControlMessages, HeldRangesRoundTripAndMalformedOnesAreRefused) {
