@@ -608,17 +608,6 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
     return node == kProducer || site_of_node(c_, node - 1) == 0 ? std::string()
                                                                 : site_of(sites, gpu_ids(c_, node - 1).front());
   };
-  // Whether `parent` feeds any of `child`'s GPUs in some stripe of the plan now (a report from
-  // a node that no longer does is stale: the child moved since).
-  const auto feeds = [&](uint32_t parent, uint32_t child) {
-    for (uint32_t s = 0; s < plan_.stripes(); ++s) {
-      for (uint32_t id : gpu_ids(c_, child - 1)) {
-        const uint32_t from = plan_.parent(id, s);
-        if (from == 0 ? parent == kProducer : (from - 1) / c_.gpus_per_node + 1 == parent) return true;
-      }
-    }
-    return false;
-  };
   // The nodes that feed `child` now, in any stripe (kProducer for the producer).
   const auto parent_nodes = [&](uint32_t child) {
     std::set<uint32_t> parents;
@@ -631,6 +620,9 @@ Result<SimResult> SimCluster::run_version(uint64_t bytes, const FaultSpec& fault
     }
     return parents;
   };
+  // Whether `parent` feeds any of `child`'s GPUs in some stripe of the plan now (a report from
+  // a node that no longer does is stale: the child moved since).
+  const auto feeds = [&](uint32_t parent, uint32_t child) { return parent_nodes(child).count(parent) != 0; };
   // Moves `child`, reported by `parent`, to the tails as a round does.
   const auto move_child = [&](uint32_t parent, uint32_t child) {
     if (std::find(alive_.begin(), alive_.end(), child - 1) == alive_.end()) return;

@@ -215,14 +215,23 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
   }
 }
 
+std::vector<std::pair<uint32_t, const Sprayer*>> Relay::sprayers_of_children() const {
+  std::vector<std::pair<uint32_t, const Sprayer*>> out;
+  for (uint32_t id : child_ids()) {
+    auto it = senders_.find(id);
+    if (it != senders_.end() && it->second.sprayer->open_transfer() == shape_.id) {
+      out.emplace_back(id, it->second.sprayer.get());
+    }
+  }
+  return out;
+}
+
 std::vector<uint32_t> Relay::unheard_children() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint32_t> silent;
   if (!active_ || cut_off_itself()) return silent;
-  for (uint32_t id : child_ids()) {
-    auto it = senders_.find(id);
-    if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
-    const Sprayer& sprayer = *it->second.sprayer;
+  for (const auto& [id, child] : sprayers_of_children()) {
+    const Sprayer& sprayer = *child;
     const auto heard = sprayer.receiver_silent_for();
     if (heard && *heard >= options_.watch_unheard_after && sprayer.silent_for() >= options_.watch_unheard_after) {
       silent.push_back(id);
@@ -245,12 +254,9 @@ bool Relay::cut_off_itself() const {
 std::vector<uint32_t> Relay::unreachable_children() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint32_t> silent;
-  if (!active_) return silent;
-  if (cut_off_itself()) return silent;
-  for (uint32_t id : child_ids()) {
-    auto it = senders_.find(id);
-    if (it == senders_.end() || it->second.sprayer->open_transfer() != shape_.id) continue;
-    const Sprayer& sprayer = *it->second.sprayer;
+  if (!active_ || cut_off_itself()) return silent;
+  for (const auto& [id, child] : sprayers_of_children()) {
+    const Sprayer& sprayer = *child;
     // A rail not measured yet (a new child's first slices) is given half the window more. (Twice
     // the window more did not stop the false reports of a cold cluster's first version across a
     // 40 ms WAN in the namespace test of sites, and it slows finding a child cut from the start.)

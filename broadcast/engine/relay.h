@@ -147,6 +147,8 @@ class Relay {
   std::vector<uint32_t> child_ids() const;
   // Whether no slice reached this relay for a while though some are missing (under mu_).
   bool cut_off_itself() const;
+  // The current transfer's children whose sprayers carry it, each once (under mu_).
+  std::vector<std::pair<uint32_t, const Sprayer*>> sprayers_of_children() const;
   TimePoint last_arrival_{};        // the last slice in place here (or the transfer's start)
   std::map<uint32_t, LinkSample> ended_links_;  // finished children's links as the transfer ended
   // The links to the current transfer's children (`finished_only`: those whose sprayers have every

@@ -236,15 +236,22 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
   // transfer, so a move that brought the child back below the same reporter (few sites to go
   // round) must not be undone by that old report again (it was, several times in a millisecond).
   std::set<std::pair<uint32_t, uint32_t>> acted_on;  // (child, reporter)
-  const auto current_reporters = [&](uint32_t id, const std::set<uint32_t>& reporters) {
+  // `id`'s parents in the plan now, in the stripes it is in, that no report of it was acted on from.
+  const auto parents_not_acted_on = [&](uint32_t id) {
     std::set<uint32_t> out;
     for (uint32_t s = 0; s < plan.stripes(); ++s) {
       const auto& order = plan.order[s];
       const uint32_t parent = plan.parent(id, s);
-      if (std::find(order.begin(), order.end(), id) != order.end() && reporters.count(parent) &&
-          !acted_on.count({id, parent})) {
+      if (std::find(order.begin(), order.end(), id) != order.end() && !acted_on.count({id, parent})) {
         out.insert(parent);
       }
+    }
+    return out;
+  };
+  const auto current_reporters = [&](uint32_t id, const std::set<uint32_t>& reporters) {
+    std::set<uint32_t> out;
+    for (uint32_t parent : parents_not_acted_on(id)) {
+      if (reporters.count(parent)) out.insert(parent);
     }
     return out;
   };
@@ -286,13 +293,8 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     std::vector<std::pair<uint32_t, uint32_t>> moved;  // (member, its parent now in another site)
     for (uint32_t id : in_plan) {
       if (!moved_sites.count(site_of(sites, id))) continue;
-      for (uint32_t s = 0; s < plan.stripes(); ++s) {
-        const auto& order = plan.order[s];
-        const uint32_t parent = plan.parent(id, s);
-        if (std::find(order.begin(), order.end(), id) != order.end() && !acted_on.count({id, parent}) &&
-            site_of(sites, parent) != site_of(sites, id)) {
-          moved.emplace_back(id, parent);
-        }
+      for (uint32_t parent : parents_not_acted_on(id)) {
+        if (site_of(sites, parent) != site_of(sites, id)) moved.emplace_back(id, parent);
       }
     }
     if (across.empty() && moved.empty()) return false;
@@ -395,13 +397,14 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
       std::vector<uint32_t> everyone_moved;
       plan = to_tails(plan, unreachable, sites, &everyone_moved, links_to_avoid(Millis(0)));
       std::vector<std::string> reported;
-      if (std::any_of(unreachable.begin(), unreachable.end(), [&](uint32_t id) { return look.cut_off.count(id) != 0; })) {
-        ++result.standby_replans;
-      }
+      bool on_standby_word = false;
       for (uint32_t id : unreachable) {
+        const bool cut_off = look.cut_off.count(id) != 0;
+        on_standby_word |= cut_off;
         reported.push_back(fmt::format("{} (by {}{})", id, fmt::join(look.unreachable[id], ","),
-                                       look.cut_off.count(id) ? "; the standby links say the link into its site is cut" : ""));
+                                       cut_off ? "; the standby links say the link into its site is cut" : ""));
       }
+      if (on_standby_word) ++result.standby_replans;
       log().warn("version {}: consumers {} went silent to their parents; moved to the tails{}", spec.version,
                  fmt::join(reported, ", "),
                  everyone_moved.size() > unreachable.size()

@@ -92,6 +92,21 @@ class NormalStream {
   bool has_spare_ = false;
 };
 
+// A block's normal numbers for (seed, tensor, step, block start), `count` of them, handed to
+// `use(at, numbers, n)` a chunk at a time: whatever the caller does with a chunk is then one loop
+// the compiler vectorizes, and the numbers are those one next() at a time would give.
+template <typename Use>
+void draw_in_chunks(uint64_t seed, uint64_t tensor, uint64_t step, uint64_t start, uint64_t count, Use use) {
+  clean_vector_upper_halves();
+  NormalStream normal(seed, tensor, step, start);
+  double numbers[kChunkElements];
+  for (uint64_t at = 0; at < count; at += kChunkElements) {
+    const uint64_t n = std::min(kChunkElements, count - at);
+    normal.fill(numbers, n);
+    use(at, numbers, n);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RlTrace>> RlTrace::create(std::vector<TensorSpec> layout, const TraceOptions& options) {
@@ -138,14 +153,10 @@ void RlTrace::initialise() {
   pool_->parallel_for(blocks_.size(), [&](size_t b) {
     const Block& blk = blocks_[b];
     float* w = reinterpret_cast<float*>(master_[blk.tensor].data()) + blk.start;
-    clean_vector_upper_halves();
-    NormalStream normal(options_.seed, blk.tensor, 0, blk.start);
-    double noise[kChunkElements];
-    for (uint64_t at = 0; at < blk.count; at += kChunkElements) {
-      const uint64_t n = std::min(kChunkElements, blk.count - at);
-      normal.fill(noise, n);
+    const auto use = [&](uint64_t at, const double* noise, uint64_t n) {
       for (uint64_t i = 0; i < n; ++i) w[at + i] = static_cast<float>(noise[i] * init_std);
-    }
+    };
+    draw_in_chunks(options_.seed, blk.tensor, 0, blk.start, blk.count, use);
     publish(b);
   });
 }
@@ -173,14 +184,8 @@ void RlTrace::step() {
     float* w = reinterpret_cast<float*>(master_[blk.tensor].data()) + blk.start;
     float* m = reinterpret_cast<float*>(m_[blk.tensor].data()) + blk.start;
     float* v = reinterpret_cast<float*>(v_[blk.tensor].data()) + blk.start;
-    clean_vector_upper_halves();
-    NormalStream normal(options_.seed, blk.tensor, steps_, blk.start);
-    // The gradients a chunk at a time, so that the update below is one loop the compiler
-    // vectorizes (the same operations in the same order: bit for bit what one loop gave).
-    double noise[kChunkElements];
-    for (uint64_t at = 0; at < blk.count; at += kChunkElements) {
-      const uint64_t n = std::min(kChunkElements, blk.count - at);
-      normal.fill(noise, n);
+    // The same operations in the same order as one loop over the block: bit for bit what it gave.
+    const auto update = [&](uint64_t at, const double* noise, uint64_t n) {
       for (uint64_t i = 0; i < n; ++i) {
         const float g = static_cast<float>(noise[i] * grad_std);
         float& mi = m[at + i];
@@ -190,7 +195,8 @@ void RlTrace::step() {
         const float denom = std::sqrt(vi) / correction2_sqrt + eps;
         w[at + i] -= step_size * (mi / denom);
       }
-    }
+    };
+    draw_in_chunks(options_.seed, blk.tensor, steps_, blk.start, blk.count, update);
     publish(b);
   });
 }
