@@ -13,6 +13,12 @@
 //          position and checks the last change lies inside the chunk;
 //   apply  one warp per group decodes it again and writes the changes.
 //
+// Or, where the device has room for it (KeptChanges), the check pass keeps
+// what it decoded: each change's position within its group and its value, in
+// a slot of its own. The apply pass is then one thread per change, reading
+// its slot and writing the target, instead of a warp decoding every group a
+// second time.
+//
 // The GPU launches apply only when walk, check and place flagged nothing,
 // so a bad body writes nothing; the verify passes read only the compact
 // bodies. Same checks as sparse/chunk_decoder.cc and the same writes; chunk
@@ -72,6 +78,7 @@ struct DecodeJob {
   uint8_t elem_size;
   uint8_t dense;        // 1: copy body_bytes to target
   uint8_t value_codec;  // ValueCodec
+  uint64_t kept_values;  // sparse, changes kept: where its groups' values start in KeptChanges::values
 };
 
 // Groups a sparse job's body holds (FORMAT.md: 128 changes each, the last one the rest).
@@ -90,6 +97,24 @@ struct DecodeErrorRecord {
   uint32_t code;
   uint32_t job;
 };
+
+// The changes the check pass decoded, kept for the apply pass: change k of directory group g has
+// slot g * 128 + k. offsets[slot] is its position after the group's first (a job of at most 2^32
+// elements: a verified group spans no more than its chunk); its value, elem_size bytes, is at
+// values + job.kept_values + ((g - job.first_group) * 128 + k) * elem_size.
+struct KeptChanges {
+  uint32_t* offsets = nullptr;
+  uint8_t* values = nullptr;
+};
+
+// Whether a job's changes can be kept: their offsets fit 32 bits.
+DC_HOST_DEVICE inline bool keepable(const DecodeJob& job) { return job.element_count <= (uint64_t{1} << 32); }
+
+// Bytes of KeptChanges::values a sparse job's groups take (16-byte aligned, so that every job's
+// values start aligned for their element).
+DC_HOST_DEVICE inline uint64_t kept_value_bytes(uint64_t nnz, unsigned elem_size) {
+  return (group_count(nnz) * kPforBlockValues * elem_size + 15) / 16 * 16;
+}
 
 // Shared memory one warp needs to decode one group.
 struct GroupScratch {
@@ -162,9 +187,15 @@ DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, c
 
 // Check pass, one warp per group: decodes it, checks its ulp values fit the
 // element, and records its span (entry.span): lane l sums changes [4l, 4l + 4),
-// a warp scan adds the lanes up. Returns a DecodeError.
+// a warp scan adds the lanes up. Keeps the changes in `kept` (as directory group
+// g) unless kept.offsets is null. Returns a DecodeError.
 template <typename Warp>
-DC_HOST_DEVICE uint32_t warp_check_group(const Warp& x, const DecodeJob& job, GroupEntry& e, GroupScratch& s) {
+DC_HOST_DEVICE void warp_keep_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, const GroupScratch& s,
+                                    uint64_t g, const KeptChanges& kept);
+
+template <typename Warp>
+DC_HOST_DEVICE uint32_t warp_check_group(const Warp& x, const DecodeJob& job, GroupEntry& e, GroupScratch& s,
+                                         uint64_t g = 0, KeptChanges kept = {}) {
   const uint32_t code = warp_decode_group(x, job, e, s);
   if (code != kDecodeOk) return code;
   const bool ulp = is_ulp(job);
@@ -192,7 +223,44 @@ DC_HOST_DEVICE uint32_t warp_check_group(const Warp& x, const DecodeJob& job, Gr
     if (lane == 0) e.span = span;
   });
   x.sync();
+  if (kept.offsets != nullptr) warp_keep_group(x, job, e, s, g, kept);
   return kDecodeOk;
+}
+
+// Check pass, changes kept: writes directory group g's decoded changes (s, after its check) to their
+// slots. The scan left in s.lane_sum where each lane's first change counts from; the group's span
+// fits the job (checked), so neither the sums nor the offsets wrap.
+template <typename Warp>
+DC_HOST_DEVICE void warp_keep_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, const GroupScratch& s,
+                                    uint64_t g, const KeptChanges& kept) {
+  uint32_t* offsets = kept.offsets + g * kPforBlockValues;
+  uint8_t* values = kept.values + job.kept_values + (g - job.first_group) * kPforBlockValues * job.elem_size;
+  x.lanes([&](unsigned lane) {
+    uint64_t next = s.lane_sum[lane];
+    for (unsigned k = 4 * lane; k < 4 * lane + 4 && k < e.n; ++k) {
+      offsets[k] = static_cast<uint32_t>(next + s.gaps[k]);
+      next += s.gaps[k] + 1;
+    }
+    for (unsigned k = lane; k < e.n; k += kWarpSize) {
+      switch (job.elem_size) {
+        case 1:
+          values[k] = static_cast<uint8_t>(s.values[k]);
+          break;
+        case 2:
+          reinterpret_cast<uint16_t*>(values)[k] = static_cast<uint16_t>(s.values[k]);
+          break;
+        case 4:
+          reinterpret_cast<uint32_t*>(values)[k] = static_cast<uint32_t>(s.values[k]);
+          break;
+        case 8:
+          reinterpret_cast<uint64_t*>(values)[k] = s.values[k];
+          break;
+        default:  // no element has that size; the apply pass refuses the job
+          break;
+      }
+    }
+  });
+  x.sync();
 }
 
 // Place pass, one warp per sparse job: each group's first position is the
@@ -271,6 +339,44 @@ DC_HOST_DEVICE uint32_t warp_apply_group(const Warp& x, const DecodeJob& job, co
       return warp_apply_group_as<uint32_t>(x, job, e, s);
     case 8:
       return warp_apply_group_as<uint64_t>(x, job, e, s);
+    default:
+      return kDecodeBadJob;
+  }
+}
+
+// Apply pass, changes kept, one thread per slot (a version that verified): writes the slot's change,
+// if the slot holds one (a job's last group may hold fewer than 128).
+template <typename U>
+DC_HOST_DEVICE void apply_kept_change_as(const DecodeJob& job, uint64_t position, const uint8_t* value_at) {
+  constexpr unsigned kBits = sizeof(U) * 8;
+  U* at = reinterpret_cast<U*>(job.target) + position;
+  const U value = *reinterpret_cast<const U*>(value_at);
+  *at = is_ulp(job) ? static_cast<U>(ulp_decode(*at, value, kBits)) : value;
+}
+
+DC_HOST_DEVICE inline uint32_t apply_kept_change(const DecodeJob* jobs, const GroupEntry* directory,
+                                                 const KeptChanges& kept, uint64_t slot) {
+  const uint64_t g = slot / kPforBlockValues;
+  const unsigned k = static_cast<unsigned>(slot % kPforBlockValues);
+  const GroupEntry& e = directory[g];
+  if (k >= e.n) return kDecodeOk;
+  const DecodeJob& job = jobs[e.job];
+  const uint64_t position = e.first + kept.offsets[slot];
+  const uint8_t* value_at =
+      kept.values + job.kept_values + ((g - job.first_group) * kPforBlockValues + k) * job.elem_size;
+  switch (job.elem_size) {
+    case 1:
+      apply_kept_change_as<uint8_t>(job, position, value_at);
+      return kDecodeOk;
+    case 2:
+      apply_kept_change_as<uint16_t>(job, position, value_at);
+      return kDecodeOk;
+    case 4:
+      apply_kept_change_as<uint32_t>(job, position, value_at);
+      return kDecodeOk;
+    case 8:
+      apply_kept_change_as<uint64_t>(job, position, value_at);
+      return kDecodeOk;
     default:
       return kDecodeBadJob;
   }

@@ -14,6 +14,7 @@ namespace {
 
 constexpr unsigned kDecodeWarps = 4;
 constexpr unsigned kDecodeThreads = kDecodeWarps * simt::kWarpSize;
+constexpr unsigned kKeptApplyThreads = 256;  // one change per thread: few registers, no shared memory
 constexpr uint64_t kDensePieceBytes = 64 << 10;  // dense chunks are split so that many warps copy them
 constexpr uint64_t kMaxBlocks = 1u << 20;
 
@@ -57,14 +58,17 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-__global__ void __launch_bounds__(kDecodeThreads) check_groups(const simt::DecodeJob* jobs, simt::GroupEntry* directory,
-                                                               uint64_t groups, simt::DecodeErrorRecord* error) {
+// The groups' decoded changes go to `kept` for apply_kept_version (none where kept.offsets is null).
+__global__ void __launch_bounds__(kDecodeThreads)
+    check_groups(const simt::DecodeJob* jobs, simt::GroupEntry* directory, uint64_t groups, simt::KeptChanges kept,
+                 simt::DecodeErrorRecord* error) {
   __shared__ simt::GroupScratch scratch[kDecodeWarps];
   if (flagged(error)) return;
   const unsigned warp = threadIdx.x / simt::kWarpSize;
   for (uint64_t g = blockIdx.x * kDecodeWarps + warp; g < groups; g += uint64_t{gridDim.x} * kDecodeWarps) {
     simt::GroupEntry& entry = directory[g];
-    const uint32_t code = simt::warp_check_group(simt::DeviceWarp{}, jobs[entry.job], entry, scratch[warp]);
+    const uint32_t code =
+        simt::warp_check_group(simt::DeviceWarp{}, jobs[entry.job], entry, scratch[warp], g, kept);
     if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, entry.job);
   }
 }
@@ -104,12 +108,45 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
+// The same writes from the changes the check pass kept: the first `slot_blocks` blocks write one
+// change per thread, the rest copy the dense pieces a warp each. One launch, as above.
+__global__ void __launch_bounds__(kKeptApplyThreads, 8)
+    apply_kept_version(const simt::DecodeJob* jobs, const simt::GroupEntry* directory, simt::KeptChanges kept,
+                       uint64_t slots, uint32_t slot_blocks, uint32_t first_piece, uint32_t pieces,
+                       simt::DecodeErrorRecord* error) {
+  if (flagged(error)) return;
+  if (blockIdx.x < slot_blocks) {
+    for (uint64_t slot = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; slot < slots;
+         slot += uint64_t{slot_blocks} * blockDim.x) {
+      const uint32_t code = simt::apply_kept_change(jobs, directory, kept, slot);
+      if (code != simt::kDecodeOk) flag(error, code, directory[slot / kPforBlockValues].job);
+    }
+    return;
+  }
+  const unsigned warps = blockDim.x / simt::kWarpSize;
+  const unsigned warp = threadIdx.x / simt::kWarpSize;
+  for (uint64_t p = uint64_t{blockIdx.x - slot_blocks} * warps + warp; p < pieces;
+       p += uint64_t{gridDim.x - slot_blocks} * warps) {
+    const uint32_t job = first_piece + static_cast<uint32_t>(p);
+    const uint32_t code = simt::warp_copy_piece(simt::DeviceWarp{}, jobs[job]);
+    if (code != simt::kDecodeOk && threadIdx.x % simt::kWarpSize == 0) flag(error, code, job);
+  }
+}
+
+// Makes room for `bytes` in `buffer`: half again where that stays within `cap`, so that versions a
+// little larger than any before do not allocate (cudaFree waits for the device).
+Status make_room(DeviceBuffer& buffer, uint64_t bytes, uint64_t cap) {
+  if (bytes <= buffer.capacity()) return Status();
+  return buffer.reserve(std::max(bytes, std::min(bytes + bytes / 2, cap)));
+}
+
 }  // namespace
 
-Result<std::unique_ptr<GpuApplier>> GpuApplier::create(Manifest manifest, int device, unsigned host_threads) {
+Result<std::unique_ptr<GpuApplier>> GpuApplier::create(Manifest manifest, int device, unsigned host_threads,
+                                                       GpuApplyOptions options) {
   if (cuda_device_count() <= device) return unavailable("no CUDA device {}", device);
   DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  std::unique_ptr<GpuApplier> applier(new GpuApplier(std::move(manifest), device, host_threads));
+  std::unique_ptr<GpuApplier> applier(new GpuApplier(std::move(manifest), device, host_threads, options));
   DC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&applier->kernel_start_));
   DC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&applier->kernel_stop_));
   DC_RETURN_IF_ERROR(applier->error_.reserve(sizeof(simt::DecodeErrorRecord)));
@@ -118,12 +155,36 @@ Result<std::unique_ptr<GpuApplier>> GpuApplier::create(Manifest manifest, int de
   return result;
 }
 
-GpuApplier::GpuApplier(Manifest manifest, int device, unsigned host_threads)
-    : manifest_(std::move(manifest)), device_(device), pool_(std::make_unique<ThreadPool>(host_threads)) {}
+GpuApplier::GpuApplier(Manifest manifest, int device, unsigned host_threads, GpuApplyOptions options)
+    : manifest_(std::move(manifest)),
+      device_(device),
+      options_(options),
+      pool_(std::make_unique<ThreadPool>(host_threads)) {}
 
 GpuApplier::~GpuApplier() {
   if (kernel_start_) cudaEventDestroy(kernel_start_);
   if (kernel_stop_) cudaEventDestroy(kernel_stop_);
+}
+
+bool GpuApplier::keep_changes(std::span<simt::DecodeJob> sparse_jobs, uint64_t groups) {
+  const uint64_t limit = options_.kept_changes_limit_bytes;
+  if (groups == 0 || limit == 0) return false;
+  uint64_t value_bytes = 0;
+  for (const simt::DecodeJob& job : sparse_jobs) {
+    if (!simt::keepable(job)) return false;
+    value_bytes += simt::kept_value_bytes(job.nnz, job.elem_size);
+  }
+  const uint64_t offset_bytes = groups * kPforBlockValues * sizeof(uint32_t);
+  if (offset_bytes > limit || value_bytes > limit - offset_bytes) return false;
+  // Device memory that is not there (another user of the GPU took it): decoded twice, not refused.
+  if (!make_room(kept_offsets_, offset_bytes, limit - value_bytes).ok()) return false;
+  if (!make_room(kept_values_, value_bytes, limit - kept_offsets_.capacity()).ok()) return false;
+  uint64_t at = 0;
+  for (simt::DecodeJob& job : sparse_jobs) {
+    job.kept_values = at;
+    at += simt::kept_value_bytes(job.nnz, job.elem_size);
+  }
+  return true;
 }
 
 Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std::optional<uint64_t> held_version,
@@ -157,7 +218,7 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
     if (h.kind != ChunkKind::kSparse) continue;
     const uint8_t size = static_cast<uint8_t>(dtype_size(manifest_[h.tensor_index].dtype));
     jobs.push_back({bodies_.data() + body_at[c], h.raw_body_bytes, target_of(h, size), h.element_count, h.nnz, groups,
-                    size, 0, h.value_codec});
+                    size, 0, h.value_codec, 0});
     job_chunk.push_back(static_cast<uint32_t>(c));
     groups += simt::group_count(h.nnz);
   }
@@ -170,10 +231,12 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
     for (uint64_t e = 0; e < h.element_count; e += piece_elements) {
       const uint64_t n = std::min(piece_elements, h.element_count - e);
       jobs.push_back(
-          {bodies_.data() + body_at[c] + e * size, n * size, target_of(h, size) + e * size, n, n, 0, size, 1, 0});
+          {bodies_.data() + body_at[c] + e * size, n * size, target_of(h, size) + e * size, n, n, 0, size, 1, 0, 0});
       job_chunk.push_back(static_cast<uint32_t>(c));
     }
   }
+  const bool keep = keep_changes(std::span(jobs).first(sparse_jobs), groups);
+  const simt::KeptChanges kept{keep ? kept_offsets_.as<uint32_t>() : nullptr, keep ? kept_values_.data() : nullptr};
   DC_RETURN_IF_ERROR(host_jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
   DC_RETURN_IF_ERROR(jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
   DC_RETURN_IF_ERROR(directory_.grow(groups * sizeof(simt::GroupEntry)));
@@ -198,15 +261,24 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
                                                                                     d_error);
     // A pass that did not start must not be taken for a clean one.
     DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    check_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, d_error);
+    check_groups<<<blocks_for(groups, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, d_directory, groups, kept,
+                                                                                   d_error);
     DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     place_groups<<<blocks_for(sparse_jobs, kDecodeWarps), kDecodeThreads, 0, stream>>>(d_jobs, sparse_jobs, d_directory,
                                                                                        d_error);
     DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
-  if (count > 0) {
-    apply_version<<<blocks_for(groups + (count - sparse_jobs), kDecodeWarps), kDecodeThreads, 0, stream>>>(
-        d_jobs, d_directory, groups, sparse_jobs, count - sparse_jobs, d_error);
+  const uint32_t pieces = count - sparse_jobs;
+  if (count > 0 && keep) {
+    const uint64_t slots = groups * kPforBlockValues;
+    const unsigned slot_blocks = blocks_for(slots, kKeptApplyThreads);
+    const unsigned piece_blocks = blocks_for(pieces, kKeptApplyThreads / simt::kWarpSize);
+    apply_kept_version<<<slot_blocks + piece_blocks, kKeptApplyThreads, 0, stream>>>(
+        d_jobs, d_directory, kept, slots, slot_blocks, sparse_jobs, pieces, d_error);
+    DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  } else if (count > 0) {
+    apply_version<<<blocks_for(groups + pieces, kDecodeWarps), kDecodeThreads, 0, stream>>>(
+        d_jobs, d_directory, groups, sparse_jobs, pieces, d_error);
     DC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
   DC_CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_stop_, stream));
@@ -218,6 +290,7 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   timings_.host_seconds = std::chrono::duration<double>(read - start).count();
   timings_.upload_seconds = std::chrono::duration<double>(uploaded - read).count();
   timings_.kernel_seconds = kernel_ms / 1e3;
+  timings_.kept_changes = keep;
   timings_.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (error->code != simt::kDecodeOk) {
     const uint32_t c = error->job < job_chunk.size() ? job_chunk[error->job] : 0;

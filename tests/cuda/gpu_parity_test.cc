@@ -91,38 +91,57 @@ TEST(GpuEncoder, BucketsEqualTheCpuEncoder) {
   }
 }
 
+// The applier's two ways to the apply pass, and the limit that chooses between them.
+struct ApplyWay {
+  const char* name;
+  GpuApplyOptions options;
+  bool keeps;  // whether a version with sparse chunks has its changes kept
+};
+const ApplyWay kApplyWays[] = {
+    {"changes kept", GpuApplyOptions{}, true},
+    {"decoded again", GpuApplyOptions{.kept_changes_limit_bytes = 0}, false},
+    {"the changes over the memory limit", GpuApplyOptions{.kept_changes_limit_bytes = 1024}, false},
+};
+
 TEST(GpuApplier, AppliesLikeTheCpuIncludingFullSyncsAndSpecialValues) {
-  std::mt19937_64 rng(3);
-  const Manifest m = mixed_manifest(30011);
-  auto applier = GpuApplier::create(m);
-  ASSERT_TRUE(applier.ok());
-  for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
-    for (double density : {0.0, 0.002, 0.05, 0.3, 0.7}) {  // 0.3: a chunk of more groups than a warp has lanes
-      TensorSet base(m), current(m), cpu_target(m), gpu_result(m);
-      testing::random_version_pair(base, current, density, rng);
-      CodecOptions options;
-      options.value_codec = codec;
-      options.zstd_level = density > 0.5 ? 1 : 0;
-      auto delta = testing::encode_delta(m, options, base, current, 4, 5);
-      ASSERT_TRUE(delta.ok());
-      DeviceSet target(base);
-      ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), 4, target.views()).ok());
-      target.download(gpu_result);
-      EXPECT_TRUE(gpu_result.same_bits(current)) << value_codec_name(codec) << " " << density;
-      EXPECT_TRUE(target.guards_intact());
-      // A full sync onto zeros.
-      auto full = DeltaEncoder::create(m, options)->encode_full(current.views(), 5);
-      DeviceSet fresh(TensorSet{m});
-      ASSERT_TRUE((*applier)->apply(testing::bucket_spans(full->buckets), std::nullopt, fresh.views()).ok());
-      fresh.download(gpu_result);
-      EXPECT_TRUE(gpu_result.same_bits(current));
-      EXPECT_TRUE(fresh.guards_intact());
+  for (const ApplyWay& way : kApplyWays) {
+    SCOPED_TRACE(way.name);
+    std::mt19937_64 rng(3);
+    const Manifest m = mixed_manifest(30011);
+    auto applier = GpuApplier::create(m, 0, 0, way.options);
+    ASSERT_TRUE(applier.ok());
+    for (ValueCodec codec : {ValueCodec::kRaw, ValueCodec::kUlp}) {
+      for (double density : {0.0, 0.002, 0.05, 0.3, 0.7}) {  // 0.3: a chunk of more groups than a warp has lanes
+        TensorSet base(m), current(m), cpu_target(m), gpu_result(m);
+        testing::random_version_pair(base, current, density, rng);
+        CodecOptions options;
+        options.value_codec = codec;
+        options.zstd_level = density > 0.5 ? 1 : 0;
+        auto delta = testing::encode_delta(m, options, base, current, 4, 5);
+        ASSERT_TRUE(delta.ok());
+        DeviceSet target(base);
+        ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), 4, target.views()).ok());
+        target.download(gpu_result);
+        EXPECT_TRUE(gpu_result.same_bits(current)) << value_codec_name(codec) << " " << density;
+        EXPECT_TRUE(target.guards_intact());
+        if (density > 0 && density < 0.5) {
+          EXPECT_EQ((*applier)->last_timings().kept_changes, way.keeps) << density;
+        }
+        // A full sync onto zeros.
+        auto full = DeltaEncoder::create(m, options)->encode_full(current.views(), 5);
+        DeviceSet fresh(TensorSet{m});
+        ASSERT_TRUE((*applier)->apply(testing::bucket_spans(full->buckets), std::nullopt, fresh.views()).ok());
+        fresh.download(gpu_result);
+        EXPECT_TRUE(gpu_result.same_bits(current));
+        EXPECT_TRUE(fresh.guards_intact());
+      }
     }
   }
 }
 
 // A tensor above 2^32 elements, as one chunk (in-chunk positions and gaps above 2^31 and 2^32)
 // and in default chunks: positions are 64-bit on the device too.
+// Changes are kept in default chunks, and decoded again in the one chunk (offsets above 32 bits).
 TEST(GpuApplier, ATensorAboveTwoToTheThirtyTwoElements) {
   const uint64_t n = (uint64_t{1} << 32) + 4099;
   const Manifest m = testing::make_manifest({{"huge", DType::kI8, {n}}});
@@ -143,6 +162,7 @@ TEST(GpuApplier, ATensorAboveTwoToTheThirtyTwoElements) {
     auto delta = testing::encode_delta(m, options, base, current, version, version + 1);
     ASSERT_TRUE(delta.ok());
     ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), version, target.views()).ok());
+    EXPECT_EQ((*applier)->last_timings().kept_changes, !one_chunk);
     target.download(result);
     EXPECT_TRUE(result.same_bits(current));
     EXPECT_TRUE(target.guards_intact());
@@ -165,11 +185,16 @@ TEST(GpuApplier, TenThousandSmallTensorsInOneBucket) {
   auto delta = testing::encode_delta(m, options, base, current, 1, 2);
   ASSERT_TRUE(delta.ok());
   ASSERT_EQ(delta->buckets.size(), 1u);
-  auto applier = GpuApplier::create(m);
-  DeviceSet target(base);
-  ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), 1, target.views()).ok());
-  target.download(result);
-  EXPECT_TRUE(result.same_bits(current));
+  for (const ApplyWay& way : kApplyWays) {
+    SCOPED_TRACE(way.name);
+    auto applier = GpuApplier::create(m, 0, 0, way.options);
+    ASSERT_TRUE(applier.ok());
+    DeviceSet target(base);
+    ASSERT_TRUE((*applier)->apply(testing::bucket_spans(delta->buckets), 1, target.views()).ok());
+    EXPECT_EQ((*applier)->last_timings().kept_changes, way.keeps);
+    target.download(result);
+    EXPECT_TRUE(result.same_bits(current));
+  }
 }
 
 TEST(GpuApplier, RejectsWhatTheCpuRejectsAndWritesNothing) {
@@ -183,23 +208,28 @@ TEST(GpuApplier, RejectsWhatTheCpuRejectsAndWritesNothing) {
   options.chunk_bytes = 16384;
   auto delta = testing::encode_delta(m, options, base, current, 1, 2);
   ASSERT_TRUE(delta.ok());
-  auto gpu = GpuApplier::create(m);
+  auto kept = GpuApplier::create(m);
+  auto decoded_again = GpuApplier::create(m, 0, 0, GpuApplyOptions{.kept_changes_limit_bytes = 0});
+  ASSERT_TRUE(kept.ok() && decoded_again.ok());
   DeltaApplier cpu(m, 1);
   int rejected = 0;
   for (int trial = 0; trial < 400; ++trial) {
     const auto forged = testing::forged_version(delta->buckets, rng);
     cpu_target.copy_from(base);
     const bool cpu_ok = testing::verify_and_apply(cpu, forged, 1, cpu_target).ok();
-    DeviceSet target(base);
-    const Status gpu_status = (*gpu)->apply(testing::bucket_spans(forged), 1, target.views());
-    ASSERT_EQ(gpu_status.ok(), cpu_ok) << "trial " << trial << ": " << gpu_status.to_string();
-    target.download(result);
-    ASSERT_TRUE(target.guards_intact()) << "trial " << trial;
-    if (!cpu_ok) {
-      ++rejected;
-      ASSERT_TRUE(result.same_bits(base)) << "a rejected version wrote into the device tensors, trial " << trial;
-    } else {
-      ASSERT_TRUE(result.same_bits(cpu_target)) << "trial " << trial;
+    rejected += cpu_ok ? 0 : 1;
+    for (GpuApplier* gpu : {kept->get(), decoded_again->get()}) {
+      SCOPED_TRACE(gpu == kept->get() ? "changes kept" : "decoded again");
+      DeviceSet target(base);
+      const Status gpu_status = gpu->apply(testing::bucket_spans(forged), 1, target.views());
+      ASSERT_EQ(gpu_status.ok(), cpu_ok) << "trial " << trial << ": " << gpu_status.to_string();
+      target.download(result);
+      ASSERT_TRUE(target.guards_intact()) << "trial " << trial;
+      if (!cpu_ok) {
+        ASSERT_TRUE(result.same_bits(base)) << "a rejected version wrote into the device tensors, trial " << trial;
+      } else {
+        ASSERT_TRUE(result.same_bits(cpu_target)) << "trial " << trial;
+      }
     }
   }
   EXPECT_GT(rejected, 100);

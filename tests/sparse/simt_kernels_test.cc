@@ -199,6 +199,9 @@ TEST(SimtEncoder, BlockEncoderMatchesCpuChunkBytes) {
   }
 }
 
+// How the apply pass gets its changes (GpuApplier: kept where the device has room, else decoded again).
+enum class ApplyFrom { kDecodingAgain, kKeptChanges };
+
 // The GPU applier's passes (sparse/cuda/gpu_applier.cu) in its order, on the host: walk every
 // sparse job, check every group, place every job's groups, and only then apply the groups and
 // copy the dense pieces. Returns the first error found (0: applied).
@@ -211,36 +214,59 @@ struct HostVersionDecode {
                   uint8_t codec) {
     ASSERT_EQ(sparse, jobs.size()) << "sparse jobs go first";
     jobs.push_back(
-        {body.data(), body.size(), target, count, nnz, groups, static_cast<uint8_t>(dtype_size(dtype)), 0, codec});
+        {body.data(), body.size(), target, count, nnz, groups, static_cast<uint8_t>(dtype_size(dtype)), 0, codec, 0});
     ++sparse;
     groups += simt::group_count(nnz);
   }
   void add_dense(std::span<const uint8_t> body, uint8_t* target, DType dtype) {
     const auto size = static_cast<uint8_t>(dtype_size(dtype));
-    jobs.push_back({body.data(), body.size(), target, body.size() / size, body.size() / size, 0, size, 1, 0});
+    jobs.push_back({body.data(), body.size(), target, body.size() / size, body.size() / size, 0, size, 1, 0, 0});
   }
 
-  uint32_t verify_and_apply() {
+  uint32_t verify_and_apply(ApplyFrom from = ApplyFrom::kDecodingAgain) {
     // Filled with what no walk writes, so that an entry it missed shows.
     std::vector<simt::GroupEntry> directory(groups);
     std::memset(static_cast<void*>(directory.data()), 0xff, directory.size() * sizeof(simt::GroupEntry));
     auto scratch = std::make_unique<simt::GroupScratch>();
+    // Kept changes: slots filled with what no check writes either, so that a slot it missed shows.
+    const bool keep = from == ApplyFrom::kKeptChanges;
+    std::vector<uint32_t> offsets;
+    std::vector<uint8_t> values;
+    if (keep) {
+      uint64_t value_bytes = 0;
+      for (uint32_t j = 0; j < sparse; ++j) {
+        EXPECT_TRUE(simt::keepable(jobs[j])) << "job " << j;
+        jobs[j].kept_values = value_bytes;
+        value_bytes += simt::kept_value_bytes(jobs[j].nnz, jobs[j].elem_size);
+      }
+      offsets.assign(groups * kPforBlockValues, 0xffffffffu);
+      values.assign(value_bytes, 0xa5);
+    }
+    const simt::KeptChanges kept{offsets.data(), values.data()};
     for (uint32_t j = 0; j < sparse; ++j) {
       if (const uint32_t code = simt::walk_groups(jobs[j], j, directory.data()); code != simt::kDecodeOk) return code;
     }
-    for (simt::GroupEntry& e : directory) {
+    for (uint64_t g = 0; g < groups; ++g) {
+      simt::GroupEntry& e = directory[g];
       if (e.job >= sparse) {
         ADD_FAILURE() << "a directory entry the walk did not fill";
         return simt::kDecodeBadJob;
       }
-      const uint32_t code = simt::warp_check_group(HostWarp{}, jobs[e.job], e, *scratch);
+      const uint32_t code = simt::warp_check_group(HostWarp{}, jobs[e.job], e, *scratch, g, keep ? kept : simt::KeptChanges{});
       if (code != simt::kDecodeOk) return code;
     }
     for (uint32_t j = 0; j < sparse; ++j) {
       const uint32_t code = simt::warp_place_groups(HostWarp{}, jobs[j], directory.data(), *scratch);
       if (code != simt::kDecodeOk) return code;
     }
-    for (const simt::GroupEntry& e : directory) {
+    if (keep) {
+      for (uint64_t slot = 0; slot < offsets.size(); ++slot) {
+        const simt::GroupEntry& e = directory[slot / kPforBlockValues];
+        EXPECT_EQ(offsets[slot] == 0xffffffffu, slot % kPforBlockValues >= e.n) << "slot " << slot;
+        EXPECT_EQ(simt::apply_kept_change(jobs.data(), directory.data(), kept, slot), simt::kDecodeOk);
+      }
+    }
+    for (const simt::GroupEntry& e : keep ? std::span<const simt::GroupEntry>() : directory) {
       const uint32_t code = simt::warp_apply_group(HostWarp{}, jobs[e.job], e, *scratch);
       EXPECT_EQ(code, simt::kDecodeOk) << "a verified group failed to apply";
     }
@@ -292,24 +318,30 @@ TEST(SimtDecoder, WarpPassesMatchCpuOnValidAndForgedBodies) {
         ChunkHeader h = chunk.header;
         h.raw_body_bytes = h.body_bytes = forged.size();
         const bool cpu_ok = verify_chunk_body(h, forged, dtype).ok();
-        testing::GuardedTensor cpu_target(dtype, count), warp_target(dtype, count);
+        testing::GuardedTensor cpu_target(dtype, count);
         cpu_target.copy_from(base);
-        warp_target.copy_from(base);
-        HostVersionDecode decode;
-        decode.add_sparse(forged, warp_target.data(), count, h.nnz, dtype, h.value_codec);
-        const uint32_t verdict = decode.verify_and_apply();
-        ASSERT_EQ(cpu_ok, verdict == simt::kDecodeOk) << "trial " << trial << ": " << simt::decode_error_name(verdict);
-        ASSERT_TRUE(warp_target.guards_intact());
-        ++compared;
-        if (!cpu_ok) {
-          ++rejected;
-          ASSERT_TRUE(warp_target.same_bits(base)) << "a verify pass wrote into the target, trial " << trial;
-          continue;
+        if (cpu_ok) {
+          ASSERT_TRUE(apply_chunk_body(h, forged, cpu_target.view()).ok());
         }
-        ASSERT_TRUE(apply_chunk_body(h, forged, cpu_target.view()).ok());
-        ASSERT_TRUE(warp_target.same_bits(cpu_target)) << "trial " << trial;
-        if (trial == 0) {
-          ASSERT_TRUE(warp_target.same_bits(current));
+        ++compared;
+        rejected += cpu_ok ? 0 : 1;
+        for (ApplyFrom from : {ApplyFrom::kDecodingAgain, ApplyFrom::kKeptChanges}) {
+          SCOPED_TRACE(from == ApplyFrom::kKeptChanges ? "changes kept" : "decoded again");
+          testing::GuardedTensor warp_target(dtype, count);
+          warp_target.copy_from(base);
+          HostVersionDecode decode;
+          decode.add_sparse(forged, warp_target.data(), count, h.nnz, dtype, h.value_codec);
+          const uint32_t verdict = decode.verify_and_apply(from);
+          ASSERT_EQ(cpu_ok, verdict == simt::kDecodeOk) << "trial " << trial << ": " << simt::decode_error_name(verdict);
+          ASSERT_TRUE(warp_target.guards_intact());
+          if (!cpu_ok) {
+            ASSERT_TRUE(warp_target.same_bits(base)) << "a verify pass wrote into the target, trial " << trial;
+            continue;
+          }
+          ASSERT_TRUE(warp_target.same_bits(cpu_target)) << "trial " << trial;
+          if (trial == 0) {
+            ASSERT_TRUE(warp_target.same_bits(current));
+          }
         }
       }
     }
@@ -317,43 +349,48 @@ TEST(SimtDecoder, WarpPassesMatchCpuOnValidAndForgedBodies) {
   EXPECT_GT(rejected, compared / 4);  // edits inside raw values still decode: only structure breaks
 }
 
-// Several chunks in one directory, one with more groups than a warp has lanes (the place pass
-// scans them 32 at a time), and a dense piece: the version applies like the CPU decoder.
+// Several chunks of several dtypes in one directory, one with more groups than a warp has lanes
+// (the place pass scans them 32 at a time), and a dense piece: the version applies like the CPU
+// decoder, with the changes decoded again and kept (each dtype's values in an area of its own).
 TEST(SimtDecoder, ManyGroupsAndChunksShareOneDirectory) {
   std::mt19937_64 rng(6);
-  const uint64_t counts[] = {300000, 5000, 1, 70000};
-  const double densities[] = {0.03, 0.2, 1.0, 0.001};
-  std::vector<testing::GuardedTensor> bases, currents, targets;
+  const uint64_t counts[] = {300000, 5000, 1, 9000, 70000};
+  const double densities[] = {0.03, 0.2, 1.0, 0.05, 0.001};
+  const DType dtypes[] = {DType::kBF16, DType::kI8, DType::kBF16, DType::kF64, DType::kF32};
+  const ValueCodec codecs[] = {ValueCodec::kUlp, ValueCodec::kUlp, ValueCodec::kRaw, ValueCodec::kUlp, ValueCodec::kRaw};
+  constexpr size_t kDense = 2;  // a one-element change is not smaller sparse: that one goes dense
+  std::vector<testing::GuardedTensor> bases, currents;
   std::vector<EncodedChunk> chunks;
-  chunks.reserve(std::size(counts));  // the decode jobs point into the bodies
   for (size_t i = 0; i < std::size(counts); ++i) {
-    bases.emplace_back(DType::kBF16, counts[i]);
-    currents.emplace_back(DType::kBF16, counts[i]);
-    targets.emplace_back(DType::kBF16, counts[i]);
-  }
-  HostVersionDecode decode;
-  for (size_t i = 0; i < std::size(counts); ++i) {
+    bases.emplace_back(dtypes[i], counts[i]);
+    currents.emplace_back(dtypes[i], counts[i]);
     testing::fill_random_bits(bases[i], rng);
     currents[i].copy_from(bases[i]);
-    targets[i].copy_from(bases[i]);
     testing::apply_random_changes(
         currents[i], std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(counts[i]) * densities[i])), rng);
-  }
-  for (size_t i = 0; i + 1 < std::size(counts); ++i) {
-    if (counts[i] == 1) continue;  // a one-element change is not smaller sparse: that one goes dense below
-    chunks.push_back(encode_chunk_on_cpu(bases[i], currents[i], ValueCodec::kUlp));
-    decode.add_sparse(chunks.back().body, targets[i].data(), counts[i], chunks.back().header.nnz, DType::kBF16,
-                      chunks.back().header.value_codec);
+    if (i != kDense) chunks.push_back(encode_chunk_on_cpu(bases[i], currents[i], codecs[i]));
   }
   EXPECT_GT(simt::group_count(chunks[0].header.nnz), 2 * simt::kWarpSize);
-  chunks.push_back(encode_chunk_on_cpu(bases.back(), currents.back(), ValueCodec::kRaw));
-  decode.add_sparse(chunks.back().body, targets.back().data(), counts[3], chunks.back().header.nnz, DType::kBF16,
-                    chunks.back().header.value_codec);
-  decode.add_dense(currents[2].bytes(), targets[2].data(), DType::kBF16);
-  ASSERT_EQ(decode.verify_and_apply(), simt::kDecodeOk);
-  for (size_t i = 0; i < std::size(counts); ++i) {
-    EXPECT_TRUE(targets[i].same_bits(currents[i])) << "chunk " << i;
-    EXPECT_TRUE(targets[i].guards_intact()) << "chunk " << i;
+  for (ApplyFrom from : {ApplyFrom::kDecodingAgain, ApplyFrom::kKeptChanges}) {
+    SCOPED_TRACE(from == ApplyFrom::kKeptChanges ? "changes kept" : "decoded again");
+    std::vector<testing::GuardedTensor> targets;
+    for (size_t i = 0; i < std::size(counts); ++i) {
+      targets.emplace_back(dtypes[i], counts[i]);
+      targets[i].copy_from(bases[i]);
+    }
+    HostVersionDecode decode;
+    for (size_t i = 0, c = 0; i < std::size(counts); ++i) {
+      if (i == kDense) continue;
+      decode.add_sparse(chunks[c].body, targets[i].data(), counts[i], chunks[c].header.nnz, dtypes[i],
+                        chunks[c].header.value_codec);
+      ++c;
+    }
+    decode.add_dense(currents[kDense].bytes(), targets[kDense].data(), dtypes[kDense]);
+    ASSERT_EQ(decode.verify_and_apply(from), simt::kDecodeOk);
+    for (size_t i = 0; i < std::size(counts); ++i) {
+      EXPECT_TRUE(targets[i].same_bits(currents[i])) << "chunk " << i;
+      EXPECT_TRUE(targets[i].guards_intact()) << "chunk " << i;
+    }
   }
 }
 
@@ -414,14 +451,19 @@ TEST(SimtDecoder, GapSumsBeyondTheChunkAreRejectedWithoutWrapping) {
     h.raw_body_bytes = h.body_bytes = body.size();
     EXPECT_EQ(verify_chunk_body(h, body, DType::kU8).ok(), c.valid) << "the CPU decoder";
     // The target is 1000 elements: a body wrongly accepted for a larger chunk writes outside it.
-    testing::GuardedTensor target(DType::kU8, 1000);
-    HostVersionDecode decode;
-    decode.add_sparse(body, target.data(), c.count, nnz, DType::kU8, h.value_codec);
-    EXPECT_EQ(decode.verify_and_apply(), c.valid ? simt::kDecodeOk : simt::kDecodePositionOutOfRange);
-    EXPECT_TRUE(target.guards_intact());
-    if (!c.valid) {
-      EXPECT_TRUE(std::all_of(target.bytes().begin(), target.bytes().end(), [](uint8_t b) { return b == 0; }))
-          << "a verify pass wrote into the target";
+    // Changes are kept only for chunks of at most 2^32 elements (their offsets are 32-bit).
+    std::vector<ApplyFrom> ways = {ApplyFrom::kDecodingAgain};
+    if (c.count <= (uint64_t{1} << 32)) ways.push_back(ApplyFrom::kKeptChanges);
+    for (ApplyFrom from : ways) {
+      testing::GuardedTensor target(DType::kU8, 1000);
+      HostVersionDecode decode;
+      decode.add_sparse(body, target.data(), c.count, nnz, DType::kU8, h.value_codec);
+      EXPECT_EQ(decode.verify_and_apply(from), c.valid ? simt::kDecodeOk : simt::kDecodePositionOutOfRange);
+      EXPECT_TRUE(target.guards_intact());
+      if (!c.valid) {
+        EXPECT_TRUE(std::all_of(target.bytes().begin(), target.bytes().end(), [](uint8_t b) { return b == 0; }))
+            << "a verify pass wrote into the target";
+      }
     }
   }
 }
@@ -461,6 +503,7 @@ TEST(SimtDecoder, ChunkAboveTwoToTheThirtyTwoElements) {
   ASSERT_TRUE(target.ok());
   HostVersionDecode decode;
   decode.add_sparse(body, target.data(), count, h.nnz, DType::kU8, h.value_codec);
+  EXPECT_FALSE(simt::keepable(decode.jobs[0])) << "its offsets need more than 32 bits: decoded again";
   ASSERT_EQ(decode.verify_and_apply(), simt::kDecodeOk);
   for (size_t k = 0; k < positions.size(); ++k) {
     ASSERT_EQ(target.data()[positions[k]], static_cast<uint8_t>(1 + k % 251)) << "position " << positions[k];
