@@ -171,7 +171,8 @@ bool GpuApplier::keep_changes(std::span<simt::DecodeJob> sparse_jobs, uint64_t g
   if (groups == 0 || limit == 0) return false;
   uint64_t value_bytes = 0;
   for (const simt::DecodeJob& job : sparse_jobs) {
-    if (!simt::keepable(job)) return false;
+    // (An nnz above the chunk is refused by the walk; here it must not size anything.)
+    if (!simt::keepable(job) || job.nnz > job.element_count) return false;
     value_bytes += simt::kept_value_bytes(job.nnz, job.elem_size);
   }
   const uint64_t offset_bytes = groups * kPforBlockValues * sizeof(uint32_t);
