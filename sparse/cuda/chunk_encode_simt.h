@@ -54,7 +54,6 @@ struct EncodeShared {
   uint32_t position[kPendingCap];  // relative to the chunk start
   U old_bits[kPendingCap];
   U new_bits[kPendingCap];
-  uint32_t thread_offset[kEncodeThreads];
   uint64_t warp_values[kEncodeWarps][kPforBlockValues];
   PforWarpScratch warp_scratch[kEncodeWarps];
   uint32_t group_bytes[kMaxGroups];
@@ -62,7 +61,6 @@ struct EncodeShared {
   uint32_t pending;
   uint32_t next_position;  // smallest position the next change may have (the first gap's base)
   uint64_t body_bytes;
-  uint64_t changed;
   uint32_t groups;
   uint32_t consumed;
   bool overflow;  // the sparse body reached the dense size: the chunk goes dense
@@ -222,6 +220,12 @@ DC_UNROLL
 }
 
 // Diffs and encodes one chunk (EncodeJob) with one block of kEncodeThreads.
+//
+// A tile without a flush holds one barrier (its scan's): each thread keeps its change count and
+// first slot in registers, and the pending count is kept by every thread alike, so nothing in
+// shared memory is read by one thread after another wrote it in the same tile. A tile's records go
+// to slots after every earlier tile's, so a warp that runs a tile ahead writes other slots; the
+// pending list is read only by flushes, which start with a barrier.
 template <typename U, typename Block>
 DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const EncodeJob& job) {
   constexpr unsigned kPer = EncodeShared<U>::kPerThread;
@@ -235,10 +239,12 @@ DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const Encod
     s.pending = 0;
     s.next_position = 0;
     s.body_bytes = 0;
-    s.changed = 0;
     s.overflow = false;
   });
   x.sync();
+  // Every thread holds the same values (the scans return the tile's total to all).
+  uint32_t pending = 0;
+  uint32_t changed = 0;  // below the chunk's count, itself below 2^32
   // Each thread's run of the next tile is loaded while the block scans, records and encodes the
   // current one: the loads are in flight through those phases instead of the block waiting for
   // them at the top of every tile (Nsight Compute: 28 warps per SM at most, a quarter of DRAM
@@ -249,6 +255,8 @@ DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const Encod
     unsigned n;
   };
   PerThread<Run, kEncodeThreads> ahead;
+  PerThread<uint32_t, kEncodeThreads> changes;  // the thread's changes in this tile
+  PerThread<uint32_t, kEncodeThreads> slot;     // where the first of them goes, after the scan
   x.each_thread([&](unsigned t) {
     Run& r = ahead[t];
     r.n = load_run<U, kPer>(cur, t * kPer, count, r.c);
@@ -258,31 +266,29 @@ DC_HOST_DEVICE void encode_chunk(const Block& x, EncodeShared<U>& s, const Encod
     // Each thread counts the changes among its kPer elements, then loads its run of the next tile...
     x.each_thread([&](unsigned t) {
       Run& r = ahead[t];
-      uint32_t changes = 0;
+      uint32_t n_changes = 0;
 DC_UNROLL
-      for (unsigned k = 0; k < kPer; ++k) changes += k < r.n && r.c[k] != r.old[k];
-      s.thread_offset[t] = changes;
+      for (unsigned k = 0; k < kPer; ++k) n_changes += k < r.n && r.c[k] != r.old[k];
+      changes[t] = n_changes;
+      slot[t] = n_changes;
       const uint64_t next = tile + kTile + t * kPer;
       if (tile + kTile < count) {
         r.n = load_run<U, kPer>(cur, next, count, r.c);
         load_run<U, kPer>(sh, next, count, r.old);
       }
     });
-    x.sync();
     // ...a scan turns counts into slots in the pending list...
-    const uint32_t tile_changes = x.exclusive_scan(s.thread_offset);
+    const uint32_t tile_changes = x.exclusive_scan(slot, static_cast<unsigned>(tile / kTile) & 1u);
     // ...where each thread with changes reads its run again (from cache: it was just read) to record
     // them and update the shadow (most have none; the next tile's run stays in flight meanwhile).
     x.each_thread([&](unsigned t) {
-      const uint32_t begin = s.thread_offset[t];
-      const uint32_t end = t + 1 < kEncodeThreads ? s.thread_offset[t + 1] : tile_changes;
-      if (begin == end) return;
+      if (changes[t] == 0) return;
       const uint64_t first = tile + t * kPer;
       alignas(16) U c[kPer];
       alignas(16) U old[kPer];
       const unsigned n = load_run<U, kPer>(cur, first, count, c);
       load_run<U, kPer>(sh, first, count, old);
-      uint32_t j = s.pending + begin;
+      uint32_t j = pending + slot[t];
 DC_UNROLL
       for (unsigned k = 0; k < kPer; ++k) {  // to kPer, not n: constant indices keep the runs in registers
         if (k >= n || c[k] == old[k]) continue;
@@ -293,28 +299,31 @@ DC_UNROLL
       }
       store_run<U, kPer>(sh, first, n, c);
     });
-    x.sync();
-    x.each_thread([&](unsigned t) {
-      if (t != 0) return;
-      s.pending += tile_changes;
-      s.changed += tile_changes;
-    });
-    x.sync();
+    pending += tile_changes;
+    changed += tile_changes;
     const bool final = tile + kTile >= count;
-    if (s.pending >= EncodeShared<U>::kFlushAt || (final && s.pending > 0)) flush_groups(x, s, job, final, dense_bytes);
+    if (pending >= EncodeShared<U>::kFlushAt || (final && pending > 0)) {
+      // The barrier after which the list is whole; flush_groups leaves what it did not consume.
+      x.each_thread([&](unsigned t) {
+        if (t == 0) s.pending = pending;
+      });
+      x.sync();
+      flush_groups(x, s, job, final, dense_bytes);
+      pending = s.pending;
+    }
   }
   // Header, and the dense bytes when sparse did not pay.
   const bool dense = s.overflow || s.body_bytes >= dense_bytes;
   const uint64_t body = dense ? dense_bytes : s.body_bytes;
-  if (s.changed > 0 && dense) {
+  if (changed > 0 && dense) {
     x.each_thread([&](unsigned t) {
       for (uint64_t k = t; k < dense_bytes; k += kEncodeThreads) job.out[ChunkHeader::kBytes + k] = job.current[k];
     });
   }
   x.each_thread([&](unsigned t) {
     if (t != 0) return;
-    *job.changed = s.changed;
-    if (s.changed == 0) {
+    *job.changed = changed;
+    if (changed == 0) {
       *job.out_size = 0;
       return;
     }
@@ -325,7 +334,7 @@ DC_UNROLL
     h.compression = Compression::kNone;
     h.element_start = job.element_start;
     h.element_count = count;
-    h.nnz = dense ? count : s.changed;
+    h.nnz = dense ? count : changed;
     h.raw_body_bytes = body;
     h.body_bytes = body;
     h.write(job.out);

@@ -89,13 +89,18 @@ struct HostBlock {
   }
   void sync() const {}
 
-  // Collective: replaces data[0, threads) with its exclusive prefix sums and
-  // returns the total to every thread. Called by all threads, between phases.
-  uint32_t exclusive_scan(uint32_t* data) const {
+  // Collective: replaces each thread's value with the sum of the values of the threads before it
+  // and returns the total to every thread. Called by all threads, between phases. It holds one
+  // barrier and no shared memory a later phase could still be reading, so that consecutive scans
+  // need no barrier between them when they alternate `parity` (0 and 1): a scan reads its warp
+  // totals after its barrier, and the next scan of the same parity writes them only after the
+  // barrier of the scan between, which every thread reaches after that read.
+  template <unsigned kThreads>
+  uint32_t exclusive_scan(PerThread<uint32_t, kThreads>& value, unsigned /*parity*/) const {
     uint32_t total = 0;
     for (unsigned t = 0; t < threads; ++t) {
-      const uint32_t v = data[t];
-      data[t] = total;
+      const uint32_t v = value[t];
+      value[t] = total;
       total += v;
     }
     return total;

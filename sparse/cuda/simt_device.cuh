@@ -49,35 +49,30 @@ struct DeviceBlock {
   }
   __device__ void sync() const { __syncthreads(); }
 
-  // Collective (see HostBlock): warp-level shuffle scans, then a scan of the
-  // warp totals by the first warp. Blocks of at most 32 warps.
-  __device__ uint32_t exclusive_scan(uint32_t* data) const {
-    __shared__ uint32_t warp_total[32];
-    __shared__ uint32_t block_total;
+  // Collective (see HostBlock): a shuffle scan within each warp, the warps' totals through shared
+  // memory (one buffer per parity) and one barrier, after which each thread adds up the totals of
+  // the warps before its own. Blocks of at most 32 warps.
+  template <unsigned kThreads>
+  __device__ uint32_t exclusive_scan(PerThread<uint32_t, kThreads>& value, unsigned parity) const {
+    __shared__ uint32_t warp_total[2][32];
     const unsigned lane = threadIdx.x % kWarpSize;
     const unsigned warp = threadIdx.x / kWarpSize;
-    const uint32_t mine = data[threadIdx.x];
+    const uint32_t mine = value[threadIdx.x];
     uint32_t inclusive = mine;
     for (unsigned d = 1; d < kWarpSize; d *= 2) {
       const uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
       if (lane >= d) inclusive += other;
     }
-    if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
+    if (lane == kWarpSize - 1) warp_total[parity][warp] = inclusive;
     __syncthreads();
-    if (warp == 0) {
-      const unsigned warps = blockDim.x / kWarpSize;
-      uint32_t t = lane < warps ? warp_total[lane] : 0;
-      for (unsigned d = 1; d < kWarpSize; d *= 2) {
-        const uint32_t other = __shfl_up_sync(0xffffffffu, t, d);
-        if (lane >= d) t += other;
-      }
-      if (lane < warps) warp_total[lane] = t;  // inclusive over warps
-      if (lane == warps - 1) block_total = t;
+    uint32_t before = 0, total = 0;
+    for (unsigned w = 0; w < blockDim.x / kWarpSize; ++w) {
+      const uint32_t t = warp_total[parity][w];
+      before += w < warp ? t : 0;
+      total += t;
     }
-    __syncthreads();
-    data[threadIdx.x] = (warp > 0 ? warp_total[warp - 1] : 0) + inclusive - mine;
-    __syncthreads();
-    return block_total;
+    value[threadIdx.x] = before + inclusive - mine;
+    return total;
   }
 };
 
