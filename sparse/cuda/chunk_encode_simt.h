@@ -289,9 +289,12 @@ DC_UNROLL
       const unsigned n = load_run<U, kPer>(cur, first, count, c);
       load_run<U, kPer>(sh, first, count, old);
       uint32_t j = pending + slot[t];
+      // No more than counted, even if the tensor changed since (written while it is encoded, which
+      // is misuse): the slots after these are another thread's, and the list has no more room.
+      const uint32_t end = j + changes[t];
 DC_UNROLL
       for (unsigned k = 0; k < kPer; ++k) {  // to kPer, not n: constant indices keep the runs in registers
-        if (k >= n || c[k] == old[k]) continue;
+        if (k >= n || c[k] == old[k] || j == end) continue;
         s.position[j] = static_cast<uint32_t>(first + k);
         s.old_bits[j] = old[k];
         s.new_bits[j] = c[k];

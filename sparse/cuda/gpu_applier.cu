@@ -133,13 +133,6 @@ __global__ void __launch_bounds__(kKeptApplyThreads, 8)
   }
 }
 
-// Makes room for `bytes` in `buffer`: half again where that stays within `cap`, so that versions a
-// little larger than any before do not allocate (cudaFree waits for the device).
-Status make_room(DeviceBuffer& buffer, uint64_t bytes, uint64_t cap) {
-  if (bytes <= buffer.capacity()) return Status();
-  return buffer.reserve(std::max(bytes, std::min(bytes + bytes / 2, cap)));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<GpuApplier>> GpuApplier::create(Manifest manifest, int device, unsigned host_threads,
@@ -177,9 +170,23 @@ bool GpuApplier::keep_changes(std::span<simt::DecodeJob> sparse_jobs, uint64_t g
   }
   const uint64_t offset_bytes = groups * kPforBlockValues * sizeof(uint32_t);
   if (offset_bytes > limit || value_bytes > limit - offset_bytes) return false;
-  // Device memory that is not there (another user of the GPU took it): decoded twice, not refused.
-  if (!make_room(kept_offsets_, offset_bytes, limit - value_bytes).ok()) return false;
-  if (!make_room(kept_values_, value_bytes, limit - kept_offsets_.capacity()).ok()) return false;
+  if (kept_offsets_.capacity() < offset_bytes || kept_values_.capacity() < value_bytes) {
+    // Both made anew, the old ones given back first, together within the limit: half again as
+    // much each where the limit leaves room, so that versions a little larger than any before do
+    // not allocate (cudaFree waits for the device).
+    kept_offsets_ = DeviceBuffer();
+    kept_values_ = DeviceBuffer();
+    const uint64_t spare = (limit - offset_bytes - value_bytes) / 2;
+    if (!kept_offsets_.reserve(offset_bytes + std::min(offset_bytes / 2, spare)).ok() ||
+        !kept_values_.reserve(value_bytes + std::min(value_bytes / 2, spare)).ok()) {
+      // Device memory that is not there (another user of the GPU took it): decoded twice, not
+      // refused. cudaMalloc left its error as the thread's last, which the next launch check reads.
+      (void)cudaGetLastError();
+      kept_offsets_ = DeviceBuffer();
+      kept_values_ = DeviceBuffer();
+      return false;
+    }
+  }
   uint64_t at = 0;
   for (simt::DecodeJob& job : sparse_jobs) {
     job.kept_values = at;
@@ -193,6 +200,8 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   DC_RETURN_IF_ERROR(check_views_on_cuda(manifest_, targets, device_));
+  // Before any device memory is made: on another current device it would be that device's.
+  DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   DC_ASSIGN_OR_RETURN(VersionChunks version, read_version(manifest_, buckets, held_version, *pool_));
   const auto read = Clock::now();
 
@@ -236,13 +245,13 @@ Status GpuApplier::apply(std::span<const std::span<const uint8_t>> buckets, std:
       job_chunk.push_back(static_cast<uint32_t>(c));
     }
   }
-  const bool keep = keep_changes(std::span(jobs).first(sparse_jobs), groups);
-  const simt::KeptChanges kept{keep ? kept_offsets_.as<uint32_t>() : nullptr, keep ? kept_values_.data() : nullptr};
   DC_RETURN_IF_ERROR(host_jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
   DC_RETURN_IF_ERROR(jobs_.grow(jobs.size() * sizeof(simt::DecodeJob)));
   DC_RETURN_IF_ERROR(directory_.grow(groups * sizeof(simt::GroupEntry)));
+  // After what the version cannot do without, so that keeping changes never takes their memory.
+  const bool keep = keep_changes(std::span(jobs).first(sparse_jobs), groups);
+  const simt::KeptChanges kept{keep ? kept_offsets_.as<uint32_t>() : nullptr, keep ? kept_values_.data() : nullptr};
   std::memcpy(host_jobs_.data(), jobs.data(), jobs.size() * sizeof(simt::DecodeJob));
-  DC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bodies_.data(), host_bodies_.data(), body_bytes, cudaMemcpyHostToDevice, stream));
   DC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(jobs_.data(), host_jobs_.data(), jobs.size() * sizeof(simt::DecodeJob),
                                           cudaMemcpyHostToDevice, stream));
