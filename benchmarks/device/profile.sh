@@ -27,7 +27,7 @@ rc=0
 echo "== Nsight Compute: one launch of each codec kernel"
 # One run of the benchmark per kernel, profiling its second launch (the first is a warm-up).
 : >"$out/ncu-kernels.txt"
-for kernel in encode_chunks walk_jobs check_groups place_groups apply_version; do
+for kernel in encode_chunks walk_jobs check_groups place_groups apply_kept_version apply_version; do
   "$ncu" --clock-control none --kernel-name-base function -k "regex:^$kernel" --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     "$bench" kernels --elements 536870912 --layout transformer --reps 1 >>"$out/ncu-kernels.txt" 2>&1 || rc=1
