@@ -90,7 +90,8 @@ struct GroupEntry {
   uint64_t span;   // positions it covers, the sum of its gaps + 1, saturated (check)
   uint64_t first;  // the position its first gap counts from (place)
   uint32_t job;
-  uint32_t n;  // changes in the group
+  uint32_t n;      // changes in the group
+  uint32_t bytes;  // its index and value blocks' size (walk)
 };
 
 struct DecodeErrorRecord {
@@ -116,8 +117,15 @@ DC_HOST_DEVICE inline uint64_t kept_value_bytes(uint64_t nnz, unsigned elem_size
   return (group_count(nnz) * kPforBlockValues * elem_size + 15) / 16 * 16;
 }
 
+// A group of at most this many bytes is copied into shared memory before it is decoded (about 180
+// bytes for 128 bf16 changes at 1%; at most 2.3 KB for any, which would cost occupancy to hold):
+// one round trip to memory for its bytes instead of one for each step of its decode (header,
+// values, exceptions, then again for the value block), each waiting on the one before.
+inline constexpr unsigned kStagedGroupBytes = 768;
+
 // Shared memory one warp needs to decode one group.
 struct GroupScratch {
+  uint8_t staged[kStagedGroupBytes];
   uint64_t gaps[kPforBlockValues];
   uint64_t values[kPforBlockValues];
   uint64_t lane_sum[kWarpSize];
@@ -147,7 +155,8 @@ DC_HOST_DEVICE inline uint32_t walk_groups(const DecodeJob& job, uint32_t job_in
   uint64_t at = 0;
   for (uint64_t done = 0; done < job.nnz; done += kPforBlockValues, ++entry) {
     const unsigned n = job.nnz - done < kPforBlockValues ? static_cast<unsigned>(job.nnz - done) : kPforBlockValues;
-    *entry = GroupEntry{at, 0, 0, job_index, n};
+    const uint64_t start = at;
+    *entry = GroupEntry{start, 0, 0, job_index, n, 0};
     const size_t index_bytes = pfor_parse_header(job.body + at, job.body_bytes - at, n).bytes;
     if (index_bytes == 0) return kDecodeBadIndexBlock;
     at += index_bytes;
@@ -160,16 +169,31 @@ DC_HOST_DEVICE inline uint32_t walk_groups(const DecodeJob& job, uint32_t job_in
       if (job.body_bytes - at < raw_bytes) return kDecodeRawValuesTruncated;
       at += raw_bytes;
     }
+    // At most two blocks of 128 values (or 128 raw elements of 8 bytes): it fits 32 bits.
+    entry->bytes = static_cast<uint32_t>(at - start);
   }
   return at == job.body_bytes ? kDecodeOk : kDecodeBytesLeftOver;
 }
 
 // Decodes group `e` of `job` into s.gaps and s.values (every check of its
 // blocks included); returns a DecodeError.
+//
+// A group of at most kStagedGroupBytes is decoded from a copy in s.staged. Its blocks are then
+// checked against the group's bytes rather than the rest of the body: the walk measured those
+// bytes from the same headers, so every verdict is the same.
 template <typename Warp>
 DC_HOST_DEVICE uint32_t warp_decode_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, GroupScratch& s) {
   const uint8_t* in = job.body + e.at;
-  const uint64_t avail = job.body_bytes - e.at;
+  uint64_t avail = job.body_bytes - e.at;
+  if (e.bytes <= kStagedGroupBytes) {
+    x.sync();  // every lane is done with the group before (a warp decodes groups back to back)
+    x.lanes([&](unsigned lane) {
+      for (unsigned k = lane; k < e.bytes; k += kWarpSize) s.staged[k] = in[k];  // coalesced, all in flight
+    });
+    x.sync();
+    in = s.staged;
+    avail = e.bytes;
+  }
   const size_t index_bytes = warp_pfor_decode(x, in, avail, e.n, s.gaps, s.pfor);
   if (index_bytes == 0) return kDecodeBadIndexBlock;
   if (is_ulp(job)) {
