@@ -117,6 +117,29 @@ DC_HOST_DEVICE inline uint64_t kept_value_bytes(uint64_t nnz, unsigned elem_size
   return (group_count(nnz) * kPforBlockValues * elem_size + 15) / 16 * 16;
 }
 
+// Where directory group g's kept values start (see KeptChanges).
+DC_HOST_DEVICE inline uint8_t* kept_values_of(const KeptChanges& kept, const DecodeJob& job, uint64_t g) {
+  return kept.values + job.kept_values + (g - job.first_group) * kPforBlockValues * job.elem_size;
+}
+
+// f(U{}) for U the unsigned type of `size` bytes (1, 2, 4 or 8), or kDecodeBadJob for any other
+// size: one dispatch for every pass that handles an element as its type.
+template <typename F>
+DC_HOST_DEVICE uint32_t with_element_type(unsigned size, F&& f) {
+  switch (size) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
+    default:
+      return kDecodeBadJob;
+  }
+}
+
 // A group of at most this many bytes is copied into shared memory before it is decoded (about 180
 // bytes for 128 bf16 changes at 1%; at most 2.3 KB for any, which would cost occupancy to hold):
 // one round trip to memory for its bytes instead of one for each step of its decode (header,
@@ -283,31 +306,19 @@ template <typename Warp>
 DC_HOST_DEVICE void warp_keep_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, const GroupScratch& s,
                                     uint64_t g, const KeptChanges& kept) {
   uint32_t* offsets = kept.offsets + g * kPforBlockValues;
-  uint8_t* values = kept.values + job.kept_values + (g - job.first_group) * kPforBlockValues * job.elem_size;
+  uint8_t* values = kept_values_of(kept, job, g);
   x.lanes([&](unsigned lane) {
     uint64_t next = s.lane_sum[lane];
     for (unsigned k = 4 * lane; k < 4 * lane + 4 && k < e.n; ++k) {
       offsets[k] = static_cast<uint32_t>(next + s.gaps[k]);
       next += s.gaps[k] + 1;
     }
-    for (unsigned k = lane; k < e.n; k += kWarpSize) {
-      switch (job.elem_size) {
-        case 1:
-          values[k] = static_cast<uint8_t>(s.values[k]);
-          break;
-        case 2:
-          reinterpret_cast<uint16_t*>(values)[k] = static_cast<uint16_t>(s.values[k]);
-          break;
-        case 4:
-          reinterpret_cast<uint32_t*>(values)[k] = static_cast<uint32_t>(s.values[k]);
-          break;
-        case 8:
-          reinterpret_cast<uint64_t*>(values)[k] = s.values[k];
-          break;
-        default:  // no element has that size; the apply pass refuses the job
-          break;
-      }
-    }
+    // (An element of no such size stores nothing; the apply pass refuses its job.)
+    with_element_type(job.elem_size, [&](auto type) {
+      using U = decltype(type);
+      for (unsigned k = lane; k < e.n; k += kWarpSize) reinterpret_cast<U*>(values)[k] = static_cast<U>(s.values[k]);
+      return kDecodeOk;
+    });
   });
   x.sync();
 }
@@ -379,18 +390,8 @@ DC_UNROLL
 
 template <typename Warp>
 DC_HOST_DEVICE uint32_t warp_apply_group(const Warp& x, const DecodeJob& job, const GroupEntry& e, GroupScratch& s) {
-  switch (job.elem_size) {
-    case 1:
-      return warp_apply_group_as<uint8_t>(x, job, e, s);
-    case 2:
-      return warp_apply_group_as<uint16_t>(x, job, e, s);
-    case 4:
-      return warp_apply_group_as<uint32_t>(x, job, e, s);
-    case 8:
-      return warp_apply_group_as<uint64_t>(x, job, e, s);
-    default:
-      return kDecodeBadJob;
-  }
+  return with_element_type(job.elem_size,
+                           [&](auto type) { return warp_apply_group_as<decltype(type)>(x, job, e, s); });
 }
 
 // Apply pass, changes kept, one thread per slot (a version that verified): writes the slot's change,
@@ -411,24 +412,11 @@ DC_HOST_DEVICE inline uint32_t apply_kept_change(const DecodeJob* jobs, const Gr
   if (k >= e.n) return kDecodeOk;
   const DecodeJob& job = jobs[e.job];
   const uint64_t position = e.first + kept.offsets[slot];
-  const uint8_t* value_at =
-      kept.values + job.kept_values + ((g - job.first_group) * kPforBlockValues + k) * job.elem_size;
-  switch (job.elem_size) {
-    case 1:
-      apply_kept_change_as<uint8_t>(job, position, value_at);
-      return kDecodeOk;
-    case 2:
-      apply_kept_change_as<uint16_t>(job, position, value_at);
-      return kDecodeOk;
-    case 4:
-      apply_kept_change_as<uint32_t>(job, position, value_at);
-      return kDecodeOk;
-    case 8:
-      apply_kept_change_as<uint64_t>(job, position, value_at);
-      return kDecodeOk;
-    default:
-      return kDecodeBadJob;
-  }
+  const uint8_t* value_at = kept_values_of(kept, job, g) + k * job.elem_size;
+  return with_element_type(job.elem_size, [&](auto type) {
+    apply_kept_change_as<decltype(type)>(job, position, value_at);
+    return kDecodeOk;
+  });
 }
 
 // A 16-byte unit for copies: 16-byte loads and stores where both ends allow.
