@@ -8,6 +8,26 @@ find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 # libcrypto (OpenSSL 3): the handshake's HMAC and HKDF, the frames' AES-256-GCM, the random source.
 find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)
+# Intel's multi-buffer crypto library (libipsec-mb-dev) computes the same AES-256-GCM as libcrypto
+# with the CPU's wide vector instructions (core/trust/aes_gcm.h). AUTO builds it in where it is
+# found; without it libcrypto does all of it.
+set(DELTACAST_IPSEC_MB AUTO CACHE STRING "Seal frames with ipsec-mb where the CPU allows: AUTO (when found), ON or OFF")
+set_property(CACHE DELTACAST_IPSEC_MB PROPERTY STRINGS AUTO ON OFF)
+set(DELTACAST_HAVE_IPSEC_MB OFF)
+if(NOT DELTACAST_IPSEC_MB STREQUAL "OFF")
+  find_path(IPSEC_MB_INCLUDE_DIR intel-ipsec-mb.h)
+  find_library(IPSEC_MB_LIBRARY NAMES IPSec_MB)
+  if(IPSEC_MB_INCLUDE_DIR AND IPSEC_MB_LIBRARY)
+    set(DELTACAST_HAVE_IPSEC_MB ON)
+    add_library(deltacast::ipsec_mb INTERFACE IMPORTED)
+    set_target_properties(deltacast::ipsec_mb PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES ${IPSEC_MB_INCLUDE_DIR} INTERFACE_LINK_LIBRARIES ${IPSEC_MB_LIBRARY})
+  endif()
+endif()
+if(DELTACAST_IPSEC_MB STREQUAL "ON" AND NOT DELTACAST_HAVE_IPSEC_MB)
+  message(FATAL_ERROR "DELTACAST_IPSEC_MB=ON but ipsec-mb (libipsec-mb-dev) was not found")
+endif()
+message(STATUS "deltacast: ipsec-mb AES-GCM ${DELTACAST_HAVE_IPSEC_MB}")
 # libxxhash ships only a pkg-config file; fall back to a plain search where
 # pkg-config itself is missing (GPU machines with carried packages).
 find_package(PkgConfig QUIET)

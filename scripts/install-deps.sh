@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-dev
-  libgtest-dev libzstd-dev libxxhash-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev libssl-dev
+  libgtest-dev libzstd-dev libxxhash-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev libssl-dev libipsec-mb-dev
   python3 python3-pytest python3-matplotlib iproute2 iptables
   python3-dev python3-venv python3-pip python3-numpy python3-torch pybind11-dev
   libibverbs-dev librdmacm-dev ibverbs-providers

@@ -28,6 +28,20 @@ void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& to
       ->add_flag_callback(
           "--encrypt", [&args] { args.protection = "encrypted"; }, "Short for --protection encrypted")
       ->excludes(protection);
+  command
+      ->add_option("--aes-gcm", args.aes_gcm,
+                   "The library that seals frames in this process: auto (the fastest usable), ipsec-mb (where built "
+                   "in and the CPU has AES-NI) or openssl; both make the same bytes")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            auto library = trust::parse_aes_gcm_library(text);
+            if (!library.ok()) return std::string(library.status().message());
+            // Chosen as the option is read: every seal this process makes uses it.
+            Status chosen = trust::set_aes_gcm_library(*library);
+            return chosen.ok() ? std::string() : std::string(chosen.message());
+          },
+          "LIBRARY"));
 }
 
 trust::Trust trust_of(const TrustArgs& args) {

@@ -1,14 +1,16 @@
 // The options every deltacast-bench role takes for the group's trust: --token, the group's
 // secret in any form trust::GroupSecret::parse reads (hex:, file:, env:, pass:, or a legacy
 // integer token), and --protection (authenticated, encrypted, insecure; --encrypt is short for
-// --protection encrypted). Both are refused with the reason when the command line is parsed, so
-// a role never starts with an unusable one.
+// --protection encrypted), and --aes-gcm, the library that computes the frames' AES-256-GCM for
+// this process (core/trust/aes_gcm.h; the bytes are the same with either). All are refused with
+// the reason when the command line is parsed, so a role never starts with an unusable one.
 #pragma once
 
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "core/trust/aes_gcm.h"
 #include "core/trust/trust.h"
 
 namespace deltacast::bench {
@@ -16,8 +18,12 @@ namespace deltacast::bench {
 struct TrustArgs {
   std::string token = "0";
   std::string protection = "authenticated";
-  // The same options for a child process.
-  std::vector<std::string> command_line() const { return {"--token", token, "--protection", protection}; }
+  std::string aes_gcm = "auto";
+  // The same options for a child process, with the AES-GCM library this process runs.
+  std::vector<std::string> command_line() const {
+    return {"--token", token, "--protection", protection, "--aes-gcm",
+            std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))};
+  }
 };
 
 void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& token_default);

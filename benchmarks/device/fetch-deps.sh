@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../.."
 mkdir -p .deps
 cd .deps
 apt-get download libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libzstd-dev libzstd1 libxxhash-dev libxxhash0 \
-  libcli11-dev nlohmann-json3-dev libgtest-dev pkgconf pkgconf-bin libpkgconf3 libssl-dev libssl3 >/dev/null
+  libcli11-dev nlohmann-json3-dev libgtest-dev pkgconf pkgconf-bin libpkgconf3 libssl-dev libssl3 \
+  libipsec-mb-dev libipsec-mb1 >/dev/null
 ls -1 *.deb | wc -l | xargs echo "fetch-deps: .deps/ holds these many packages:"
 # checkpoint-engine 0.4.2 and what it imports that the GPU image lacks, as wheels for its Python
 # (3.12): compat_bench.py runs the same script on it beside deltacast.

@@ -7,12 +7,14 @@ them alike. Reports each mode's median and its ratio to insecure's median.
 
   python3 benchmarks/wire/trust_cost.py build/bin/deltacast-bench [--rounds 5] [--bytes 536870912]
       [--rails 3] [--sync-elements 16777216] [--sync-versions 4] [--rail-rate 3gbit] [--json out.json]
-      [--piece-helpers auto|on|off|compare]
+      [--piece-helpers auto|on|off|compare] [--aes-gcm auto|ipsec-mb|openssl|compare]
 
 On loopback the transfer runs as fast as the CPUs copy, so every pass over the bytes shows in
 full; --piece-helpers compare runs each wire transfer twice, its payload work inline and on a
-helper thread beside each rail end (wire --piece-helpers); --rail-rate puts each process in a network namespace with every rail shaped to that rate
-(needs root), where the network is the bound, as on a cluster.
+helper thread beside each rail end (wire --piece-helpers); --aes-gcm compare runs each
+authenticated and encrypted transfer under both libraries that compute AES-GCM (the bench's
+--aes-gcm; insecure uses neither); --rail-rate puts each process in a network namespace with
+every rail shaped to that rate (needs root), where the network is the bound, as on a cluster.
 """
 import argparse
 import json
@@ -37,13 +39,20 @@ def shaped(args, per_rail):
     return ["--netns", "--rail-rate", ",".join([args.rail_rate] * args.rails) if per_rail else args.rail_rate]
 
 
-def wire_run(bench, args, mode, helpers):
-    """Gbit/s of one transfer, and the mode the bench says it ran."""
+def wire_run(bench, args, mode, helpers, library):
+    """Gbit/s of one transfer, and the mode and AES-GCM library the bench says it ran."""
     report = run([bench, "wire", "--rails", str(args.rails), "--bytes", str(args.bytes), "--trials", "1",
                   "--baseline-seconds", "0", "--json", "--protection", mode, "--piece-helpers", helpers,
-                  *shaped(args, per_rail=True)],
+                  "--aes-gcm", library, *shaped(args, per_rail=True)],
                  timeout=600)
-    return report["aggregate_gbps"], report["protection"]
+    return report["aggregate_gbps"], report["protection"], report["aes_gcm"]
+
+
+def library_usable(bench, library):
+    """Whether this build and CPU can seal with the library (the bench refuses it otherwise)."""
+    probe = subprocess.run([bench, "wire", "--rails", "1", "--bytes", "65536", "--trials", "1", "--baseline-seconds",
+                            "0", "--json", "--aes-gcm", library], capture_output=True, text=True, timeout=120)
+    return probe.returncode == 0
 
 
 def sync_seconds(bench, args, mode):
@@ -69,40 +78,58 @@ def main():
     parser.add_argument("--json", help="write the figures here as well")
     parser.add_argument("--piece-helpers", default="auto", choices=["auto", "on", "off", "compare"],
                         help="wire's --piece-helpers; compare: each transfer with them off and on")
+    parser.add_argument("--aes-gcm", default="auto", choices=["auto", "ipsec-mb", "openssl", "compare"],
+                        help="wire's --aes-gcm; compare: each sealed transfer under ipsec-mb and under openssl")
     args = parser.parse_args()
 
     helpers = ["off", "on"] if args.piece_helpers == "compare" else [args.piece_helpers]
-    wire = {(m, h): [] for m in MODES for h in helpers}
+    libraries = ["ipsec-mb", "openssl"] if args.aes_gcm == "compare" else [args.aes_gcm]
+    if args.aes_gcm == "compare" and not library_usable(args.bench, "ipsec-mb"):
+        print("trust_cost: ipsec-mb is not usable in this build or on this CPU: openssl only", file=sys.stderr)
+        libraries = ["openssl"]
+
+    def libraries_of(mode):
+        return libraries[:1] if mode == "insecure" else libraries  # insecure seals nothing
+
+    wire = {(m, h, lib): [] for m in MODES for h in helpers for lib in libraries_of(m)}
+    used = {key: [] for key in wire}
     sync = {m: [] for m in MODES}
     ran = {m: [] for m in MODES}
     for r in range(args.rounds):
         order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
         for mode in order:
             for h in helpers:
-                gbps, protection = wire_run(args.bench, args, mode, h)
-                wire[(mode, h)].append(gbps)
+                for lib in libraries_of(mode):
+                    gbps, protection, library = wire_run(args.bench, args, mode, h, lib)
+                    wire[(mode, h, lib)].append(gbps)
+                    used[(mode, h, lib)].append(library)
             ran[mode].append(protection)
             sync[mode].append(sync_seconds(args.bench, args, mode))
         print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
 
     figures = {"rounds": args.rounds, "bytes": args.bytes, "rails": args.rails, "sync_elements": args.sync_elements,
-               "rail_rate": args.rail_rate, "piece_helpers": args.piece_helpers, "modes": {}}
+               "rail_rate": args.rail_rate, "piece_helpers": args.piece_helpers, "aes_gcm": args.aes_gcm,
+               "modes": {}}
     base_sync = statistics.median(sync["insecure"])
-    print(f"| mode | piece helpers | wire Gbit/s (median of {args.rounds}) | vs insecure | sparse version s (median) "
-          "| vs insecure |")
-    print("|---|---|---|---|---|---|")
+    print(f"| mode | piece helpers | AES-GCM | wire Gbit/s (median of {args.rounds}) | vs insecure "
+          "| sparse version s (median) | vs insecure |")
+    print("|---|---|---|---|---|---|---|")
     for mode in MODES:
         s = statistics.median(sync[mode])
         figures["modes"][mode] = {"protection": ran[mode], "sync_seconds": sync[mode], "sync_median_seconds": s,
                                   "sync_ratio": s / base_sync}
         for h in helpers:
             # Each against insecure with the same helpers: what the mode costs where both run alike.
-            base_wire = statistics.median(wire[("insecure", h)])
-            w = statistics.median(wire[(mode, h)])
-            key = "" if len(helpers) == 1 else f"_helpers_{h}"
-            figures["modes"][mode].update({f"wire_gbps{key}": wire[(mode, h)], f"wire_median_gbps{key}": w,
-                                           f"wire_ratio{key}": w / base_wire})
-            print(f"| {mode} | {h} | {w:.2f} | {w / base_wire:.2f}x | {s:.4f} | {s / base_sync:.2f}x |")
+            base_wire = statistics.median(wire[("insecure", h, libraries[0])])
+            for lib in libraries_of(mode):
+                w = statistics.median(wire[(mode, h, lib)])
+                key = ("" if len(helpers) == 1 else f"_helpers_{h}") + \
+                      ("" if len(libraries_of(mode)) == 1 else f"_{lib.replace('-', '_')}")
+                figures["modes"][mode].update({f"wire_gbps{key}": wire[(mode, h, lib)], f"wire_median_gbps{key}": w,
+                                               f"wire_ratio{key}": w / base_wire,
+                                               f"aes_gcm{key}": used[(mode, h, lib)]})
+                library = "-" if mode == "insecure" else used[(mode, h, lib)][0]
+                print(f"| {mode} | {h} | {library} | {w:.2f} | {w / base_wire:.2f}x | {s:.4f} | {s / base_sync:.2f}x |")
     if args.json:
         with open(args.json, "w") as out:
             json.dump(figures, out, indent=2)

@@ -26,6 +26,7 @@
 #include "broadcast/transport/transport_select.h"
 #include "core/aligned_buffer.h"
 #include "core/hash.h"
+#include "core/trust/aes_gcm.h"
 #include "cli/plot.h"
 #include "cli/trust_options.h"
 #include "testbed/netns_testbed.h"
@@ -393,6 +394,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   nlohmann::json report = {{"role", args.role},
                            {"transport", std::string(s.transport.transport->name())},
                            {"protection", args.trust.protection},
+                           {"aes_gcm", std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))},
                            {"piece_helpers", use_piece_helper(piece_helper_mode(args))},
                            {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
                                                                                 : nlohmann::json(s.transport.fallback)},

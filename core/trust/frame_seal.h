@@ -15,11 +15,12 @@
 #include <memory>
 
 #include "core/status.h"
+#include "core/trust/aes_gcm.h"
 #include "core/trust/handshake.h"
 
 namespace deltacast::trust {
 
-inline constexpr size_t kTagBytes = 16;
+inline constexpr size_t kTagBytes = AesGcm::kTagBytes;
 
 class FrameSeal {
  public:
@@ -67,11 +68,9 @@ class FrameSeal {
   void process(const void* in, void* out, size_t size);
 
   Protection mode_;
-  bool encrypting_ = true;
   bool broken_ = false;
   uint64_t sequence_ = 0;
-  struct Cipher;
-  std::unique_ptr<Cipher> cipher_;
+  std::unique_ptr<AesGcm> gcm_;  // null in insecure mode
 };
 
 // The two seals of one end of a session: `outgoing` seals what it sends, `incoming` opens what it

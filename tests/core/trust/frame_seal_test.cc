@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -64,10 +66,27 @@ std::vector<uint8_t> reference_tag(const Key& key, uint64_t sequence, const Fram
   return tag;
 }
 
-class FrameSealModes : public ::testing::TestWithParam<Protection> {};
+// Every mode under every AES-GCM library this build and CPU can use (aes_gcm.h): the same tags
+// and ciphertext as the reference either way.
+class FrameSealModes : public ::testing::TestWithParam<std::tuple<Protection, AesGcmLibrary>> {
+ protected:
+  void SetUp() override {
+    const AesGcmLibrary library = std::get<1>(GetParam());
+    const auto usable = usable_aes_gcm_libraries();
+    if (std::find(usable.begin(), usable.end(), library) == usable.end()) {
+      GTEST_SKIP() << aes_gcm_library_name(library) << " is not usable in this build or on this CPU";
+    }
+    ASSERT_TRUE(set_aes_gcm_library(library).ok());
+  }
+  void TearDown() override { ASSERT_TRUE(set_aes_gcm_library(before_).ok()); }
+  static Protection mode() { return std::get<0>(GetParam()); }
+
+ private:
+  AesGcmLibrary before_ = aes_gcm_library();
+};
 
 TEST_P(FrameSealModes, FramesOpenInOrderAndMatchTheReference) {
-  const Protection mode = GetParam();
+  const Protection mode = FrameSealModes::mode();
   const SessionKeys keys = keys_for(mode);
   auto sender = seals_for(keys, Role::kClient), receiver = seals_for(keys, Role::kServer);
   for (uint32_t i = 0; i < 5; ++i) {
@@ -90,7 +109,7 @@ TEST_P(FrameSealModes, FramesOpenInOrderAndMatchTheReference) {
 }
 
 TEST_P(FrameSealModes, AnyFlippedBitReplayReorderOrWrongDirectionFails) {
-  const SessionKeys keys = keys_for(GetParam());
+  const SessionKeys keys = keys_for(mode());
   for (int where = 0; where < 3; ++where) {
     auto sender = seals_for(keys, Role::kClient), receiver = seals_for(keys, Role::kServer);
     Frame f = sealed(*sender.outgoing, 1000, 5);
@@ -124,13 +143,13 @@ TEST_P(FrameSealModes, AnyFlippedBitReplayReorderOrWrongDirectionFails) {
   }
   {
     auto sender = seals_for(keys, Role::kClient);
-    auto stranger = seals_for(keys_for(GetParam()), Role::kServer);  // another session's keys
+    auto stranger = seals_for(keys_for(mode()), Role::kServer);  // another session's keys
     EXPECT_FALSE(opens(*stranger.incoming, sealed(*sender.outgoing, 100, 1))) << "a frame moved between sessions";
   }
 }
 
 TEST_P(FrameSealModes, PiecesSealAsTheWholeDoes) {
-  const SessionKeys keys = keys_for(GetParam());
+  const SessionKeys keys = keys_for(mode());
   auto whole = seals_for(keys, Role::kClient), pieces = seals_for(keys, Role::kClient);
   Frame f = sealed(*whole.outgoing, 300000, 11);
   Frame g{random_bytes(24, 11), random_bytes(300000, 12)};
@@ -144,10 +163,16 @@ TEST_P(FrameSealModes, PiecesSealAsTheWholeDoes) {
   EXPECT_EQ(f.payload, g.payload);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, FrameSealModes, ::testing::Values(Protection::kAuthenticated, Protection::kEncrypted),
-                         [](const ::testing::TestParamInfo<Protection>& mode) {
-                           return std::string(protection_name(mode.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, FrameSealModes,
+    ::testing::Combine(::testing::Values(Protection::kAuthenticated, Protection::kEncrypted),
+                       ::testing::Values(AesGcmLibrary::kOpenSsl, AesGcmLibrary::kIpsecMb)),
+    [](const ::testing::TestParamInfo<std::tuple<Protection, AesGcmLibrary>>& param) {
+      std::string name = std::string(protection_name(std::get<0>(param.param))) + "_" +
+                         std::string(aes_gcm_library_name(std::get<1>(param.param)));
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 TEST(FrameSeal, NumberedFramesCheckInAnyOrderAndOnlyUnderTheirNumber) {
   const SessionKeys keys = keys_for(Protection::kAuthenticated);
