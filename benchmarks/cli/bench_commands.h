@@ -8,6 +8,7 @@ namespace deltacast::bench {
 void add_codec_command(CLI::App& app);
 void add_kernels_command(CLI::App& app);
 void add_wire_command(CLI::App& app);
+void add_seal_command(CLI::App& app);
 void add_sync_command(CLI::App& app);
 void add_rails_command(CLI::App& app);
 void add_coordinator_command(CLI::App& app);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   deltacast::bench::add_codec_command(app);
   deltacast::bench::add_kernels_command(app);
   deltacast::bench::add_wire_command(app);
+  deltacast::bench::add_seal_command(app);
   deltacast::bench::add_sync_command(app);
   deltacast::bench::add_rails_command(app);
   deltacast::bench::add_coordinator_command(app);

@@ -30,8 +30,9 @@ void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& to
       ->excludes(protection);
   command
       ->add_option("--aes-gcm", args.aes_gcm,
-                   "The library that seals frames in this process: auto (the fastest usable), ipsec-mb (where built "
-                   "in and the CPU has AES-NI) or openssl; both make the same bytes")
+                   "The library that seals frames in this process: auto (ipsec-mb where built in and the CPU has "
+                   "AES-NI, else openssl), ipsec-mb or openssl; both make the same bytes. Given, it overrides "
+                   "DELTACAST_AES_GCM")
       ->capture_default_str()
       ->check(CLI::Validator(
           [](const std::string& text) {

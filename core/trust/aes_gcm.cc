@@ -17,17 +17,18 @@ Status why_unusable(AesGcmLibrary library) {
       aes_gcm_library_name(library));
 }
 
-// The process's choice: the environment's, else the fastest usable. Read once, on first use. A
-// name that cannot be used is said and passed over: the bytes on the wire are the same either way.
+// The process's choice: the environment's, else the preferred usable one. Read once, on first
+// use. A name that cannot be used is said and passed over: the bytes on the wire are the same
+// either way.
 AesGcmLibrary initial_choice() {
-  const AesGcmLibrary fastest = usable_aes_gcm_libraries().front();
+  const AesGcmLibrary preferred = usable_aes_gcm_libraries().front();
   const char* named = std::getenv("DELTACAST_AES_GCM");
-  if (named == nullptr || *named == '\0') return fastest;
+  if (named == nullptr || *named == '\0') return preferred;
   Result<AesGcmLibrary> parsed = parse_aes_gcm_library(named);
   Status refused = parsed.ok() ? (usable(*parsed) ? Status() : why_unusable(*parsed)) : parsed.status();
   if (refused.ok()) return *parsed;
-  log().warn("DELTACAST_AES_GCM: {}; using {}", refused.message(), aes_gcm_library_name(fastest));
-  return fastest;
+  log().warn("DELTACAST_AES_GCM: {}; using {}", refused.message(), aes_gcm_library_name(preferred));
+  return preferred;
 }
 
 std::atomic<AesGcmLibrary>& choice() {

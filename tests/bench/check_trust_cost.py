@@ -49,6 +49,21 @@ for helpers in ("off", "on"):
     assert figures["modes"]["insecure"][f"wire_ratio_helpers_{helpers}"] == 1.0
     assert f"| encrypted | {helpers} |" in done.stdout, done.stdout
 
+# deltacast-bench seal: every usable library's GMAC and AES-GCM rates against memcpy, in one run.
+sealed = subprocess.run([bench, "seal", "--bytes", str(16 << 20), "--reps", "1", "--json"],
+                        capture_output=True, text=True, timeout=120)
+assert sealed.returncode == 0, sealed.stderr[-2000:]
+seal_report = json.loads(sealed.stdout)
+assert seal_report["memcpy_gbps"] > 0, seal_report
+assert [row["library"] for row in seal_report["libraries"]] == libraries, seal_report
+for row in seal_report["libraries"]:
+    assert row["gmac_gbps"] > 0 and row["aes_gcm_gbps"] > 0, row
+    assert "gmac_vs_openssl" in row, row
+refused = subprocess.run([bench, "seal", "--piece", "2097152", "--buffer", "1048576"], capture_output=True, text=True,
+                         timeout=60)
+assert refused.returncode != 0 and "--piece (2097152) must be between 1 and --buffer (1048576)" in refused.stderr, \
+    refused.stderr[-2000:]
+
 # DELTACAST_AES_GCM chooses the library where no --aes-gcm is given; a name it does not know is
 # said, and the fastest usable library seals.
 for value, expected in (("openssl", "openssl"), ("sideways", libraries[0])):

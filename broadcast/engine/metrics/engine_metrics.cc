@@ -6,6 +6,7 @@
 
 #include "broadcast/engine/consumer.h"
 #include "broadcast/engine/producer.h"
+#include "core/trust/aes_gcm.h"
 
 namespace deltacast {
 
@@ -75,7 +76,10 @@ void add_counts(MetricsSink& sink, std::span<const Count> counts) {
 void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
   const ProducerStats stats = producer.stats();
   sink.gauge("deltacast_info", "Always 1; the labels say what this process is", 1.0,
-             {{"role", "producer"}, {"transport", stats.transport}, {"protection", stats.protection}});
+             {{"role", "producer"},
+              {"transport", stats.transport},
+              {"protection", stats.protection},
+              {"aes_gcm", std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))}});
   sink.gauge("deltacast_version", "The newest version published", static_cast<double>(stats.version));
   sink.gauge("deltacast_versions_queued", "Versions published whose rounds have not ended",
              static_cast<double>(stats.queued));
@@ -151,7 +155,8 @@ void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
              {{"role", "consumer"},
               {"transport", std::string(consumer.transport())},
               {"id", std::to_string(state.id)},
-              {"protection", std::string(trust::protection_name(consumer.protection()))}});
+              {"protection", std::string(trust::protection_name(consumer.protection()))},
+              {"aes_gcm", std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))}});
   if (!state.protection.empty()) {
     sink.gauge("deltacast_control_link_info", "Always 1; the labels say what the control link to the producer runs",
                1.0, {{"protection", state.protection}});
