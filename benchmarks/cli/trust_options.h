@@ -21,8 +21,7 @@ struct TrustArgs {
   std::string aes_gcm = "auto";
   // The same options for a child process, with the AES-GCM library this process runs.
   std::vector<std::string> command_line() const {
-    return {"--token", token, "--protection", protection, "--aes-gcm",
-            std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))};
+    return {"--token", token, "--protection", protection, "--aes-gcm", std::string(trust::aes_gcm_library_name())};
   }
 };
 

@@ -13,8 +13,9 @@ On loopback the transfer runs as fast as the CPUs copy, so every pass over the b
 full; --piece-helpers compare runs each wire transfer twice, its payload work inline and on a
 helper thread beside each rail end (wire --piece-helpers); --aes-gcm compare runs each
 authenticated and encrypted transfer under both libraries that compute AES-GCM (the bench's
---aes-gcm; insecure uses neither; the sync runs use the first, ipsec-mb); --rail-rate puts each process in a network namespace with
-every rail shaped to that rate (needs root), where the network is the bound, as on a cluster.
+--aes-gcm; insecure uses neither; the sync runs use the first, ipsec-mb); --rail-rate puts each
+process in a network namespace with every rail shaped to that rate (needs root), where the network
+is the bound, as on a cluster.
 """
 import argparse
 import json

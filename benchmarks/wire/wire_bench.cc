@@ -394,7 +394,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   nlohmann::json report = {{"role", args.role},
                            {"transport", std::string(s.transport.transport->name())},
                            {"protection", args.trust.protection},
-                           {"aes_gcm", std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))},
+                           {"aes_gcm", std::string(trust::aes_gcm_library_name())},
                            {"piece_helpers", use_piece_helper(piece_helper_mode(args))},
                            {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
                                                                                 : nlohmann::json(s.transport.fallback)},

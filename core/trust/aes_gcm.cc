@@ -64,6 +64,8 @@ std::vector<AesGcmLibrary> usable_aes_gcm_libraries() {
 
 AesGcmLibrary aes_gcm_library() { return choice().load(std::memory_order_relaxed); }
 
+std::string_view aes_gcm_library_name() { return aes_gcm_library_name(aes_gcm_library()); }
+
 Status set_aes_gcm_library(AesGcmLibrary library) {
   if (!usable(library)) return why_unusable(library);
   choice().store(library, std::memory_order_relaxed);

@@ -36,6 +36,7 @@ std::vector<AesGcmLibrary> usable_aes_gcm_libraries();
 // set_aes_gcm_library chose another (a seal keeps the library it was made with). A library that is
 // not usable is refused, naming why.
 AesGcmLibrary aes_gcm_library();
+std::string_view aes_gcm_library_name();  // aes_gcm_library()'s name
 Status set_aes_gcm_library(AesGcmLibrary library);
 
 class AesGcm {

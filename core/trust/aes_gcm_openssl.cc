@@ -41,21 +41,12 @@ class OpenSslAesGcm final : public AesGcm {
       keyed_ = true;
       keyed_sealing_ = sealing;
     }
-    if (header_size > 0) associate(header, header_size);
+    update(header, nullptr, header_size, "associated data");
   }
 
   void add(const uint8_t* in, uint8_t* out, size_t size) override {
-    if (payload_ == Payload::kTagged) {
-      associate(in, size);
-      return;
-    }
-    const auto update = sealing_ ? EVP_EncryptUpdate : EVP_DecryptUpdate;
-    for (size_t done = 0; done < size;) {
-      const int n = static_cast<int>(std::min(kStep, size - done));
-      int len = 0;
-      require(update(ctx_, out + done, &len, in + done, n), "payload");
-      done += n;
-    }
+    // A tagged payload is associated data: EVP takes it without an output.
+    update(in, payload_ == Payload::kTagged ? nullptr : out, size, "payload");
   }
 
   void tag(uint8_t out[kTagBytes]) override {
@@ -78,12 +69,13 @@ class OpenSslAesGcm final : public AesGcm {
  private:
   static constexpr size_t kStep = size_t{1} << 30;  // EVP takes int lengths
 
-  void associate(const uint8_t* data, size_t size) {
-    const auto update = sealing_ ? EVP_EncryptUpdate : EVP_DecryptUpdate;
+  // `in` through EVP's update in steps it can take; `out` null for associated data.
+  void update(const uint8_t* in, uint8_t* out, size_t size, const char* what) {
+    const auto step = sealing_ ? EVP_EncryptUpdate : EVP_DecryptUpdate;
     for (size_t done = 0; done < size;) {
       const int n = static_cast<int>(std::min(kStep, size - done));
       int len = 0;
-      require(update(ctx_, nullptr, &len, data + done, n), "associated data");
+      require(step(ctx_, out == nullptr ? nullptr : out + done, &len, in + done, n), what);
       done += n;
     }
   }

@@ -79,7 +79,7 @@ void collect_producer_metrics(MetricsSink& sink, const Producer& producer) {
              {{"role", "producer"},
               {"transport", stats.transport},
               {"protection", stats.protection},
-              {"aes_gcm", std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))}});
+              {"aes_gcm", std::string(trust::aes_gcm_library_name())}});
   sink.gauge("deltacast_version", "The newest version published", static_cast<double>(stats.version));
   sink.gauge("deltacast_versions_queued", "Versions published whose rounds have not ended",
              static_cast<double>(stats.queued));
@@ -156,7 +156,7 @@ void collect_consumer_metrics(MetricsSink& sink, const Consumer& consumer) {
               {"transport", std::string(consumer.transport())},
               {"id", std::to_string(state.id)},
               {"protection", std::string(trust::protection_name(consumer.protection()))},
-              {"aes_gcm", std::string(trust::aes_gcm_library_name(trust::aes_gcm_library()))}});
+              {"aes_gcm", std::string(trust::aes_gcm_library_name())}});
   if (!state.protection.empty()) {
     sink.gauge("deltacast_control_link_info", "Always 1; the labels say what the control link to the producer runs",
                1.0, {{"protection", state.protection}});
