@@ -60,7 +60,8 @@ Result<Session> shake_hands(int fd, Role role, const trust::Trust& trust, trust:
     DC_RETURN_IF_ERROR(client_holds_it);
   }
   Session session;
-  DC_ASSIGN_OR_RETURN(const trust::SessionKeys keys, trust::derive_keys(trust.secret, client, server, mode));
+  DC_ASSIGN_OR_RETURN(trust::SessionKeys keys, trust::derive_keys(trust.secret, client, server, mode));
+  keys.rekey_after_bytes = trust.rekey_after_bytes;
   session.seals = trust::seals_for(keys, role);
   return session;
 }

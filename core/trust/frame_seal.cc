@@ -1,5 +1,7 @@
 #include "core/trust/frame_seal.h"
 
+#include <openssl/crypto.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -7,11 +9,26 @@
 
 namespace deltacast::trust {
 
-FrameSeal::FrameSeal(const Key& key, Protection mode) : mode_(mode) {
-  if (mode != Protection::kInsecure) gcm_ = make_aes_gcm(key);
+FrameSeal::FrameSeal(const Key& key, Protection mode, uint64_t rekey_after_bytes)
+    : mode_(mode), key_(key), library_(aes_gcm_library()), rekey_after_bytes_(rekey_after_bytes) {
+  if (rekey_after_bytes == 0) throw std::invalid_argument("FrameSeal: rekey_after_bytes must be positive");
+  if (mode != Protection::kInsecure) gcm_ = make_aes_gcm(key, library_);
 }
 
-FrameSeal::~FrameSeal() = default;
+FrameSeal::~FrameSeal() { OPENSSL_cleanse(key_.data(), key_.size()); }
+
+void FrameSeal::count_frame() {
+  ++sequence_;
+  if (mode_ == Protection::kInsecure) return;
+  bytes_under_key_ += kTagBytes;
+  if (bytes_under_key_ < rekey_after_bytes_) return;
+  Key next = next_key(key_);
+  key_ = next;
+  OPENSSL_cleanse(next.data(), next.size());
+  gcm_ = make_aes_gcm(key_, library_);
+  bytes_under_key_ = 0;
+  ++generation_;
+}
 
 void FrameSeal::start(bool encrypting, uint64_t number, const void* header, size_t header_size) {
   if (broken_) throw std::logic_error("FrameSeal: a frame failed its tag; the connection must be dropped");
@@ -33,22 +50,36 @@ void FrameSeal::process(const void* in, void* out, size_t size) {
   if (mode_ != Protection::kEncrypted && dst != src) std::memmove(dst, src, size);
 }
 
-void FrameSeal::begin(const void* header, size_t header_size) { start(true, sequence_, header, header_size); }
-
-void FrameSeal::add(const void* in, void* out, size_t size) { process(in, out, size); }
-
-void FrameSeal::finish(uint8_t tag[kTagBytes]) {
-  ++sequence_;
-  if (mode_ != Protection::kInsecure) gcm_->tag(tag);
+void FrameSeal::begin(const void* header, size_t header_size) {
+  start(true, sequence_, header, header_size);
+  bytes_under_key_ += header_size;
 }
 
-void FrameSeal::begin_open(const void* header, size_t header_size) { start(false, sequence_, header, header_size); }
+void FrameSeal::add(const void* in, void* out, size_t size) {
+  process(in, out, size);
+  bytes_under_key_ += size;
+}
 
-void FrameSeal::add_open(const void* in, void* out, size_t size) { process(in, out, size); }
+void FrameSeal::finish(uint8_t tag[kTagBytes]) {
+  if (mode_ != Protection::kInsecure) gcm_->tag(tag);
+  count_frame();
+}
+
+void FrameSeal::begin_open(const void* header, size_t header_size) {
+  start(false, sequence_, header, header_size);
+  bytes_under_key_ += header_size;
+}
+
+void FrameSeal::add_open(const void* in, void* out, size_t size) {
+  process(in, out, size);
+  bytes_under_key_ += size;
+}
 
 bool FrameSeal::check(const uint8_t tag[kTagBytes]) {
-  ++sequence_;
-  return verify(tag);
+  const bool right = verify(tag);
+  if (right) count_frame();  // a frame that fails ends the connection: no key after it
+  else ++sequence_;
+  return right;
 }
 
 bool FrameSeal::verify(const uint8_t tag[kTagBytes]) {
@@ -90,8 +121,10 @@ bool FrameSeal::check_numbered(uint64_t number, const void* header, size_t heade
 SessionSeals seals_for(const SessionKeys& keys, Role role) {
   SessionSeals seals;
   const bool client = role == Role::kClient;
-  seals.outgoing = std::make_unique<FrameSeal>(client ? keys.client_to_server : keys.server_to_client, keys.mode);
-  seals.incoming = std::make_unique<FrameSeal>(client ? keys.server_to_client : keys.client_to_server, keys.mode);
+  const Key& sends = client ? keys.client_to_server : keys.server_to_client;
+  const Key& receives = client ? keys.server_to_client : keys.client_to_server;
+  seals.outgoing = std::make_unique<FrameSeal>(sends, keys.mode, keys.rekey_after_bytes);
+  seals.incoming = std::make_unique<FrameSeal>(receives, keys.mode, keys.rekey_after_bytes);
   return seals;
 }
 

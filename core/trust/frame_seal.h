@@ -5,6 +5,11 @@
 // payload; authenticated mode only tags it (GMAC: the payload is associated data). Insecure mode
 // does nothing and adds no tag.
 //
+// Key updates: once a direction has sealed `rekey_after_bytes` (payloads, headers and tags) under
+// one key, both ends move to the next key (next_key) after the frame that crossed the mark, and the
+// sequence numbers go on. Both ends see the same frames in the same order, so they move together
+// with no message; a peer that did not would fail the next frame's tag.
+//
 // One sealer per direction, used by one thread at a time (the connection's writer or reader).
 // A frame is sealed in pieces (begin, add as the payload is produced, finish) so large slices are
 // tagged as they are copied, never read twice.
@@ -24,7 +29,7 @@ inline constexpr size_t kTagBytes = AesGcm::kTagBytes;
 
 class FrameSeal {
  public:
-  FrameSeal(const Key& key, Protection mode);
+  FrameSeal(const Key& key, Protection mode, uint64_t rekey_after_bytes = kRekeyAfterBytes);
   ~FrameSeal();
   FrameSeal(const FrameSeal&) = delete;
   FrameSeal& operator=(const FrameSeal&) = delete;
@@ -34,6 +39,8 @@ class FrameSeal {
   size_t overhead() const { return mode_ == Protection::kInsecure ? 0 : kTagBytes; }
   // Frames sealed (or opened) so far: the next frame's sequence number.
   uint64_t sequence() const { return sequence_; }
+  // Key updates so far (0: the session's first key). Numbered frames count toward none.
+  uint64_t key_generation() const { return generation_; }
 
   // Sender: begin the next frame with its header; add its payload (encrypted in place in
   // encrypted mode: `out` may equal `in`); finish writes the tag.
@@ -66,10 +73,17 @@ class FrameSeal {
   void start(bool encrypting, uint64_t number, const void* header, size_t header_size);
   bool verify(const uint8_t tag[kTagBytes]);
   void process(const void* in, void* out, size_t size);
+  // After a counted frame: its bytes toward the mark, and the next key once it is crossed.
+  void count_frame();
 
   Protection mode_;
   bool broken_ = false;
   uint64_t sequence_ = 0;
+  Key key_{};                      // the current key (for the next one)
+  AesGcmLibrary library_;          // kept across key updates
+  uint64_t rekey_after_bytes_;
+  uint64_t bytes_under_key_ = 0;   // counted frames' bytes, the one in progress too
+  uint64_t generation_ = 0;
   std::unique_ptr<AesGcm> gcm_;  // null in insecure mode
 };
 

@@ -8,6 +8,7 @@
 #include <openssl/rand.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "core/byte_io.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 constexpr std::string_view kProofLabel = "deltacast proof v1";
 constexpr std::string_view kKeyLabel = "deltacast session keys v1";
+constexpr std::string_view kKeyUpdateLabel = "deltacast key update v1";
 
 bool known_purpose(uint8_t p) { return p >= 1 && p <= 3; }
 
@@ -118,6 +120,36 @@ Status check_proof(const GroupSecret& secret, Role prover, const Hello& client, 
       "on the way)");
 }
 
+namespace {
+
+// HKDF-SHA256 (RFC 5869) from libcrypto: extract and expand where a salt is given; expand only
+// where it is not (the key is then already a uniformly random key, as a session key is).
+bool hkdf_sha256(const uint8_t* key, size_t key_size, const uint8_t* salt, size_t salt_size, const uint8_t* info,
+                 size_t info_size, uint8_t* out, size_t out_size) {
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  if (kdf == nullptr) return false;
+  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
+  EVP_KDF_free(kdf);
+  if (ctx == nullptr) return false;
+  char digest[] = "SHA256";
+  int mode = salt != nullptr ? EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND : EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+  OSSL_PARAM params[6];
+  size_t n = 0;
+  params[n++] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0);
+  params[n++] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
+  params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(key), key_size);
+  if (salt != nullptr) {
+    params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt), salt_size);
+  }
+  params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<uint8_t*>(info), info_size);
+  params[n] = OSSL_PARAM_construct_end();
+  const int ok = EVP_KDF_derive(ctx, out, out_size, params);
+  EVP_KDF_CTX_free(ctx);
+  return ok == 1;
+}
+
+}  // namespace
+
 Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server,
                                 Protection mode) {
   uint8_t salt[2 * kNonceBytes];
@@ -129,30 +161,25 @@ Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, 
   info[kKeyLabel.size() + 1] = static_cast<uint8_t>(mode);
 
   uint8_t out[2 * kKeyBytes];
-  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  if (kdf == nullptr) return internal_error("handshake: libcrypto offers no HKDF");
-  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
-  EVP_KDF_free(kdf);
-  if (ctx == nullptr) return internal_error("handshake: libcrypto made no HKDF context");
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(secret.bytes().data()),
-                                        secret.bytes().size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, salt, sizeof salt),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof info),
-      OSSL_PARAM_construct_end(),
-  };
-  const int ok = EVP_KDF_derive(ctx, out, sizeof out, params);
-  EVP_KDF_CTX_free(ctx);
-  if (ok != 1) return internal_error("handshake: libcrypto's HKDF failed");
-
+  if (!hkdf_sha256(secret.bytes().data(), secret.bytes().size(), salt, sizeof salt, info, sizeof info, out,
+                   sizeof out)) {
+    return internal_error("handshake: libcrypto's HKDF failed");
+  }
   SessionKeys keys;
   std::memcpy(keys.client_to_server.data(), out, kKeyBytes);
   std::memcpy(keys.server_to_client.data(), out + kKeyBytes, kKeyBytes);
   keys.mode = mode;
   OPENSSL_cleanse(out, sizeof out);
   return keys;
+}
+
+Key next_key(const Key& key) {
+  Key next;
+  if (!hkdf_sha256(key.data(), key.size(), nullptr, 0, reinterpret_cast<const uint8_t*>(kKeyUpdateLabel.data()),
+                   kKeyUpdateLabel.size(), next.data(), next.size())) {
+    throw std::runtime_error("libcrypto's HKDF failed deriving a connection's next key");
+  }
+  return next;
 }
 
 }  // namespace deltacast::trust

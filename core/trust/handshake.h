@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/trust/group_secret.h"
 #include "core/trust/protection.h"
+#include "core/trust/trust.h"
 
 namespace deltacast::trust {
 
@@ -32,7 +33,9 @@ std::string_view purpose_name(Purpose purpose);
 enum class Role : uint8_t { kClient = 1, kServer = 2 };
 
 inline constexpr uint32_t kHelloMagic = 0x31414344;  // "DCA1"
-inline constexpr uint8_t kHandshakeVersion = 1;
+// 2: sessions move to the next key every kRekeyAfterBytes (trust.h, frame_seal.h); a version-1 peer would
+// not, so it is refused at its hello, naming the version.
+inline constexpr uint8_t kHandshakeVersion = 2;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kHelloBytes = 40;  // u32 magic | u8 version | u8 mode | u8 purpose | u8 0 | nonce
 inline constexpr size_t kProofBytes = 32;
@@ -75,9 +78,14 @@ struct SessionKeys {
   Key client_to_server{};
   Key server_to_client{};
   Protection mode = Protection::kAuthenticated;
+  uint64_t rekey_after_bytes = kRekeyAfterBytes;  // Trust::rekey_after_bytes
 };
 // Both directions' keys for the agreed `mode` (the same on both ends).
 Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server,
                                 Protection mode);
+// A direction's key after a key update: HKDF-SHA256's expansion of the current key under a label
+// of its own (one-way: a key that leaks says nothing of the ones before it). Throws
+// std::runtime_error if libcrypto fails.
+Key next_key(const Key& key);
 
 }  // namespace deltacast::trust

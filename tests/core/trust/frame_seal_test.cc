@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <random>
 #include <vector>
@@ -163,6 +165,74 @@ TEST_P(FrameSealModes, PiecesSealAsTheWholeDoes) {
   EXPECT_EQ(f.payload, g.payload);
 }
 
+// Key updates against a reference of the rule: every frame's tag and ciphertext are the
+// one-shot AES-GCM under the key a plain count of bytes says it falls under (the session's key
+// moved on by next_key once per 4 KiB counted), frames sealed and opened in random pieces.
+TEST_P(FrameSealModes, BothEndsMoveToTheNextKeyTogetherAtTheMark) {
+  const Protection mode = FrameSealModes::mode();
+  SessionKeys keys = keys_for(mode);
+  keys.rekey_after_bytes = 4096;
+  auto sender = seals_for(keys, Role::kClient), receiver = seals_for(keys, Role::kServer);
+  std::mt19937 rng(7);
+  Key expected_key = keys.client_to_server;
+  uint64_t counted = 0, generation = 0;
+  for (uint32_t i = 0; i < 300; ++i) {
+    const size_t bytes = i % 50 == 0 ? 0 : rng() % 3000;
+    const Frame plain{random_bytes(1 + rng() % 40, 2 * i), random_bytes(bytes, 2 * i + 1)};
+    Frame f = plain;
+    const uint64_t sequence = sender.outgoing->sequence();
+    sender.outgoing->begin(f.header.data(), f.header.size());
+    for (size_t at = 0; at < bytes;) {
+      const size_t n = std::min<size_t>(bytes - at, 1 + rng() % 700);
+      sender.outgoing->add(f.payload.data() + at, f.payload.data() + at, n);
+      at += n;
+    }
+    sender.outgoing->finish(f.tag);
+    std::vector<uint8_t> expected_payload;
+    const bool encrypt = mode == Protection::kEncrypted;
+    ASSERT_EQ(std::vector<uint8_t>(f.tag, f.tag + kTagBytes),
+              reference_tag(expected_key, sequence, plain, encrypt, &expected_payload))
+        << "frame " << i << " under key generation " << generation;
+    ASSERT_EQ(f.payload, expected_payload) << "frame " << i;
+    receiver.incoming->begin_open(f.header.data(), f.header.size());
+    for (size_t at = 0; at < bytes;) {
+      const size_t n = std::min<size_t>(bytes - at, 1 + rng() % 900);
+      receiver.incoming->add_open(f.payload.data() + at, f.payload.data() + at, n);
+      at += n;
+    }
+    ASSERT_TRUE(receiver.incoming->check(f.tag)) << "frame " << i;
+    ASSERT_EQ(f.payload, plain.payload) << "frame " << i;
+    counted += plain.header.size() + bytes + kTagBytes;
+    if (counted >= keys.rekey_after_bytes) {
+      expected_key = next_key(expected_key);
+      counted = 0;
+      ++generation;
+    }
+    ASSERT_EQ(sender.outgoing->key_generation(), generation) << "after frame " << i;
+    ASSERT_EQ(receiver.incoming->key_generation(), generation) << "after frame " << i;
+  }
+  EXPECT_GT(generation, 50u);
+  // The other direction counts its own frames: none went that way.
+  EXPECT_EQ(sender.incoming->key_generation(), 0u);
+}
+
+TEST_P(FrameSealModes, AnEndThatDoesNotMoveToTheNextKeyFailsTheNextFrame) {
+  SessionKeys keys = keys_for(mode());
+  SessionKeys stays = keys;
+  keys.rekey_after_bytes = 1000;
+  auto sender = seals_for(keys, Role::kClient), receiver = seals_for(stays, Role::kServer);
+  ASSERT_TRUE(opens(*receiver.incoming, sealed(*sender.outgoing, 900, 1)));  // 24 + 900 + 16: under
+  ASSERT_TRUE(opens(*receiver.incoming, sealed(*sender.outgoing, 100, 2)));  // crosses: the sender moves on
+  ASSERT_EQ(sender.outgoing->key_generation(), 1u);
+  EXPECT_FALSE(opens(*receiver.incoming, sealed(*sender.outgoing, 100, 3)));
+  // A frame sealed under the first key, replayed to an end that has moved on, fails too.
+  auto sender2 = seals_for(keys, Role::kClient), receiver2 = seals_for(keys, Role::kServer);
+  const Frame first = sealed(*sender2.outgoing, 2000, 4);
+  ASSERT_TRUE(opens(*receiver2.incoming, first));
+  ASSERT_EQ(receiver2.incoming->key_generation(), 1u);
+  EXPECT_FALSE(opens(*receiver2.incoming, first));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, FrameSealModes,
     ::testing::Combine(::testing::Values(Protection::kAuthenticated, Protection::kEncrypted),
@@ -209,6 +279,25 @@ TEST(FrameSeal, NumberedFramesCheckInAnyOrderAndOnlyUnderTheirNumber) {
   uint8_t tag[kTagBytes];
   EXPECT_THROW(encrypting.tag_numbered(0, frames[0].header.data(), 48, frames[0].payload.data(), 10, tag),
                std::logic_error);
+}
+
+// HKDF-SHA256's expansion to 32 bytes is one HMAC block: HMAC(key, label | 0x01). Held to that,
+// computed through libcrypto's HMAC directly.
+TEST(FrameSeal, TheNextKeyIsHkdfExpandOfTheCurrentOne) {
+  const Key key = keys_for(Protection::kEncrypted).client_to_server;
+  const std::string label = "deltacast key update v1";
+  std::vector<uint8_t> message(label.begin(), label.end());
+  message.push_back(1);
+  Key expected{};
+  unsigned int length = 0;
+  ASSERT_NE(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(),
+                 expected.data(), &length),
+            nullptr);
+  ASSERT_EQ(length, expected.size());
+  EXPECT_EQ(next_key(key), expected);
+  EXPECT_NE(next_key(key), key);
+  EXPECT_NE(next_key(next_key(key)), next_key(key));
+  EXPECT_THROW(FrameSeal(key, Protection::kEncrypted, 0), std::invalid_argument);
 }
 
 TEST(FrameSeal, InsecureAddsNothingAndChecksNothing) {
