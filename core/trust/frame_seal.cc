@@ -77,8 +77,11 @@ void FrameSeal::add_open(const void* in, void* out, size_t size) {
 
 bool FrameSeal::check(const uint8_t tag[kTagBytes]) {
   const bool right = verify(tag);
-  if (right) count_frame();  // a frame that fails ends the connection: no key after it
-  else ++sequence_;
+  if (right) {
+    count_frame();
+  } else {
+    ++sequence_;  // a frame that failed ends the connection: no key after it
+  }
   return right;
 }
 

@@ -79,10 +79,10 @@ class FrameSeal {
   Protection mode_;
   bool broken_ = false;
   uint64_t sequence_ = 0;
-  Key key_{};                      // the current key (for the next one)
-  AesGcmLibrary library_;          // kept across key updates
+  Key key_{};              // the current key (for the next one)
+  AesGcmLibrary library_;  // kept across key updates
   uint64_t rekey_after_bytes_;
-  uint64_t bytes_under_key_ = 0;   // counted frames' bytes, the one in progress too
+  uint64_t bytes_under_key_ = 0;  // counted frames' bytes, the one in progress too
   uint64_t generation_ = 0;
   std::unique_ptr<AesGcm> gcm_;  // null in insecure mode
 };

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <tuple>
-#include <random>
 #include <vector>
 
 #include "core/byte_io.h"
