@@ -43,6 +43,14 @@ void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& to
             return chosen.ok() ? std::string() : std::string(chosen.message());
           },
           "LIBRARY"));
+  command
+      ->add_option("--rekey-after", args.rekey_after_bytes,
+                   "Bytes each direction of a connection seals under one key before both ends move to the next, "
+                   "like 4m (default 2^38, the protocol's; lower it only to exercise key updates, on every member)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Validator(
+          [](std::string& bytes) { return bytes == "0" ? std::string("must be 1 byte or more") : std::string(); },
+          "POSITIVE"));
 }
 
 trust::Trust trust_of(const TrustArgs& args) {
@@ -53,6 +61,7 @@ trust::Trust trust_of(const TrustArgs& args) {
   trust::Trust trust;
   trust.secret = *secret;
   trust.protection = *mode;
+  trust.rekey_after_bytes = args.rekey_after_bytes;
   return trust;
 }
 

@@ -435,6 +435,7 @@ Json Soak::report(double seconds_run) const {
   r["rails"] = args_.rails;
   r["rail_rate"] = args_.rail_rate;
   r["protection"] = args_.trust.protection;
+  r["rekey_after_bytes"] = args_.trust.rekey_after_bytes;
   r["elements"] = args_.elements;
   r["seed"] = args_.seed;
   r["fault_log"] = fault_log_;

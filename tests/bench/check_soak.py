@@ -1,7 +1,8 @@
 """deltacast-bench soak, short (the README gives the hour-long command): a producer and six
 consumers in network namespaces for two minutes, versions at mixed densities, rail ports cut
 and throttled, consumers SIGKILLed and started again, the producer SIGKILLed mid-version every
-40 s or so. Every commit must match the producer's hash (0 mismatches), every version reach every
+40 s or so, every connection moving to its next key after each MiB it seals (--rekey-after: the
+protocol's 256 GiB, lowered so that key updates meet every fault). Every commit must match the producer's hash (0 mismatches), every version reach every
 live consumer (0 lost), every fault kind must have happened, and the consumers' reports must
 have been checked for real (commits, at producer loss, at exit). Needs root (skips otherwise)."""
 import json
@@ -16,7 +17,9 @@ if os.geteuid() != 0:
 bench = sys.argv[1]
 minutes = float(os.environ.get("DELTACAST_SOAK_MINUTES", "2"))
 kill_every = 40
-out = subprocess.run([bench, "soak", "--minutes", str(minutes), "--producer-kill-every", str(kill_every), "--json"],
+rekey_after = 1 << 20
+out = subprocess.run([bench, "soak", "--minutes", str(minutes), "--producer-kill-every", str(kill_every),
+                      "--rekey-after", str(rekey_after), "--json"],
                      capture_output=True, text=True, timeout=minutes * 60 + 600)
 if out.returncode == 77:
     print("skipped:", out.stderr.strip())
@@ -29,6 +32,7 @@ summary = {k: v for k, v in r.items() if k != "fault_log"}
 print(json.dumps(summary, indent=1))
 for key in ["versions", "faults", "mismatches", "lost_versions", "max_stall_ms"]:
     assert key in r, key
+assert r["protection"] == "authenticated" and r["rekey_after_bytes"] == rekey_after, r
 assert r["mismatches"] == 0, r["problems"]
 assert r["lost_versions"] == 0, r["problems"]
 assert r["problem_count"] == 0, r["problems"]
