@@ -80,22 +80,30 @@ Result<Hello> decode_hello(const uint8_t* bytes, size_t size) {
   return hello;
 }
 
-Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hello& server) {
-  uint8_t message[kProofLabel.size() + 1 + 2 * kHelloBytes];
+Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hello& server, const Exchange* exchange) {
+  // label | role | client HELLO | server HELLO [| client share | server share]
+  constexpr size_t kHellos = kProofLabel.size() + 1 + 2 * kHelloBytes;
+  uint8_t message[kHellos + 2 * kShareBytes];
   std::memcpy(message, kProofLabel.data(), kProofLabel.size());
   message[kProofLabel.size()] = static_cast<uint8_t>(role);
   encode_hello(client, message + kProofLabel.size() + 1);
   encode_hello(server, message + kProofLabel.size() + 1 + kHelloBytes);
+  size_t length = kHellos;
+  if (exchange != nullptr) {
+    std::memcpy(message + kHellos, exchange->client.data(), kShareBytes);
+    std::memcpy(message + kHellos + kShareBytes, exchange->server.data(), kShareBytes);
+    length += 2 * kShareBytes;
+  }
   Proof proof{};
   unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.bytes().data(), static_cast<int>(secret.bytes().size()), message, sizeof message,
-       proof.data(), &len);
+  HMAC(EVP_sha256(), secret.bytes().data(), static_cast<int>(secret.bytes().size()), message, length, proof.data(),
+       &len);
   return proof;
 }
 
 bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
-                    const uint8_t received[kProofBytes]) {
-  const Proof expected = prove(secret, role, client, server);
+                    const uint8_t received[kProofBytes], const Exchange* exchange) {
+  const Proof expected = prove(secret, role, client, server, exchange);
   return CRYPTO_memcmp(expected.data(), received, kProofBytes) == 0;
 }
 
@@ -112,8 +120,8 @@ Result<Protection> agree_terms(Role self, Protection required, const Hello& clie
 }
 
 Status check_proof(const GroupSecret& secret, Role prover, const Hello& client, const Hello& server,
-                   const uint8_t received[kProofBytes]) {
-  if (proof_is_right(secret, prover, client, server, received)) return Status();
+                   const uint8_t received[kProofBytes], const Exchange* exchange) {
+  if (proof_is_right(secret, prover, client, server, received, exchange)) return Status();
   // A replayed or altered handshake fails the same proof: the message names both causes.
   return permission_denied(
       "handshake: wrong secret (the peer does not hold this group's secret, or the handshake was replayed or altered "
@@ -150,8 +158,8 @@ bool hkdf_sha256(const uint8_t* key, size_t key_size, const uint8_t* salt, size_
 
 }  // namespace
 
-Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server,
-                                Protection mode) {
+Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode,
+                                const Exchange* exchange) {
   uint8_t salt[2 * kNonceBytes];
   std::memcpy(salt, client.nonce.data(), kNonceBytes);
   std::memcpy(salt + kNonceBytes, server.nonce.data(), kNonceBytes);
@@ -159,12 +167,18 @@ Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, 
   std::memcpy(info, kKeyLabel.data(), kKeyLabel.size());
   info[kKeyLabel.size()] = static_cast<uint8_t>(client.purpose);
   info[kKeyLabel.size() + 1] = static_cast<uint8_t>(mode);
-
-  uint8_t out[2 * kKeyBytes];
-  if (!hkdf_sha256(secret.bytes().data(), secret.bytes().size(), salt, sizeof salt, info, sizeof info, out,
-                   sizeof out)) {
-    return internal_error("handshake: libcrypto's HKDF failed");
+  // The input key: the group secret, then the exchange's agreed secret where there was one.
+  uint8_t input[GroupSecret::kBytes + sizeof(SharedSecret)];
+  std::memcpy(input, secret.bytes().data(), GroupSecret::kBytes);
+  size_t input_size = GroupSecret::kBytes;
+  if (exchange != nullptr) {
+    std::memcpy(input + GroupSecret::kBytes, exchange->agreed.data(), exchange->agreed.size());
+    input_size += exchange->agreed.size();
   }
+  uint8_t out[2 * kKeyBytes];
+  const bool derived = hkdf_sha256(input, input_size, salt, sizeof salt, info, sizeof info, out, sizeof out);
+  OPENSSL_cleanse(input, sizeof input);
+  if (!derived) return internal_error("handshake: libcrypto's HKDF failed");
   SessionKeys keys;
   std::memcpy(keys.client_to_server.data(), out, kKeyBytes);
   std::memcpy(keys.server_to_client.data(), out + kKeyBytes, kKeyBytes);

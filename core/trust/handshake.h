@@ -1,15 +1,18 @@
 // The mutual challenge-response every connection starts with, as bytes (no I/O here: the
 // transport and the control link drive it over their sockets).
 //
-//   client -> server  HELLO (its mode, the connection's purpose, a fresh 32-byte nonce)
-//   server -> client  HELLO, then PROOF_server
+//   client -> server  HELLO (its mode, the connection's purpose, a fresh 32-byte nonce) [| SHARE]
+//   server -> client  HELLO [| SHARE], then PROOF_server
 //   client -> server  PROOF_client
 //
-// PROOF = HMAC-SHA256(secret, label | role | client HELLO | server HELLO): each side proves it
-// holds the secret over both sides' fresh nonces, so a recorded proof fits no later connection and
-// neither proof says anything of the secret. Both ends then derive the session's two keys (one per
-// direction) with HKDF-SHA256 from the secret, salted with both nonces and bound to the purpose
-// and the agreed mode. See docs/DESIGN.md, "Trust".
+// PROOF = HMAC-SHA256(secret, label | role | client HELLO | server HELLO [| both SHAREs]): each
+// side proves it holds the secret over both sides' fresh nonces, so a recorded proof fits no later
+// connection and neither proof says anything of the secret. Both ends then derive the session's
+// two keys (one per direction) with HKDF-SHA256 from the secret [and the secret the two SHAREs
+// agree on], salted with both nonces and bound to the purpose and the agreed mode. TCP
+// connections exchange SHAREs (ephemeral X25519 halves, key_share.h: forward secrecy); RDMA's
+// connection manager has no room for them in its connect request, and its rails only tag. See
+// docs/DESIGN.md, "Trust".
 #pragma once
 
 #include <array>
@@ -17,6 +20,7 @@
 
 #include "core/status.h"
 #include "core/trust/group_secret.h"
+#include "core/trust/key_share.h"
 #include "core/trust/protection.h"
 #include "core/trust/trust.h"
 
@@ -60,10 +64,12 @@ void encode_hello(const Hello& hello, uint8_t out[kHelloBytes]);
 Result<Hello> decode_hello(const uint8_t* bytes, size_t size);
 
 // The proof `role` sends over the two hellos.
-Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hello& server);
+// With an `exchange` (TCP connections: key_share.h), both public halves are covered too.
+Proof prove(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
+            const Exchange* exchange = nullptr);
 // Whether `received` is the proof `role` owes (compared in constant time).
 bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, const Hello& server,
-                    const uint8_t received[kProofBytes]);
+                    const uint8_t received[kProofBytes], const Exchange* exchange = nullptr);
 
 // The terms both ends check once both hellos are known, worded the same on every transport:
 // the same purpose (`self` says which end asks, so each names the mix-up its way), then the mode
@@ -72,7 +78,7 @@ Result<Protection> agree_terms(Role self, Protection required, const Hello& clie
 // Whether `received` is the proof `prover` owes; a refusal says "wrong secret" and names the
 // other causes a failed proof has (a handshake replayed or altered on the way).
 Status check_proof(const GroupSecret& secret, Role prover, const Hello& client, const Hello& server,
-                   const uint8_t received[kProofBytes]);
+                   const uint8_t received[kProofBytes], const Exchange* exchange = nullptr);
 
 struct SessionKeys {
   Key client_to_server{};
@@ -81,8 +87,10 @@ struct SessionKeys {
   uint64_t rekey_after_bytes = kRekeyAfterBytes;  // Trust::rekey_after_bytes
 };
 // Both directions' keys for the agreed `mode` (the same on both ends).
-Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server,
-                                Protection mode);
+// With an `exchange`, its agreed secret joins the group secret as HKDF's input key, so the keys
+// need the connection's ephemeral halves as well as the group secret (forward secrecy).
+Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, const Hello& server, Protection mode,
+                                const Exchange* exchange = nullptr);
 // A direction's key after a key update: HKDF-SHA256's expansion of the current key under a label
 // of its own (one-way: a key that leaks says nothing of the ones before it). Throws
 // std::runtime_error if libcrypto fails.

@@ -1,8 +1,8 @@
 // libFuzzer target: what an attacker can send before and after a handshake. The first byte
 // picks what the rest is:
-//   0: the client's side of a handshake, read by a server (the producer's, a coordinator's or a
-//      data rail's): it must never succeed (the input cannot prove a secret over the server's
-//      fresh nonce) and must refuse with a reason;
+//   0: the client's side of a handshake (hello, X25519 key share, proof), read by a server (the
+//      producer's, a coordinator's or a data rail's): it must never succeed (the input cannot
+//      prove a secret over the server's fresh nonce and key share) and must refuse with a reason;
 //   1, 2: bytes read as control frames of an established session (authenticated, encrypted):
 //      none may open (a forged tag), each refusal says why;
 //   3: a hello, decoded: refused with a reason or decoded to fields in range.

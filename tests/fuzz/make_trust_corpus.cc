@@ -1,4 +1,4 @@
-// Seeds for fuzz_trust: a proper client hello (then a proof of zeros), a sealed control frame of
+// Seeds for fuzz_trust: a proper client hello and key share (then a proof of zeros), a sealed control frame of
 // another session, and hellos of each mode and purpose; each prefixed with the byte that picks
 // its part of the target.
 #include <fstream>
@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
       const std::string name = std::string(trust::protection_name(mode)) + "-" + std::string(trust::purpose_name(purpose));
       write_seed(dir, "hello-" + name, 3, hello_bytes(mode, purpose));
       auto client = hello_bytes(mode, purpose);
+      const trust::Share share = trust::KeyShare::fresh().value().share();
+      client.insert(client.end(), share.begin(), share.end());
       client.resize(client.size() + trust::kProofBytes, 0);
       write_seed(dir, "client-" + name, 0, client);
     }
