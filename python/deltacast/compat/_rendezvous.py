@@ -96,15 +96,24 @@ class Rendezvous:
                 self.store = _LocalStore()
             return
         torch = torch_module()
-        try:
-            # The master does not wait for the others here: the first exchange does, and names who
-            # is missing.
-            self.store = torch.distributed.TCPStore(master_addr, int(master_port), world_size, rank == 0,
-                                                    timedelta(seconds=start_timeout), wait_for_workers=False)
-        except (RuntimeError, OSError) as e:  # torch 1.x: the builtin TimeoutError; 2.x: DistNetworkError
-            raise ConnectionError(f"rank {rank}: no rendezvous with rank 0 at {master_addr}:{master_port} within "
-                                  f"{start_timeout:.0f} s (rank 0 serves the ranks' store: is it running, with the "
-                                  f"same MASTER_ADDR and MASTER_PORT?): {e}") from None
+        # The master does not wait for the others here: the first exchange does, and names who is
+        # missing. torch's client backs off between connection attempts and gives up once the next
+        # wait would pass its timeout, up to a second before it: the attempts go on until
+        # start_timeout has passed in full, as documented.
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                self.store = torch.distributed.TCPStore(
+                    master_addr, int(master_port), world_size, rank == 0,
+                    timedelta(seconds=max(deadline - time.monotonic(), 0.1)), wait_for_workers=False)
+                break
+            except (RuntimeError, OSError) as e:  # torch 1.x: the builtin TimeoutError; 2.x: DistNetworkError
+                if rank == 0 or time.monotonic() >= deadline:  # rank 0 serves: its errors do not pass
+                    raise ConnectionError(
+                        f"rank {rank}: no rendezvous with rank 0 at {master_addr}:{master_port} within "
+                        f"{start_timeout:.0f} s (rank 0 serves the ranks' store: is it running, with the same "
+                        f"MASTER_ADDR and MASTER_PORT?): {e}") from None
+                time.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
         # From here on, the store's own waits are the exchanges'.
         self.store.set_timeout(timedelta(seconds=timeout))
 
