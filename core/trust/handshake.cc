@@ -187,6 +187,11 @@ Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, 
   return keys;
 }
 
+SessionKeys::~SessionKeys() {
+  OPENSSL_cleanse(client_to_server.data(), client_to_server.size());
+  OPENSSL_cleanse(server_to_client.data(), server_to_client.size());
+}
+
 Key next_key(const Key& key) {
   Key next;
   if (!hkdf_sha256(key.data(), key.size(), nullptr, 0, reinterpret_cast<const uint8_t*>(kKeyUpdateLabel.data()),

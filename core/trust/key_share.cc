@@ -31,13 +31,19 @@ Result<SharedSecret> KeyShare::agree(const Share& peer) const {
   EVP_PKEY* theirs = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, peer.data(), peer.size());
   if (theirs == nullptr) return permission_denied("handshake: the peer's key share is not an X25519 public key");
   EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new(pair_->key, nullptr);
+  if (ctx == nullptr || EVP_PKEY_derive_init(ctx) != 1) {
+    EVP_PKEY_CTX_free(ctx);
+    EVP_PKEY_free(theirs);
+    return internal_error("handshake: libcrypto could not start an X25519 agreement");
+  }
   SharedSecret agreed{};
   size_t length = agreed.size();
-  const bool derived = ctx != nullptr && EVP_PKEY_derive_init(ctx) == 1 && EVP_PKEY_derive_set_peer(ctx, theirs) == 1 &&
+  // What fails from here on is the peer's half: libcrypto refuses an all-zero result itself, and
+  // the check below does not depend on that.
+  const bool derived = EVP_PKEY_derive_set_peer(ctx, theirs) == 1 &&
                        EVP_PKEY_derive(ctx, agreed.data(), &length) == 1 && length == agreed.size();
   EVP_PKEY_CTX_free(ctx);
   EVP_PKEY_free(theirs);
-  // libcrypto refuses an all-zero result itself; the check here does not depend on that.
   static const SharedSecret kZero{};
   if (!derived || CRYPTO_memcmp(agreed.data(), kZero.data(), agreed.size()) == 0) {
     OPENSSL_cleanse(agreed.data(), agreed.size());
