@@ -85,7 +85,7 @@ struct SessionKeys {
   Key server_to_client{};
   Protection mode = Protection::kAuthenticated;
   uint64_t rekey_after_bytes = kRekeyAfterBytes;  // Trust::rekey_after_bytes
-  ~SessionKeys();                                  // wipes both keys
+  ~SessionKeys();                                 // wipes both keys
 };
 // Both directions' keys for the agreed `mode` (the same on both ends).
 // With an `exchange`, its agreed secret joins the group secret as HKDF's input key, so the keys
