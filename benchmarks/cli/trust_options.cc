@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/trust/handshake.h"
+
 namespace deltacast::bench {
 
 void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& token_default) {
@@ -44,13 +46,18 @@ void add_trust_options(CLI::App* command, TrustArgs& args, const std::string& to
           },
           "LIBRARY"));
   command
-      ->add_option("--rekey-after", args.rekey_after_bytes,
-                   "Bytes each direction of a connection seals under one key before both ends move to the next, "
-                   "like 4m (default 2^38, the protocol's; lower it only to exercise key updates, on every member)")
+      ->add_option(
+          "--rekey-after", args.rekey_after_bytes,
+          "Bytes each direction of a connection seals under one key before both ends move to the next, "
+          "a power of two like 1m (default 2^38, the protocol's; lower it only to exercise key updates, on every "
+          "member: a peer with another mark is refused naming both)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Validator(
-          [](std::string& bytes) { return bytes == "0" ? std::string("must be 1 byte or more") : std::string(); },
-          "POSITIVE"));
+          [](std::string& bytes) {
+            const auto log2 = trust::rekey_mark_log2(std::stoull(bytes));
+            return log2.ok() ? std::string() : std::string(log2.status().message());
+          },
+          "POWER OF TWO"));
 }
 
 trust::Trust trust_of(const TrustArgs& args) {

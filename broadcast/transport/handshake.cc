@@ -34,7 +34,8 @@ Status write_hello(int fd, const Hello& hello, const trust::Share& share, Clock:
 
 Result<Session> shake_hands(int fd, Role role, const trust::Trust& trust, trust::Purpose purpose,
                             Clock::time_point deadline, const std::atomic<bool>* stop) {
-  DC_ASSIGN_OR_RETURN(const Hello mine, trust::fresh_hello(trust.protection, purpose));
+  DC_ASSIGN_OR_RETURN(const uint8_t rekey_log2, trust::rekey_mark_log2(trust.rekey_after_bytes));
+  DC_ASSIGN_OR_RETURN(const Hello mine, trust::fresh_hello(trust.protection, purpose, rekey_log2));
   DC_ASSIGN_OR_RETURN(const trust::KeyShare my_share, trust::KeyShare::fresh());
   Hello client, server;
   trust::Exchange exchange;

@@ -41,10 +41,22 @@ std::string_view purpose_name(Purpose purpose) {
   return "unknown";
 }
 
-Result<Hello> fresh_hello(Protection mode, Purpose purpose) {
+constexpr uint8_t kMinRekeyLog2 = 10;
+constexpr uint8_t kMaxRekeyLog2 = 62;
+
+Result<uint8_t> rekey_mark_log2(uint64_t rekey_after_bytes) {
+  for (uint8_t n = kMinRekeyLog2; n <= kMaxRekeyLog2; ++n) {
+    if (rekey_after_bytes == uint64_t{1} << n) return n;
+  }
+  return invalid_argument("the key-update mark ({} bytes) must be a power of two from 2^{} to 2^{}", rekey_after_bytes,
+                          kMinRekeyLog2, kMaxRekeyLog2);
+}
+
+Result<Hello> fresh_hello(Protection mode, Purpose purpose, uint8_t rekey_log2) {
   Hello hello;
   hello.mode = mode;
   hello.purpose = purpose;
+  hello.rekey_log2 = rekey_log2;
   // A repeated nonce would let a recorded proof be replayed: no fallback to a weaker source.
   if (RAND_bytes(hello.nonce.data(), static_cast<int>(hello.nonce.size())) != 1) {
     return internal_error("handshake: libcrypto's random source failed");
@@ -57,7 +69,7 @@ void encode_hello(const Hello& hello, uint8_t out[kHelloBytes]) {
   out[4] = kHandshakeVersion;
   out[5] = static_cast<uint8_t>(hello.mode);
   out[6] = static_cast<uint8_t>(hello.purpose);
-  out[7] = 0;
+  out[7] = hello.rekey_log2;
   std::memcpy(out + 8, hello.nonce.data(), kNonceBytes);
 }
 
@@ -72,10 +84,14 @@ Result<Hello> decode_hello(const uint8_t* bytes, size_t size) {
   }
   if (bytes[5] > static_cast<uint8_t>(Protection::kEncrypted)) return corrupt("handshake: unknown mode {}", bytes[5]);
   if (!known_purpose(bytes[6])) return corrupt("handshake: unknown purpose {}", bytes[6]);
-  if (bytes[7] != 0) return corrupt("handshake: reserved byte set");
+  if (bytes[7] < kMinRekeyLog2 || bytes[7] > kMaxRekeyLog2) {
+    return corrupt("handshake: a key-update mark of 2^{} bytes (2^{} to 2^{} are known)", bytes[7], kMinRekeyLog2,
+                   kMaxRekeyLog2);
+  }
   Hello hello;
   hello.mode = static_cast<Protection>(bytes[5]);
   hello.purpose = static_cast<Purpose>(bytes[6]);
+  hello.rekey_log2 = bytes[7];
   std::memcpy(hello.nonce.data(), bytes + 8, kNonceBytes);
   return hello;
 }
@@ -115,6 +131,14 @@ Result<Protection> agree_terms(Role self, Protection required, const Hello& clie
     }
     return permission_denied("handshake: the peer asked for {}; this is {}", what_serves(client.purpose),
                              what_serves(server.purpose));
+  }
+  if (client.rekey_log2 != server.rekey_log2) {
+    const Hello& mine = self == Role::kClient ? client : server;
+    const Hello& theirs = self == Role::kClient ? server : client;
+    return permission_denied(
+        "handshake: the peer moves to a new key every 2^{} bytes; this side every 2^{} (every "
+        "member must use the same key-update mark)",
+        theirs.rekey_log2, mine.rekey_log2);
   }
   return agree_protection(required, self == Role::kClient ? server.mode : client.mode);
 }

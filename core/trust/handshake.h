@@ -41,7 +41,8 @@ inline constexpr uint32_t kHelloMagic = 0x31414344;  // "DCA1"
 // not, so it is refused at its hello, naming the version.
 inline constexpr uint8_t kHandshakeVersion = 2;
 inline constexpr size_t kNonceBytes = 32;
-inline constexpr size_t kHelloBytes = 40;  // u32 magic | u8 version | u8 mode | u8 purpose | u8 0 | nonce
+// u32 magic | u8 version | u8 mode | u8 purpose | u8 log2 of the key-update mark | nonce
+inline constexpr size_t kHelloBytes = 40;
 inline constexpr size_t kProofBytes = 32;
 inline constexpr size_t kKeyBytes = 32;
 
@@ -52,12 +53,16 @@ using Key = std::array<uint8_t, kKeyBytes>;
 struct Hello {
   Protection mode = Protection::kAuthenticated;
   Purpose purpose = Purpose::kControl;
+  uint8_t rekey_log2 = kRekeyAfterLog2;  // the bytes a direction seals under one key, as a power of two
   Nonce nonce{};
 };
 
+// The power of two `rekey_after_bytes` is (Trust::rekey_after_bytes), or a refusal naming it.
+Result<uint8_t> rekey_mark_log2(uint64_t rekey_after_bytes);
+
 // A hello with a nonce fresh from the operating system's random source (an error if it fails:
 // there is no weaker fallback).
-Result<Hello> fresh_hello(Protection mode, Purpose purpose);
+Result<Hello> fresh_hello(Protection mode, Purpose purpose, uint8_t rekey_log2 = kRekeyAfterLog2);
 void encode_hello(const Hello& hello, uint8_t out[kHelloBytes]);
 // Refuses other magic (a peer without authentication: an older deltacast, or not deltacast at
 // all), another version, and fields out of range, saying which.
@@ -72,8 +77,8 @@ bool proof_is_right(const GroupSecret& secret, Role role, const Hello& client, c
                     const uint8_t received[kProofBytes], const Exchange* exchange = nullptr);
 
 // The terms both ends check once both hellos are known, worded the same on every transport:
-// the same purpose (`self` says which end asks, so each names the mix-up its way), then the mode
-// the two run (agree_protection).
+// the same purpose (`self` says which end asks, so each names the mix-up its way), the same
+// key-update mark, then the mode the two run (agree_protection).
 Result<Protection> agree_terms(Role self, Protection required, const Hello& client, const Hello& server);
 // Whether `received` is the proof `prover` owes; a refusal says "wrong secret" and names the
 // other causes a failed proof has (a handshake replayed or altered on the way).

@@ -14,13 +14,14 @@ namespace deltacast::trust {
 // AES-GCM, about (16-byte blocks + frames)^2 / 2^129, at 2^-61 (each frame's tag is counted, so
 // blocks + frames stay under 2^34); a 400 Gbit/s rail sends that much in six seconds, and a
 // session may last days.
-inline constexpr uint64_t kRekeyAfterBytes = uint64_t{1} << 38;
+inline constexpr uint8_t kRekeyAfterLog2 = 38;
+inline constexpr uint64_t kRekeyAfterBytes = uint64_t{1} << kRekeyAfterLog2;
 
 struct Trust {
   GroupSecret secret;  // default: no secret (the legacy token 0, an open group)
   Protection protection = Protection::kAuthenticated;
-  // Both ends of a connection must use the same: a protocol constant, which tests lower to cross
-  // many key updates in a short transfer.
+  // A protocol constant, which tests lower to cross many key updates in a short transfer: a power
+  // of two from 2^10 to 2^62. Each hello says it, and a peer with another is refused naming both.
   uint64_t rekey_after_bytes = kRekeyAfterBytes;
 };
 

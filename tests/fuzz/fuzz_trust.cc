@@ -74,7 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!hello.ok()) {
       if (hello.status().message().empty()) std::abort();
     } else if (hello->mode > trust::Protection::kEncrypted || static_cast<uint8_t>(hello->purpose) == 0 ||
-               static_cast<uint8_t>(hello->purpose) > 3) {
+               static_cast<uint8_t>(hello->purpose) > 3 ||
+               !trust::rekey_mark_log2(uint64_t{1} << hello->rekey_log2).ok()) {
       std::abort();
     }
   }

@@ -111,6 +111,31 @@ TEST(TcpHandshake, ARecordingAndTheGroupSecretDoNotOpenTheSession) {
                   .ok());
 }
 
+// The mark in Trust reaches both ends' seals: a frame over it moves both to the next key.
+TEST(TcpHandshake, SessionsMoveToTheNextKeyAtTheMarkTheTrustSets) {
+  trust::Trust t = encrypted_trust();
+  t.rekey_after_bytes = 4096;
+  Tapped tapped = shake_through_tap(t, t);
+  ASSERT_TRUE(tapped.client.ok()) << tapped.client.status().to_string();
+  ASSERT_TRUE(tapped.server.ok()) << tapped.server.status().to_string();
+  const std::vector<uint8_t> header(8, 1);
+  for (int frame = 0; frame < 4; ++frame) {
+    std::vector<uint8_t> payload(3000, static_cast<uint8_t>(frame));
+    uint8_t tag[trust::kTagBytes];
+    tapped.client->seals.outgoing->seal(header.data(), header.size(), payload.data(), payload.size(), tag);
+    ASSERT_TRUE(tapped.server->seals.incoming->open(header.data(), header.size(), payload.data(), payload.size(), tag));
+  }
+  // Each frame counts 8 + 3000 + 16 bytes: every second one crosses the mark.
+  EXPECT_EQ(tapped.client->seals.outgoing->key_generation(), 2u);
+  EXPECT_EQ(tapped.server->seals.incoming->key_generation(), 2u);
+  // A mark that is not a power of two is refused before anything is sent.
+  t.rekey_after_bytes = 5000;
+  Tapped refused = shake_through_tap(t, encrypted_trust());
+  ASSERT_FALSE(refused.client.ok());
+  EXPECT_NE(refused.client.status().message().find("must be a power of two"), std::string::npos)
+      << refused.client.status().message();
+}
+
 TEST(TcpHandshake, APeerOfAnotherVersionIsRefusedNamingBoth) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);

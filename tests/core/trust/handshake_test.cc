@@ -42,8 +42,9 @@ TEST(Handshake, HellosRoundTripAndForeignBytesAreRefusedNamingWhy) {
   auto refused = decode_hello(old_peer, sizeof old_peer);
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(refused.status().message().find("no authentication"), std::string::npos);
-  for (auto [at, value, words] : {std::tuple{4, 9, "version 9"}, std::tuple{5, 3, "unknown mode"},
-                                  std::tuple{6, 0, "unknown purpose"}, std::tuple{7, 1, "reserved"}}) {
+  for (auto [at, value, words] :
+       {std::tuple{4, 9, "version 9"}, std::tuple{5, 3, "unknown mode"}, std::tuple{6, 0, "unknown purpose"},
+        std::tuple{7, 1, "key-update mark of 2^1"}, std::tuple{7, 63, "2^63"}}) {
     uint8_t damaged[kHelloBytes];
     std::memcpy(damaged, bytes, kHelloBytes);
     damaged[at] = static_cast<uint8_t>(value);
