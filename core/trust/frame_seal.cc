@@ -50,10 +50,12 @@ void FrameSeal::process(const void* in, void* out, size_t size) {
   if (mode_ != Protection::kEncrypted && dst != src) std::memmove(dst, src, size);
 }
 
-void FrameSeal::begin(const void* header, size_t header_size) {
-  start(true, sequence_, header, header_size);
+void FrameSeal::begin_counted(bool sealing, const void* header, size_t header_size) {
+  start(sealing, sequence_, header, header_size);
   bytes_under_key_ += header_size;
 }
+
+void FrameSeal::begin(const void* header, size_t header_size) { begin_counted(true, header, header_size); }
 
 void FrameSeal::add(const void* in, void* out, size_t size) {
   process(in, out, size);
@@ -65,15 +67,10 @@ void FrameSeal::finish(uint8_t tag[kTagBytes]) {
   count_frame();
 }
 
-void FrameSeal::begin_open(const void* header, size_t header_size) {
-  start(false, sequence_, header, header_size);
-  bytes_under_key_ += header_size;
-}
+void FrameSeal::begin_open(const void* header, size_t header_size) { begin_counted(false, header, header_size); }
 
-void FrameSeal::add_open(const void* in, void* out, size_t size) {
-  process(in, out, size);
-  bytes_under_key_ += size;
-}
+// Opening a payload piece is the same call as sealing one: the mode decides what it does.
+void FrameSeal::add_open(const void* in, void* out, size_t size) { add(in, out, size); }
 
 bool FrameSeal::check(const uint8_t tag[kTagBytes]) {
   const bool right = verify(tag);

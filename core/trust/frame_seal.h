@@ -71,6 +71,8 @@ class FrameSeal {
 
  private:
   void start(bool encrypting, uint64_t number, const void* header, size_t header_size);
+  // A counted frame's start (begin, begin_open): its header counts toward the key-update mark.
+  void begin_counted(bool sealing, const void* header, size_t header_size);
   bool verify(const uint8_t tag[kTagBytes]);
   void process(const void* in, void* out, size_t size);
   // After a counted frame: its bytes toward the mark, and the next key once it is crossed.
