@@ -17,6 +17,7 @@ Commands on stdin, one JSON line each; every answer and report is a JSON line on
     {"replay": "data"}  dial the destination of the earliest recorded data connection again and
                         play what its client sent, from its first byte
     {"stats": true}     connections seen, bytes carried, attacks still armed, connections closed
+                        and the kind of each one still open
 Reports: {"event": "applied", "attack": ..., "conn": N, ...} when an attack hits, and
 {"event": "closed", "conn": N, "by": "client"|"server", "after_attack": ATTACK|null} when a
 connection ends."""
@@ -240,8 +241,10 @@ def commands():
         elif "stats" in cmd:
             with lock:
                 capture.flush()
+                gone = {c["conn"] for c in stats["closed"]}
                 say({"event": "stats", "connections": stats["connections"], "bytes": stats["bytes"],
-                     "closed": stats["closed"], "armed": [list(k) + [v] for k, v in armed.items()]})
+                     "closed": stats["closed"], "armed": [list(k) + [v] for k, v in armed.items()],
+                     "open": {cid: r["kind"] for cid, r in recorded.items() if cid not in gone}})
     os._exit(0)
 
 

@@ -188,7 +188,11 @@ def test_the_secret_and_an_encrypted_model_never_cross_the_wire(attacked, tmp_pa
     s = plane0_carried(proxy)
     capture = tmp_path / "capture.bin"
     print(f"{protection}: the proxy carried {s['bytes'] / 2**20:.1f} MiB over {s['connections']} connections")
-    assert s["bytes"] > saved["bytes"] // 4, s  # a good part of the full sync went through plane 0
+    # A good part of the full sync went through plane 0: at least 1 MiB of the 8 MiB model's
+    # payload, some thirty thousand 32-byte stretches the search below would find in clear (the
+    # authenticated run shows it does). The sprayer weighs the planes by how they carry, and the
+    # proxy's plane is the slower one under load: its share has been 21-52%, so no fixed half.
+    assert s["bytes"] > saved["bytes"] // 8, s
     raw = capture.read_bytes()
     assert SECRET not in raw and SECRET.hex().encode() not in raw
     if protection == "encrypted":
@@ -204,17 +208,19 @@ def test_what_an_attacker_on_the_wire_alters_is_refused_and_every_version_commit
     assert c.wait(v)["committed"] == len(HOSTS)
     for attack, kind, direction in TAMPERING:
         proxy.arm(attack, kind, direction)
-        applied = None
-        for _ in range(6):  # control streams are quiet between versions: publish until it lands
+        # Control streams are quiet between versions, and a consumer whose control link was cut
+        # rejoins over the next plane: publish until the attack lands, however many versions that takes.
+        applied = []
+        deadline = time.monotonic() + 180
+        while not applied and time.monotonic() < deadline:
             v = commit_everywhere(c)
             applied = [e for e in proxy.applied_events() if (e["attack"], e["kind"], e["dir"]) ==
                        (attack, kind, direction)]
-            if applied:
-                break
-        assert applied, f"{attack} on {kind} {direction} never found a stream to hit"
+        assert applied, f"{attack} on {kind} {direction} never found a stream to hit in 180 s: {proxy.stats()}"
         conn = applied[-1]["conn"]
         closed = []
-        for _ in range(6):  # a swapped chunk waits for the stream's next one: more versions bring it
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # a swapped chunk waits for the stream's next one: versions bring it
             closed = [e for e in proxy.stats()["closed"] if e["conn"] == conn]
             if closed:
                 break
