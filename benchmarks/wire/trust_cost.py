@@ -44,7 +44,7 @@ def wire_run(bench, args, mode, helpers, library):
     """Gbit/s of one transfer, and the mode and AES-GCM library the bench says it ran."""
     report = run([bench, "wire", "--rails", str(args.rails), "--bytes", str(args.bytes), "--trials", "1",
                   "--baseline-seconds", "0", "--json", "--protection", mode, "--piece-helpers", helpers,
-                  "--aes-gcm", library, *shaped(args, per_rail=True)],
+                  "--aes-gcm", library, "--leaf-tags", args.leaf_tags, *shaped(args, per_rail=True)],
                  timeout=600)
     return report["aggregate_gbps"], report["protection"], report["aes_gcm"]
 
@@ -81,6 +81,9 @@ def main():
                         help="wire's --piece-helpers; compare: each transfer with them off and on")
     parser.add_argument("--aes-gcm", default="auto", choices=["auto", "ipsec-mb", "openssl", "compare"],
                         help="wire's --aes-gcm; compare: each sealed transfer under ipsec-mb and under openssl")
+    parser.add_argument("--leaf-tags", default="payload", choices=["payload", "off"],
+                        help="wire's --leaf-tags: authenticated payloads tagged once as made (payload, as the "
+                             "engine does) or by each rail as it sends them (off)")
     args = parser.parse_args()
 
     helpers = ["off", "on"] if args.piece_helpers == "compare" else [args.piece_helpers]
@@ -111,6 +114,7 @@ def main():
 
     figures = {"rounds": args.rounds, "bytes": args.bytes, "rails": args.rails, "sync_elements": args.sync_elements,
                "rail_rate": args.rail_rate, "piece_helpers": args.piece_helpers, "aes_gcm": args.aes_gcm,
+               "leaf_tags": args.leaf_tags,
                "modes": {}}
     base_sync = statistics.median(sync["insecure"])
     print(f"| mode | piece helpers | AES-GCM | wire Gbit/s (median of {args.rounds}) | vs insecure "

@@ -45,6 +45,7 @@ struct WireArgs {
   std::string slice = "auto";
   std::string mode = "spray";
   std::string checksums = "payload";
+  std::string leaf_tags = "payload";
   std::string piece_helpers = "auto";
   bool netns = false;
   std::vector<std::string> rail_rates;
@@ -182,7 +183,7 @@ std::vector<double> baseline_streams(Setup& s, double seconds) {
 }
 
 nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<const uint8_t> data,
-                         std::span<const uint64_t> leaves) {
+                         std::span<const uint64_t> leaves, const std::shared_ptr<const trust::LeafTags>& leaf_tags) {
   std::vector<SprayEvent> events;
   std::mutex events_mu;
   s.sprayer->set_observer([&](const SprayEvent& e) {
@@ -219,8 +220,9 @@ nlohmann::json run_trial(const WireArgs& args, Setup& s, uint64_t id, std::span<
   });
   // --checksums payload: slices go out with checksums derived from the leaf digests taken as the
   // payload was made (as the engine's producer sends); channel: each channel hashes as it sends.
+  // Leaf tags likewise, where the payload was tagged as it was made (authenticated).
   auto result = s.sprayer->send(id, data.data(), data.size(),
-                                args.checksums == "payload" ? leaves : std::span<const uint64_t>{});
+                                args.checksums == "payload" ? leaves : std::span<const uint64_t>{}, leaf_tags);
   const TimePoint end = SteadyClock::now();
   faults.join();
   s.sprayer->set_observer(nullptr);
@@ -344,6 +346,21 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   AlignedBuffer payload(args.bytes);
   const std::vector<uint64_t> leaves = fill(payload.data(), args.bytes, args.seed);
   const std::span<const uint8_t> data(payload.data(), args.bytes);
+  // Authenticated, the engine's producer tags the leaves of each version's bytes once, as it makes
+  // them, and every hop sends those tags instead of tagging the payload: so here, with the payload.
+  std::shared_ptr<const trust::LeafTags> leaf_tags;
+  double leaf_tags_seconds = 0;
+  if (args.leaf_tags == "payload" && args.checksums == "payload" && args.trust.protection == "authenticated") {
+    const trust::Trust trust = trust_of(args.trust);
+    ThreadPool pool;
+    const auto started = SteadyClock::now();
+    auto made = trust::make_leaf_tags(trust.secret, payload.data(), args.bytes, pool);
+    leaf_tags_seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
+    if (!made.ok()) return command_failed("wire", made.status());
+    leaf_tags = std::make_shared<const trust::LeafTags>(std::move(made).value());
+    fmt::print(stderr, "leaf tags made with the payload: {:.1f} ms ({:.1f} GB/s on {} threads)\n",
+               leaf_tags_seconds * 1e3, static_cast<double>(args.bytes) / leaf_tags_seconds / 1e9, pool.size());
+  }
   if (s.listener) {
     s.receive = AlignedBuffer(args.bytes);
     std::memset(s.receive.data(), 0, args.bytes);
@@ -365,7 +382,7 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   for (int t = 0; t < args.trials; ++t) {
     const std::vector<double> before = baseline_streams(s, args.baseline_seconds);
     const double before_sum = std::accumulate(before.begin(), before.end(), 0.0);
-    nlohmann::json trial = run_trial(args, s, first_id + static_cast<uint64_t>(t), data, leaves);
+    nlohmann::json trial = run_trial(args, s, first_id + static_cast<uint64_t>(t), data, leaves, leaf_tags);
     if (before_sum > 0 && !trial.contains("error")) {
       trial["baseline_gbps"] = before_sum;
       trial["ratio_to_baseline"] = trial["aggregate_gbps"].get<double>() / before_sum;
@@ -391,28 +408,30 @@ int run_sender_side(const WireArgs& args, Setup& s, std::vector<RailSpec> rails,
   const double aggregate = median_of(trials, "aggregate_gbps");
   double shaped = 0;
   for (const auto& r : args.rail_rates) shaped += rate_to_bps(r) / 1e9;
-  nlohmann::json report = {{"role", args.role},
-                           {"transport", std::string(s.transport.transport->name())},
-                           {"protection", args.trust.protection},
-                           {"aes_gcm", std::string(trust::aes_gcm_library_name())},
-                           {"piece_helpers", use_piece_helper(piece_helper_mode(args))},
-                           {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json()
-                                                                                : nlohmann::json(s.transport.fallback)},
-                           {"mode", args.mode},
-                           {"sender_checksums", args.checksums},
-                           {"netns", args.netns},
-                           {"rails", static_cast<int>(rails.size())},
-                           {"bytes", args.bytes},
-                           {"aggregate_gbps", aggregate},
-                           {"baseline_stream_gbps", baseline_sum},
-                           {"baseline_per_rail_gbps", baseline_rails},
-                           {"ratio_to_baseline", baseline_sum > 0 ? median_of(trials, "ratio_to_baseline") : 0.0},
-                           {"shaped_gbps", shaped},
-                           {"max_stall_ms", median_of(trials, "max_stall_ms")},
-                           {"per_rail", trials.empty() || trials.back().contains("error") ? nlohmann::json::array()
-                                                                                          : trials.back()["per_rail"]},
-                           {"trials", trials},
-                           {"verified", verified}};
+  nlohmann::json report = {
+      {"role", args.role},
+      {"transport", std::string(s.transport.transport->name())},
+      {"protection", args.trust.protection},
+      {"aes_gcm", std::string(trust::aes_gcm_library_name())},
+      {"piece_helpers", use_piece_helper(piece_helper_mode(args))},
+      {"transport_fallback", s.transport.fallback.empty() ? nlohmann::json() : nlohmann::json(s.transport.fallback)},
+      {"mode", args.mode},
+      {"sender_checksums", args.checksums},
+      {"leaf_tags", leaf_tags != nullptr},
+      {"leaf_tags_seconds", leaf_tags_seconds},
+      {"netns", args.netns},
+      {"rails", static_cast<int>(rails.size())},
+      {"bytes", args.bytes},
+      {"aggregate_gbps", aggregate},
+      {"baseline_stream_gbps", baseline_sum},
+      {"baseline_per_rail_gbps", baseline_rails},
+      {"ratio_to_baseline", baseline_sum > 0 ? median_of(trials, "ratio_to_baseline") : 0.0},
+      {"shaped_gbps", shaped},
+      {"max_stall_ms", median_of(trials, "max_stall_ms")},
+      {"per_rail",
+       trials.empty() || trials.back().contains("error") ? nlohmann::json::array() : trials.back()["per_rail"]},
+      {"trials", trials},
+      {"verified", verified}};
   if (args.json) {
     fmt::print("{}\n", report.dump());
   } else {
@@ -562,6 +581,11 @@ void add_wire_command(CLI::App& app) {
                   "sends); channel: each channel hashes its slices as it sends them")
       ->capture_default_str()
       ->check(CLI::IsMember({"payload", "channel"}));
+  cmd->add_option("--leaf-tags", args->leaf_tags,
+                  "payload: an authenticated payload's leaves are tagged as it is made (as the engine's producer "
+                  "does), and each rail tags only its frames' headers; off: each rail tags every payload it sends")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"payload", "off"}));
   cmd->add_option("--piece-helpers", args->piece_helpers,
                   "Tag, encrypt and hash each connection's payloads on a helper thread beside it: on, off, or "
                   "auto (where the machine has 16 cores or more)")

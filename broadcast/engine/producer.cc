@@ -29,6 +29,9 @@ struct Producer::Blob {
   std::shared_ptr<AlignedBuffer> memory;  // from the pool: may be larger than `bytes`
   uint64_t bytes = 0;
   std::vector<uint64_t> leaves;  // content-hash leaf digests of the bytes: the round's slice checksums come from them
+  // Authenticated: the bytes' leaf tags, made here once so that no hop tags the payload as it
+  // sends it (core/trust/leaf_tag.h); null where making them failed (every rail then tags).
+  std::shared_ptr<const trust::LeafTags> leaf_tags;
 };
 
 // A published version waiting for (or in) its round.
@@ -52,6 +55,7 @@ Producer::Blob Producer::make_blob(const EncodedVersion& encoded) {
   pack_blob_into(encoded.buckets, blob.memory->data(), hash_pool_.get());
   // A delta's blob is a few percent of the model: one pass over it, while it is fresh in cache.
   blob.leaves = content_hash_leaves(blob.memory->data(), blob.bytes, *hash_pool_);
+  tag_leaves(blob);
   return blob;
 }
 
@@ -61,7 +65,19 @@ Producer::Blob Producer::make_image() {
   blob.bytes = image_.bytes();
   blob.memory = blob_pool_.acquire(blob.bytes);
   blob.leaves = image_.pack(shadow_.views(), blob.memory->data(), *hash_pool_);
+  tag_leaves(blob);
   return blob;
+}
+
+void Producer::tag_leaves(Blob& blob) {
+  if (options_.trust.protection != trust::Protection::kAuthenticated) return;
+  auto tags = trust::make_leaf_tags(options_.trust.secret, blob.memory->data(), blob.bytes, *hash_pool_);
+  if (!tags.ok()) {
+    log().warn("producer: version {}: no leaf tags ({}): every rail tags the payload instead", blob.version,
+               tags.status().to_string());
+    return;
+  }
+  blob.leaf_tags = std::make_shared<const trust::LeafTags>(std::move(tags).value());
 }
 
 bool CheckReport::all_exact() const {
@@ -417,6 +433,7 @@ RoundResult Producer::run_classes(RoundSpec spec, const std::vector<TargetClass>
     spec.data = blob->memory->data();
     spec.bytes = blob->bytes;
     spec.leaves = blob->leaves;
+    spec.leaf_tags = blob->leaf_tags;
     spec.targets = c.targets;
     const double offset = seconds_between(start, Clock::now());
     const RoundResult r = driver_->run(spec, [this] { return closing_.load(); });

@@ -205,6 +205,7 @@ class Producer {
   std::shared_ptr<Blob> full_blob();
   Blob make_blob(const EncodedVersion& encoded);
   Blob make_image();  // of the shadow; shadow_mu_ held
+  void tag_leaves(Blob& blob);  // authenticated: its leaf tags, on the hash pool
   // Tensors on a GPU: brings the host shadow (full syncs and checks read it) up to the GPU shadow.
   Status refresh_host_shadow();
   // The shadow held shared, with its host copy current.

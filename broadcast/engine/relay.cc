@@ -84,7 +84,7 @@ void Relay::prime(Sprayer& sprayer, uint32_t id, const PathEstimate* path) const
 }
 
 void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
-                  const std::vector<uint64_t>* source_checksums) {
+                  const std::vector<uint64_t>* source_checksums, std::shared_ptr<const trust::LeafTags> leaf_tags) {
   end();
   std::lock_guard<std::mutex> lock(mu_);
   shape_ = shape;
@@ -95,6 +95,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   present_count_ = source_checksums != nullptr ? shape.slices() : 0;
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
+  leaf_tags_ = std::move(leaf_tags);
   children_.assign(stripes_, {});
   ended_links_.clear();
   last_arrival_ = now();
@@ -116,7 +117,8 @@ std::vector<uint32_t> Relay::child_ids() const {
 }
 
 void Relay::open_child(Sprayer& sender, const std::vector<bool>& fed, const std::vector<bool>* have) {
-  (void)sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes);
+  // The producer's leaf tags go with its bytes (a failed open leaves nothing to send them with).
+  if (sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes).ok()) sender.set_leaf_tags(leaf_tags_);
   for (uint32_t i = 0; i < shape_.slices(); ++i) {
     const bool mine = fed[i % stripes_];
     const bool child_has = have != nullptr && i < have->size() && (*have)[i];

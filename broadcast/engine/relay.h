@@ -57,8 +57,10 @@ class Relay {
   // Starts forwarding `shape` (its bytes at `data`). `source_checksums` (one per slice) given:
   // every slice is here already (the producer) with these checksums; nullptr: slices arrive one
   // by one (on_slice), each with the checksum it was verified against.
+  // `leaf_tags`: the bytes' leaf tags where the producer made them (authenticated), sent with the
+  // slices in place of each rail tagging the payload.
   void begin(const TransferShape& shape, const uint8_t* data, uint32_t stripes,
-             const std::vector<uint64_t>* source_checksums);
+             const std::vector<uint64_t>* source_checksums, std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
   // children[s]: who gets stripe s from this node (none: nobody); `have[id]`: slices that child holds;
   // `paths[id]`: how the round measured the way to that child (a WAN into its site), what a new
   // sprayer to it starts from instead of what this node's other children measured.
@@ -140,6 +142,7 @@ class Relay {
   std::vector<uint8_t> present_;
   size_t present_count_ = 0;
   std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
+  std::shared_ptr<const trust::LeafTags> leaf_tags_;  // the producer's (begin)
   StripeChildren children_;         // per stripe
   // Whether `id` gets `stripe` from here.
   bool feeds(uint32_t id, uint32_t stripe) const;

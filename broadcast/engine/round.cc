@@ -221,7 +221,7 @@ RoundResult RoundDriver::run(const RoundSpec& spec, const std::function<bool()>&
     announce.forwarding = part_of_plan(id);
     membership_.send(id, announce);
   }
-  relay_.begin(shape, spec.data, stripes, &checksums);
+  relay_.begin(shape, spec.data, stripes, &checksums, spec.leaf_tags);
   follow_plan({});
 
   const Millis timeout = options_.timeout.count() != 0

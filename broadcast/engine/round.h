@@ -54,6 +54,7 @@ struct RoundSpec {
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;
   std::span<const uint64_t> leaves;  // content-hash leaf digests of the data, if known (else it is hashed)
+  std::shared_ptr<const trust::LeafTags> leaf_tags;  // the data's leaf tags, if made (authenticated)
   std::vector<uint32_t> targets;
 };
 

@@ -98,8 +98,11 @@ class Sprayer {
   // `leaves`: the content-hash leaf digests of the bytes (core/hash.h), taken where they were
   // made; when the slices start on leaves every slice goes out with the checksum derived from
   // them, otherwise (or without leaves) each channel hashes its slices as it sends them.
+  // `leaf_tags`: the bytes' leaf tags (core/trust/leaf_tag.h), made where they were made, which
+  // authenticated rails send in place of tagging each payload (set_leaf_tags).
   Result<TransferResult> send(uint64_t transfer, const uint8_t* data, uint64_t bytes,
-                              std::span<const uint64_t> leaves = {});
+                              std::span<const uint64_t> leaves = {},
+                              std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
 
   // The same, slice by slice, for relays that forward slices as they arrive:
   // open() a transfer (closing any other), offer() each slice once its bytes
@@ -112,6 +115,10 @@ class Sprayer {
   // transfer's shape.
   Result<TransferShape> open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes = 0);
   void offer(uint32_t slice);
+  // The open transfer's leaf tags, made where its bytes were (open() forgets them): the slices
+  // that go out with a checksum and start on a leaf then go with their leaves' tags, and an
+  // authenticated rail tags only their frames' headers.
+  void set_leaf_tags(std::shared_ptr<const trust::LeafTags> tags);
   // Offers a slice whose checksum is already known (a relay forwards the checksum the slice
   // arrived with, so that checksums are the producer's end to end and a slot whose bytes
   // changed since is refused by the next receiver instead of passed on).

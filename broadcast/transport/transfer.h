@@ -37,12 +37,13 @@ struct TransferShape {
   uint32_t length(uint32_t slice) const {
     return static_cast<uint32_t>(std::min<uint64_t>(slice_bytes, bytes - offset(slice)));
   }
-  SliceRef slice(uint32_t index, uint64_t checksum) const {
-    return SliceRef{id, bytes, slice_bytes, index, length(index), checksum};
+  // `leaf_tags`: the transfer's, where its maker tagged its bytes (SliceRef::leaf_tags).
+  SliceRef slice(uint32_t index, uint64_t checksum, std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr) const {
+    return SliceRef{id, bytes, slice_bytes, index, length(index), checksum, true, std::move(leaf_tags)};
   }
   // A slice whose checksum its channel computes when it sends it.
   SliceRef unhashed_slice(uint32_t index) const {
-    return SliceRef{id, bytes, slice_bytes, index, length(index), 0, false};
+    return SliceRef{id, bytes, slice_bytes, index, length(index), 0, false, nullptr};
   }
 };
 

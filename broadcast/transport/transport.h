@@ -20,6 +20,7 @@
 #include "broadcast/transport/rail.h"
 #include "core/hash.h"
 #include "core/status.h"
+#include "core/trust/leaf_tag.h"
 #include "core/trust/trust.h"
 
 namespace deltacast {
@@ -41,8 +42,22 @@ struct SliceRef {
   // False: not computed yet; the channel computes it just before it sends the
   // bytes, so that the hash and the send read them from memory once.
   bool has_checksum = true;
+  // The transfer's leaf tags (core/trust/leaf_tag.h), where its maker tagged its bytes: an
+  // authenticated session then sends a slice that starts on a leaf with its leaves' tags and tags
+  // only the frame's header (leaf_tags_fit).
+  std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr;
 
   uint64_t offset() const { return static_cast<uint64_t>(index) * slice_bytes; }
+  // Whether leaf_tags are for a buffer of this transfer's size and hold this slice's leaves, and
+  // the slice starts on a leaf and lies inside the transfer.
+  bool leaf_tags_fit() const {
+    return leaf_tags != nullptr && leaf_tags->buffer_bytes == transfer_bytes && slice_bytes != 0 &&
+           slice_bytes % kHashLeafBytes == 0 && length != 0 && offset() + length <= transfer_bytes &&
+           leaf_tags->first_leaf <= first_leaf() &&
+           first_leaf() + leaf_count() <= leaf_tags->first_leaf + leaf_tags->tags.size();
+  }
+  uint64_t first_leaf() const { return offset() / kHashLeafBytes; }
+  uint32_t leaf_count() const { return static_cast<uint32_t>((length + kHashLeafBytes - 1) / kHashLeafBytes); }
 };
 
 // Runs exactly once per send: ok when the receiver confirmed the bytes are in

@@ -1,9 +1,10 @@
 // Sealing one direction of a connection after its handshake: every frame gets a 16-byte
 // AES-256-GCM tag over its header (associated data) and payload, under the direction's key and a
-// nonce made of the frame's sequence number. Both ends count frames, so a frame dropped, replayed,
-// reordered or moved from another connection fails its tag. Encrypted mode also encrypts the
-// payload; authenticated mode only tags it (GMAC: the payload is associated data). Insecure mode
-// does nothing and adds no tag.
+// nonce made of the frame's sequence number (a TCP slice sent with its leaf tags, leaf_tag.h,
+// carries them in its header and leaves its payload outside the frame's tag: its leaves' tags
+// cover it). Both ends count frames, so a frame dropped, replayed, reordered or moved from another
+// connection fails its tag. Encrypted mode also encrypts the payload; authenticated mode only tags
+// it (GMAC: the payload is associated data). Insecure mode does nothing and adds no tag.
 //
 // Key updates: once a direction has sealed `rekey_after_bytes` (payloads, headers and tags) under
 // one key, both ends move to the next key (next_key) after the frame that crossed the mark, and the

@@ -18,6 +18,7 @@ namespace {
 constexpr std::string_view kProofLabel = "deltacast proof v1";
 constexpr std::string_view kKeyLabel = "deltacast session keys v1";
 constexpr std::string_view kKeyUpdateLabel = "deltacast key update v1";
+constexpr std::string_view kLeafTagLabel = "deltacast leaf tags v1";
 
 bool known_purpose(uint8_t p) { return p >= 1 && p <= 3; }
 
@@ -223,6 +224,16 @@ Key next_key(const Key& key) {
     throw std::runtime_error("libcrypto's HKDF failed deriving a connection's next key");
   }
   return next;
+}
+
+Result<Key> leaf_tag_key(const GroupSecret& secret, const LeafSalt& salt) {
+  Key key;
+  if (!hkdf_sha256(secret.bytes().data(), GroupSecret::kBytes, salt.data(), salt.size(),
+                   reinterpret_cast<const uint8_t*>(kLeafTagLabel.data()), kLeafTagLabel.size(), key.data(),
+                   key.size())) {
+    return internal_error("libcrypto's HKDF failed deriving a leaf-tag key");
+  }
+  return key;
 }
 
 }  // namespace deltacast::trust

@@ -102,4 +102,11 @@ Result<SessionKeys> derive_keys(const GroupSecret& secret, const Hello& client, 
 // std::runtime_error if libcrypto fails.
 Key next_key(const Key& key);
 
+// The key leaf tags are made under for one buffer (leaf_tag.h): HKDF-SHA256 of the group
+// secret with the salt fresh for that buffer, under a label of its own. Every member derives it; no one
+// without the secret can. An error if libcrypto fails.
+inline constexpr size_t kLeafSaltBytes = 16;
+using LeafSalt = std::array<uint8_t, kLeafSaltBytes>;
+Result<Key> leaf_tag_key(const GroupSecret& secret, const LeafSalt& salt);
+
 }  // namespace deltacast::trust

@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "broadcast/transport/handshake.h"
 #include "core/byte_io.h"
 #include "core/log.h"
@@ -343,6 +345,9 @@ Status TcpChannel::write_slice(int fd, const SliceRef& slice, const uint8_t* dat
   uint8_t header[kFrameHeaderBytes + kSliceHeaderBytes];
   const auto forever = Clock::time_point::max();
   trust::FrameSeal& seal = *out_seal_;
+  if (seal.mode() == trust::Protection::kAuthenticated && slice.has_checksum && slice.leaf_tags_fit()) {
+    return write_leaf_tagged_slice(fd, slice, data);
+  }
   // Without a checksum, it goes after the payload, hashed piece by piece as the payload goes out.
   write_frame_header(header, kSlice, slice.has_checksum ? 0 : kChecksumTrailer);
   encode_slice_header(slice, header + kFrameHeaderBytes);
@@ -360,6 +365,27 @@ Status TcpChannel::write_slice(int fd, const SliceRef& slice, const uint8_t* dat
   seal.finish(tail + tail_bytes);
   tail_bytes += seal.overhead();
   return net::write_full(fd, tail, tail_bytes, nullptr, 0, forever, &stop_connection_);
+}
+
+Status TcpChannel::write_leaf_tagged_slice(int fd, const SliceRef& slice, const uint8_t* data) {
+  const auto forever = Clock::time_point::max();
+  trust::FrameSeal& seal = *out_seal_;
+  const size_t head_bytes = kFrameHeaderBytes + kSliceHeaderBytes;
+  const uint32_t leaves = slice.leaf_count();
+  lead_.resize(head_bytes + leaf_tag_block_bytes(leaves));
+  write_frame_header(lead_.data(), kSlice, kLeafTagged);
+  encode_slice_header(slice, lead_.data() + kFrameHeaderBytes);
+  const trust::LeafTags& tags = *slice.leaf_tags;
+  std::memcpy(lead_.data() + head_bytes, tags.salt.data(), tags.salt.size());
+  std::memcpy(lead_.data() + head_bytes + trust::kLeafSaltBytes, tags.of(slice.first_leaf()).data(),
+              leaves * trust::kLeafTagBytes);
+  // The frame's tag covers what comes before the payload; the payload goes out as it is, its
+  // tags made where its bytes were.
+  uint8_t tag[trust::kTagBytes];
+  seal.begin(lead_.data(), lead_.size());
+  seal.finish(tag);
+  DC_RETURN_IF_ERROR(net::write_full(fd, lead_.data(), lead_.size(), data, slice.length, forever, &stop_connection_));
+  return net::write_full(fd, tag, seal.overhead(), nullptr, 0, forever, &stop_connection_);
 }
 
 void TcpChannel::read_loop(int fd, uint64_t generation, trust::FrameSeal* seal) {

@@ -67,6 +67,9 @@ class TcpChannel : public Channel {
   Result<Connection> dial(bool* answered);
   // Writes one SLICE frame, sealed as it goes (the writer thread's).
   Status write_slice(int fd, const SliceRef& slice, const uint8_t* data);
+  // ... one whose transfer's bytes were leaf-tagged where they were made (authenticated sessions):
+  // its leaves' tags go before the payload, and only the frame's header is tagged here.
+  Status write_leaf_tagged_slice(int fd, const SliceRef& slice, const uint8_t* data);
   // Writes `lead` (a frame's header, begun on the outgoing seal) and `bytes` of payload through the
   // seal, piece by piece: encrypted into scratch_ in an encrypted session, else written as they
   // are and tagged right after (still in cache), or beside the write on helper_; each piece hashed
@@ -112,6 +115,7 @@ class TcpChannel : public Channel {
   std::unique_ptr<trust::FrameSeal> out_seal_;
   std::unique_ptr<trust::FrameSeal> in_seal_;
   std::vector<uint8_t> scratch_;  // the writer's, for encrypted pieces
+  std::vector<uint8_t> lead_;     // the writer's, for a leaf-tagged slice's header and tags
   // Where the machine has a core for it (ChannelOptions::piece_helper): the payload's tag,
   // encryption and hash, beside the writer.
   std::unique_ptr<PieceHelper> helper_;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "broadcast/transport/handshake.h"
 #include "core/byte_io.h"
@@ -179,6 +180,16 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   if (slice.length == 0 || slice.length > options_.max_slice_bytes) {
     return corrupt("slice {} of transfer {} claims {} bytes", slice.index, slice.transfer, slice.length);
   }
+  // A slice that starts on a leaf may come with its leaves' tags: read before the payload, and
+  // covered by the frame's tag in place of the payload, which is checked leaf by leaf.
+  const bool leaf_tagged = (frame.flags & kLeafTagged) != 0;
+  trust::FrameSeal& seal = *c->session.seals.incoming;
+  if (leaf_tagged) {
+    DC_RETURN_IF_ERROR(read_leaf_tags(c, slice, head, Clock::now() + options_.frame_timeout));
+    seal.begin_open(c->lead.data(), c->lead.size());
+  } else {
+    seal.begin_open(head, kFrameHeaderBytes + kSliceHeaderBytes);
+  }
   // If a newer copy supersedes this one (this path stalled mid-slice), the connection is shut down:
   // its read fails at once and nothing more lands in the slot from here.
   DC_ASSIGN_OR_RETURN(Landing landing, sink_->begin(slice, [c, index = slice.index] {
@@ -187,17 +198,33 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
                       }));
   // A slow sender must still finish a started frame in time: no slow-loris.
   const auto deadline = Clock::now() + options_.frame_timeout;
-  trust::FrameSeal& seal = *c->session.seals.incoming;
-  seal.begin_open(head, kFrameHeaderBytes + kSliceHeaderBytes);
   Status s;
+  // The first of the slice's leaves that failed its tag (leaf-tagged slices).
+  std::optional<uint64_t> failed_leaf;
   if (landing.bytes != nullptr) {
-    // Opened (decrypted or tagged) and hashed piece by piece as it lands: inline while each piece
-    // is still in cache, so the checks cost no second pass over memory, or on the helper while the
-    // next piece is read. Nothing counts until the tag held (complete() below); the helper is
-    // drained before anything else touches the seal, the hash or the slot (which may go back to
-    // missing below, or be handed to a newer copy).
-    const auto open_piece = [&seal, &hash](const uint8_t* in, uint8_t* out, size_t n) {
-      seal.add_open(in, out, n);
+    // Opened (decrypted or tagged, or checked leaf by leaf) and hashed piece by piece as it lands:
+    // inline while each piece is still in cache, so the checks cost no second pass over memory, or
+    // on the helper while the next piece is read. Nothing counts until the tags held (complete()
+    // below); the helper is drained before anything else touches the seal, the tagger, the hash or
+    // the slot (which may go back to missing below, or be handed to a newer copy).
+    const uint8_t* slot = landing.bytes;
+    const uint8_t* tags =
+        leaf_tagged ? c->lead.data() + kFrameHeaderBytes + kSliceHeaderBytes + trust::kLeafSaltBytes : nullptr;
+    static_assert(kHashedPieceBytes % kHashLeafBytes == 0, "pieces must start on leaves");
+    const auto open_piece = [&, slot, tags](const uint8_t* in, uint8_t* out, size_t n) {
+      if (!leaf_tagged) {
+        seal.add_open(in, out, n);
+      } else {  // pieces start on leaves (they start on multiples of kHashedPieceBytes): each leaf is checked whole
+        for (size_t at = 0; at < n; at += kHashLeafBytes) {
+          const uint64_t leaf = (in + at - slot) / kHashLeafBytes;  // within the slice
+          trust::LeafTagger& tagger = *c->leaf_tagger;
+          tagger.begin(slice.transfer_bytes, slice.first_leaf() + leaf);
+          tagger.add(in + at, std::min<size_t>(kHashLeafBytes, n - at));
+          trust::LeafTag expected;
+          std::memcpy(expected.data(), tags + leaf * trust::kLeafTagBytes, expected.size());
+          if (!tagger.verify(expected) && !failed_leaf) failed_leaf = slice.first_leaf() + leaf;
+        }
+      }
       hash.update(out, n);
     };
     hash.reset();
@@ -219,7 +246,7 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
     for (uint32_t left = slice.length; s.ok() && left > 0;) {  // a duplicate: read and throw away
       const uint32_t n = std::min<uint32_t>(left, static_cast<uint32_t>(discard.size()));
       s = net::read_full(c->fd, discard.data(), n, deadline, &closed_);
-      if (s.ok()) seal.add_open(discard.data(), discard.data(), n);
+      if (s.ok() && !leaf_tagged) seal.add_open(discard.data(), discard.data(), n);
       left -= n;
     }
   }
@@ -234,6 +261,12 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   // A slice that fails its tag was altered in flight (or is not from this session): refused like a
   // corrupt one, and the connection dropped; the sender re-sends it and judges the rail.
   if (s.ok()) s = check_tag(c->fd, seal, deadline, &closed_);
+  // A leaf that fails its tag under a header that held was altered in flight (or made by no
+  // holder of the secret): refused like a frame that fails its tag.
+  if (s.ok() && failed_leaf) {
+    s = corrupt("leaf {} failed its tag: the payload was altered in flight or not made by a holder of the secret",
+                *failed_leaf);
+  }
   if (!s.ok()) {
     sink_->complete(slice, landing, false);  // the slot goes back to missing
     return s.with_context(fmt::format("payload of slice {}", slice.index));
@@ -248,6 +281,29 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   std::lock_guard<std::mutex> write(c->write_mu);
   return write_sealed(c->fd, *c->session.seals.outgoing, ack, sizeof(ack), Clock::now() + options_.frame_timeout,
                       &closed_);
+}
+
+Status TcpListener::read_leaf_tags(Connection* c, const SliceRef& slice, const uint8_t* head,
+                                   Clock::time_point deadline) {
+  if (c->session.mode() != trust::Protection::kAuthenticated) {
+    return corrupt("slice {} comes with leaf tags in a {} session", slice.index,
+                   trust::protection_name(c->session.mode()));
+  }
+  if (slice.slice_bytes % kHashLeafBytes != 0) {
+    return corrupt("slice {} comes with leaf tags but slices of {} bytes do not start on leaves", slice.index,
+                   slice.slice_bytes);
+  }
+  const size_t head_bytes = kFrameHeaderBytes + kSliceHeaderBytes;
+  c->lead.resize(head_bytes + leaf_tag_block_bytes(slice.leaf_count()));
+  std::memcpy(c->lead.data(), head, head_bytes);
+  DC_RETURN_IF_ERROR(
+      net::read_full(c->fd, c->lead.data() + head_bytes, c->lead.size() - head_bytes, deadline, &closed_));
+  trust::LeafSalt salt;
+  std::memcpy(salt.data(), c->lead.data() + head_bytes, salt.size());
+  if (!c->leaf_tagger || c->leaf_tagger->salt() != salt) {
+    DC_ASSIGN_OR_RETURN(c->leaf_tagger, trust::LeafTagger::make(options_.trust.secret, salt));
+  }
+  return Status();
 }
 
 void TcpListener::serve(Connection* c) {

@@ -46,6 +46,10 @@ class TcpListener : public Listener {
     // Where the machine has a core for it (ListenOptions::piece_helper): payloads are opened and
     // hashed on it while the connection's thread reads the next piece.
     std::unique_ptr<PieceHelper> helper;
+    // A leaf-tagged slice's header, body and tags, read before its payload; and the tagger of the
+    // last salt seen (a transfer's slices share one).
+    std::vector<uint8_t> lead;
+    std::unique_ptr<trust::LeafTagger> leaf_tagger;
     std::thread thread;
   };
 
@@ -56,6 +60,9 @@ class TcpListener : public Listener {
   // `head`: the frame's header and body, as read.
   Status receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* head, std::vector<uint8_t>& discard,
                        ContentHashStream& hash);
+  // Reads a leaf-tagged slice's salt and tags into c->lead (after `head`) and has c->leaf_tagger
+  // take its salt.
+  Status read_leaf_tags(Connection* c, const SliceRef& slice, const uint8_t* head, Clock::time_point deadline);
   void heartbeat_loop();
   void drop(Connection* c, const Status& why);
   void reap_finished();

@@ -27,8 +27,11 @@ Result<FrameHeader> parse_frame_header(const uint8_t* in) {
   const uint32_t magic = load_le<uint32_t>(in);
   if (magic != kFrameMagic) return corrupt("bad frame magic {:#010x}", magic);
   if (frame_body_bytes(in[4]) == 0) return corrupt("unknown frame type {}", in[4]);
-  const uint8_t allowed = in[4] == kSlice ? kChecksumTrailer : 0;
+  const uint8_t allowed = in[4] == kSlice ? kChecksumTrailer | kLeafTagged : 0;
   if ((in[5] & ~allowed) != 0 || load_le<uint16_t>(in + 6) != 0) return corrupt("frame flags/reserved bits set");
+  if ((in[5] & kChecksumTrailer) != 0 && (in[5] & kLeafTagged) != 0) {
+    return corrupt("a slice with leaf tags and a checksum after its payload");
+  }
   return FrameHeader{in[4], in[5]};
 }
 

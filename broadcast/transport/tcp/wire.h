@@ -6,6 +6,10 @@
 // header's checksum and the real one in 8 bytes after the payload: the sender
 // hashes each piece of the payload right after the kernel copied it (so the
 // hash reads cache, not memory) and only knows the checksum at the end.
+// A SLICE with flag kLeafTagged (authenticated sessions only) carries its leaves' tags
+// (core/trust/leaf_tag.h) between the body and the payload: the buffer's 16-byte salt, then 16
+// bytes per 64 KiB leaf the slice holds. The frame's own tag then covers the header, the body and
+// those tags, and the payload is checked leaf by leaf against them instead.
 #pragma once
 
 #include <cstddef>
@@ -14,13 +18,15 @@
 #include "broadcast/transport/slice_header.h"
 #include "broadcast/transport/socket.h"
 #include "core/trust/frame_seal.h"
+#include "core/trust/leaf_tag.h"
 
 namespace deltacast::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x31574344;  // "DCW1"
 // 2: slice checksums are content hashes (core/hash.h); 3: the trust handshake
-// (broadcast/transport/handshake.h) before HELLO, and no token in HELLO.
-inline constexpr uint32_t kProtocolVersion = 3;
+// (broadcast/transport/handshake.h) before HELLO, and no token in HELLO; 4: leaf-tagged slices
+// (kLeafTagged), which a version-3 receiver would refuse mid-stream as flags it does not know.
+inline constexpr uint32_t kProtocolVersion = 4;
 
 enum FrameType : uint8_t {
   kHello = 1,      // sender -> receiver: u32 protocol, u32 rail index, u64 reserved (0), u64 sender id
@@ -40,7 +46,10 @@ inline constexpr uint32_t kHashedPieceBytes = 256 << 10;
 
 enum FrameFlags : uint8_t {
   kChecksumTrailer = 1,  // SLICE only: the payload's checksum follows it (u64)
+  kLeafTagged = 2,       // SLICE only: salt and leaf tags before the payload (not with kChecksumTrailer)
 };
+// The bytes kLeafTagged puts before a slice's payload.
+inline size_t leaf_tag_block_bytes(uint32_t leaves) { return trust::kLeafSaltBytes + leaves * trust::kLeafTagBytes; }
 size_t frame_body_bytes(uint8_t type);  // 0 for unknown types
 
 struct FrameHeader {

@@ -14,16 +14,12 @@
 
 #include "core/hash.h"
 #include "core/trust/frame_seal.h"
+#include "support/random_bytes.h"
 
 namespace deltacast {
 namespace {
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng());
-  return out;
-}
+using testing::random_bytes;
 
 TEST(PieceHelper, RunsPiecesInTheOrderPostedAndWaitsForATicket) {
   PieceHelper helper;

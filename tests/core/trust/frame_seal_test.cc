@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/byte_io.h"
+#include "support/random_bytes.h"
 
 namespace deltacast::trust {
 namespace {
@@ -21,12 +22,7 @@ SessionKeys keys_for(Protection mode) {
   return derive_keys(secret, fresh_hello(mode, Purpose::kData).value(), fresh_hello(mode, Purpose::kData).value(), mode).value();
 }
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng());
-  return out;
-}
+using testing::random_bytes;
 
 struct Frame {
   std::vector<uint8_t> header, payload;

@@ -197,6 +197,33 @@ TEST_P(TcpProtection, KeyUpdatesMidTransferKeepBothEndsInStep) {
   for (const auto& drop : listener->recent_drops()) ADD_FAILURE() << drop;
 }
 
+std::shared_ptr<const trust::LeafTags> leaf_tags_of(const std::vector<uint8_t>& data) {
+  ThreadPool pool(2);
+  return std::make_shared<const trust::LeafTags>(
+      trust::make_leaf_tags(testing::test_trust(kToken).secret, data.data(), data.size(), pool).value());
+}
+
+// Leaf tags made with the bytes (as a producer makes them): an authenticated session sends them
+// in place of tagging each payload, and the receiver checks each leaf; the other modes send as
+// without them (encrypted: the payload is still encrypted). Every mode lands the bytes exact.
+TEST_P(TcpProtection, LeafTaggedTransfersAreByteExactInEveryMode) {
+  const auto [mode, helper] = GetParam();
+  Receiver rx(2, {}, mode, helper);
+  const uint32_t slice = 1 << 20;  // slices on leaves; the last one and its last leaf short
+  auto sender = make_sender(rx, kToken, slice, mode, helper);
+  const auto data = pattern((6 << 20) + 12345, 37);
+  ThreadPool pool(1);
+  const auto leaves = content_hash_leaves(data.data(), data.size(), pool);
+  ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
+  auto r = sender->send(1, data.data(), data.size(), leaves, leaf_tags_of(data));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
+  const auto got = rx.staging.bytes(1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  EXPECT_EQ(rx.staging.progress(1).rejected, 0u);
+  for (const auto& drop : rx.listener->recent_drops()) ADD_FAILURE() << drop;
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, TcpProtection,
                          ::testing::Combine(::testing::Values(trust::Protection::kInsecure,
                                                               trust::Protection::kAuthenticated,
@@ -410,6 +437,33 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
   RawClient huge(at);
   huge.hello();
   huge.put(huge.slice_frame({1, bytes, slice, 0, 0xffffffffu, 0}));
+  // Leaf-tagged frames (kLeafTagged) whose claims would make the receiver read tags it cannot
+  // hold, check leaves that do not start where slices do, or take a checksum from both sides;
+  // and one laid out right with tags and a payload made up (it lands nowhere for good).
+  const auto leaf_tagged = [](RawClient& c, const SliceRef& ref, uint8_t flags) {
+    auto f = c.slice_frame(ref);
+    f[5] = flags;
+    return f;
+  };
+  RawClient leaf_huge(at);
+  leaf_huge.hello();
+  leaf_huge.put(leaf_tagged(leaf_huge, {1, bytes, slice, 0, 0xffffffffu, 0}, tcp::kLeafTagged));
+  RawClient leaf_off_leaves(at);
+  leaf_off_leaves.hello();
+  leaf_off_leaves.put(leaf_tagged(leaf_off_leaves, {1, bytes, slice + 8, 0, slice + 8, 0}, tcp::kLeafTagged));
+  RawClient leaf_and_trailer(at);
+  leaf_and_trailer.hello();
+  leaf_and_trailer.put(
+      leaf_tagged(leaf_and_trailer, {1, bytes, slice, 0, slice, 0}, tcp::kLeafTagged | tcp::kChecksumTrailer));
+  RawClient leaf_forged(at);
+  leaf_forged.hello();
+  {
+    auto f = leaf_tagged(leaf_forged, {1, bytes, slice, 2, slice, 0}, tcp::kLeafTagged);
+    std::vector<uint8_t> rest(tcp::leaf_tag_block_bytes(slice / kHashLeafBytes) + slice + trust::kTagBytes);
+    for (auto& b : rest) b = static_cast<uint8_t>(rng());
+    f.insert(f.end(), rest.begin(), rest.end());
+    leaf_forged.try_put(f);
+  }
   RawClient slow_loris(at);
   slow_loris.hello();
   auto partial = slow_loris.slice_frame({1, bytes, slice, 1, slice, 0});
@@ -428,8 +482,9 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
     ASSERT_EQ(memory[i], 0xA5);
     ASSERT_EQ(memory[memory.size() - 1 - i], 0xA5);
   }
-  for (RawClient* c : {&random_bytes, &bad_magic, &wrong_token, &no_handshake, &out_of_range, &wrong_length, &other_layout,
-                       &unknown_transfer, &huge, &slow_loris, &silent}) {
+  for (RawClient* c : {&random_bytes, &bad_magic, &wrong_token, &no_handshake, &out_of_range, &wrong_length,
+                       &other_layout, &unknown_transfer, &huge, &leaf_huge, &leaf_off_leaves, &leaf_and_trailer,
+                       &leaf_forged, &slow_loris, &silent}) {
     EXPECT_TRUE(c->dropped(milliseconds(2000)));
   }
   const auto drops = rx.listener->recent_drops();
@@ -437,8 +492,9 @@ TEST(TcpLoopback, HostileClientsAreDroppedAndOthersUnaffected) {
   for (const auto& d : drops) all += d + "\n";
   // The slow-loris header claimed slice 1: the real sender's copy supersedes it (or its frame times out).
   EXPECT_TRUE(all.find("superseded") != std::string::npos || all.find("payload of slice 1") != std::string::npos) << all;
-  for (const char* reason : {"bad frame magic", "wrong secret", "no authentication", "of a 32-slice", "should be", "does not match",
-                             "unknown transfer", "claims", "handshake"}) {
+  for (const char* reason : {"bad frame magic", "wrong secret", "no authentication", "of a 32-slice", "should be",
+                             "does not match", "unknown transfer", "claims", "handshake", "do not start on leaves",
+                             "a checksum after its payload", "authentication tag"}) {
     EXPECT_NE(all.find(reason), std::string::npos) << "no drop logged for '" << reason << "' in:\n" << all;
   }
 }
@@ -549,6 +605,100 @@ TEST_P(TcpHelper, SlicesAlteredReplayedOrReorderedInFlightAreRefused) {
   EXPECT_NE(all.find("authentication tag"), std::string::npos) << all;
   auto sender = make_sender(rx, kToken, slice);
   ASSERT_TRUE(sender->send(1, data.data(), data.size()).ok());
+  ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
+  const auto got = rx.staging.bytes(1);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+}
+
+// Leaf-tagged slices: the frame's tag covers the header and the leaves' tags, and the payload is
+// checked leaf by leaf. What an attacker on the wire can change is the payload: a byte flipped,
+// or bytes from elsewhere (another slice, an earlier buffer) in its place. Each fails a leaf's tag
+// (the leaf's place in the buffer is inside it, not only its place in the slice): the frame is
+// refused, its connection dropped naming the leaf, and nothing of it counts. A sender given a
+// wrong tag gets nowhere either.
+TEST_P(TcpHelper, APayloadAlteredUnderItsLeafTagsIsRefused) {
+  Receiver rx(1, {}, trust::Protection::kAuthenticated, GetParam());
+  const Endpoint to = rx.listener->endpoints()[0];
+  const uint32_t slice = 5 * kHashLeafBytes;       // two pieces (kHashedPieceBytes), the second one leaf
+  const auto data = pattern(3 * slice - 100, 41);  // the last slice and its last leaf short
+  const auto tags = leaf_tags_of(data);
+  ASSERT_TRUE(rx.staging.expect(1, data.size(), slice).ok());
+  // Slice `index` as its sender writes it: header, body, salt and tags (the frame's tag covers
+  // them), the payload, then the frame's tag. `tags_of`: whose checksum and leaf tags the header
+  // carries (slice `index`'s when -1); `payload`: the buffer whose bytes at that place go out.
+  const auto frame = [&](RawClient& client, uint32_t index, size_t flip_at, int tags_of = -1,
+                         const std::vector<uint8_t>* payload = nullptr) {
+    const size_t at = size_t{tags_of < 0 ? index : static_cast<uint32_t>(tags_of)} * slice;
+    const std::vector<uint8_t>& bytes = payload != nullptr ? *payload : data;
+    const uint32_t length = static_cast<uint32_t>(std::min<size_t>(slice, data.size() - at));
+    const SliceRef ref{1, data.size(), slice, index, length, content_hash(data.data() + at, length)};
+    std::vector<uint8_t> f = client.slice_frame(ref);
+    f[5] = tcp::kLeafTagged;
+    f.insert(f.end(), tags->salt.begin(), tags->salt.end());
+    for (uint64_t l = at / kHashLeafBytes; l < at / kHashLeafBytes + ref.leaf_count(); ++l) {
+      f.insert(f.end(), tags->tags[l].begin(), tags->tags[l].end());
+    }
+    trust::FrameSeal& seal = *client.session.seals.outgoing;
+    seal.begin(f.data(), f.size());
+    uint8_t tag[trust::kTagBytes];
+    seal.finish(tag);
+    f.insert(f.end(), bytes.begin() + at, bytes.begin() + at + length);
+    if (flip_at != SIZE_MAX) f[f.size() - length + flip_at] ^= 0x10;  // on the wire, after sealing
+    f.insert(f.end(), tag, tag + trust::kTagBytes);
+    return f;
+  };
+  const auto drops = [&] {
+    std::string all;
+    for (const auto& d : rx.listener->recent_drops()) all += d + "\n";
+    return all;
+  };
+  RawClient altered(to);
+  altered.hello();
+  altered.try_put(frame(altered, 0, 3 * kHashLeafBytes + 7));  // in the slice's fourth leaf
+  EXPECT_EQ(altered.read_ack(), -1);
+  EXPECT_TRUE(altered.dropped(milliseconds(2000)));
+  EXPECT_NE(drops().find("leaf 3 failed its tag"), std::string::npos) << drops();
+
+  // Slice 1's header carrying slice 0's checksum, tags and payload (the receiver checks leaves 5
+  // on), and slice 1's header and tags with an earlier buffer's bytes at that place.
+  const auto earlier = pattern(data.size(), 43);
+  const std::vector<std::pair<int, const std::vector<uint8_t>*>> moves = {{0, nullptr}, {-1, &earlier}};
+  for (const auto& [tags_of, payload] : moves) {
+    RawClient moved(to);
+    moved.hello();
+    moved.try_put(frame(moved, 1, SIZE_MAX, tags_of, payload));
+    EXPECT_EQ(moved.read_ack(), -1);
+    EXPECT_TRUE(moved.dropped(milliseconds(2000)));
+  }
+  EXPECT_EQ(rx.staging.progress(1).arrived, 0u);
+  const std::string all = drops();
+  size_t refused_at_5 = 0;
+  for (size_t p = all.find("leaf 5 failed its tag"); p != std::string::npos;
+       p = all.find("leaf 5 failed its tag", p + 1)) {
+    ++refused_at_5;
+  }
+  EXPECT_EQ(refused_at_5, 2u) << all;
+
+  RawClient genuine(to);
+  genuine.hello();
+  genuine.put(frame(genuine, 1, SIZE_MAX));
+  EXPECT_EQ(genuine.read_ack(), 0);
+  EXPECT_EQ(rx.staging.progress(1).arrived, 1u);
+
+  // A sender whose tags are not the bytes' (the first leaf's tag off by a bit) lands slice 2, whose
+  // tags are right, and never slice 0.
+  auto wrong = std::make_shared<trust::LeafTags>(*tags);
+  wrong->tags[0][5] ^= 1;
+  auto sender = make_sender(rx, kToken, slice);
+  ThreadPool pool(1);
+  const auto leaves = content_hash_leaves(data.data(), data.size(), pool);
+  EXPECT_FALSE(sender->send(1, data.data(), data.size(), leaves, wrong).ok());
+  EXPECT_EQ(rx.staging.present(1), (std::vector<uint8_t>{0, 1, 1}));
+  EXPECT_NE(drops().find("leaf 0 failed its tag"), std::string::npos) << drops();
+  // With the right tags the transfer completes, exact.
+  sender = make_sender(rx, kToken, slice);
+  auto r = sender->send(1, data.data(), data.size(), leaves, tags);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
   const auto got = rx.staging.bytes(1);
   EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
