@@ -189,9 +189,11 @@ trust_cost() {
   # What authenticating and encrypting cost on loopback when each rail's sender and receiver have
   # cores of their own (on two cores the passes over the bytes queue behind one another), with
   # each rail end's payload work inline and on its helper thread (wire --piece-helpers), and each
-  # sealed transfer under both AES-GCM libraries (wire --aes-gcm).
+  # sealed transfer under both AES-GCM libraries (wire --aes-gcm), and each authenticated one with
+  # its payload's leaf tags made once and with each rail tagging it (wire --leaf-tags).
   python3 benchmarks/wire/trust_cost.py build-gpu/bin/deltacast-bench --rounds 5 --piece-helpers compare \
-    --aes-gcm compare --json "$res/trust-cost.json" >"$res/trust-cost.txt" 2>&1 || { tail -n 20 "$res/trust-cost.txt"; return 1; }
+    --aes-gcm compare --leaf-tags compare --json "$res/trust-cost.json" >"$res/trust-cost.txt" 2>&1 \
+    || { tail -n 20 "$res/trust-cost.txt"; return 1; }
   tail -n 16 "$res/trust-cost.txt" | tee -a "$res/report.txt"
 }
 

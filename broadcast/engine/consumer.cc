@@ -81,7 +81,8 @@ Result<std::unique_ptr<Consumer>> Consumer::create(Manifest manifest, std::vecto
   listen.trust = c->options_.trust;
   listen.netns = c->options_.netns;
   DC_ASSIGN_OR_RETURN(c->listener_, c->transport_->listen(c->options_.rails, &c->staging_, listen));
-  c->staging_.set_on_slice([relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum); });
+  c->staging_.set_on_slice(
+      [relay = &c->relay_](const SliceRef& s) { relay->on_slice(s.transfer, s.index, s.checksum, s.leaf_tags); });
   if (c->options_.metrics) {
     DC_ASSIGN_OR_RETURN(c->metrics_, MetricsExporter::start(*c->options_.metrics, [consumer = c.get()](MetricsSink& sink) {
       collect_consumer_metrics(sink, *consumer);

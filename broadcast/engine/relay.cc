@@ -96,6 +96,7 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
   leaf_tags_ = std::move(leaf_tags);
+  slice_tags_.assign(source_checksums != nullptr ? 0 : shape.slices(), nullptr);
   children_.assign(stripes_, {});
   ended_links_.clear();
   last_arrival_ = now();
@@ -202,14 +203,18 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
   return status;
 }
 
-void Relay::offer(Sprayer& sender, uint32_t slice) { sender.offer(slice, checksums_[slice]); }
+void Relay::offer(Sprayer& sender, uint32_t slice) {
+  sender.offer(slice, checksums_[slice], slice < slice_tags_.size() ? slice_tags_[slice] : nullptr);
+}
 
-void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum) {
+void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum,
+                     std::shared_ptr<const trust::LeafTags> leaf_tags) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_ || transfer != shape_.id || slice >= shape_.slices() || present_[slice]) return;
   present_[slice] = 1;
   ++present_count_;
   checksums_[slice] = checksum;
+  if (slice < slice_tags_.size()) slice_tags_[slice] = std::move(leaf_tags);
   last_arrival_ = now();
   for (uint32_t child : children_[slice % stripes_]) {
     auto it = senders_.find(child);

@@ -68,7 +68,9 @@ class Relay {
                       const std::map<uint32_t, std::vector<bool>>& have,
                       const std::map<uint32_t, PathEstimate>& paths = {});
   // A slice of the current transfer is in place here, with the checksum it arrived with.
-  void on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum);
+  // `leaf_tags`: the ones it arrived with (leaf-tagged on an authenticated rail), forwarded with it.
+  void on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum,
+                std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
   // Stops forwarding the current transfer (its data may go away after this returns).
   void end();
   // Drops the sprayer (and connections) to a peer that left.
@@ -143,6 +145,7 @@ class Relay {
   size_t present_count_ = 0;
   std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
   std::shared_ptr<const trust::LeafTags> leaf_tags_;  // the producer's (begin)
+  std::vector<std::shared_ptr<const trust::LeafTags>> slice_tags_;  // per present slice, as it arrived (a consumer's)
   StripeChildren children_;         // per stripe
   // Whether `id` gets `stripe` from here.
   bool feeds(uint32_t id, uint32_t stripe) const;

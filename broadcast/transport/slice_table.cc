@@ -34,9 +34,13 @@ void SliceTable::track_backlog(TimePoint now) {
   backlogged_ = backlogged;
 }
 
-bool SliceTable::offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum) {
+bool SliceTable::offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum,
+                       std::shared_ptr<const trust::LeafTags> leaf_tags) {
   if (!open_ || slice >= shape_.slices() || is(slice, kOffered)) return false;
-  if (checksum) set_checksum(slice, *checksum);
+  if (checksum) {
+    set_checksum(slice, *checksum);
+    if (is(slice, kChecksummed)) pages_[slice / kPageSlices]->leaf_tags[slice % kPageSlices] = std::move(leaf_tags);
+  }
   flags_[slice] |= kOffered;
   ++offered_count_;
   // Not queued while a copy is in flight (one sent before it was skipped, then wanted again):
@@ -142,6 +146,7 @@ void SliceTable::drop_checksum(uint32_t slice) {
   if (!is(slice, kChecksummed)) return;
   flags_[slice] &= ~kChecksummed;
   auto& page = pages_[slice / kPageSlices];
+  page->leaf_tags[slice % kPageSlices] = nullptr;
   if (--page->held == 0) page.reset();
 }
 

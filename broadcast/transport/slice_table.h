@@ -49,9 +49,11 @@ class SliceTable {
   bool is_open() const { return open_; }
   const TransferShape& shape() const { return shape_; }
 
-  // Its bytes are in place here: queue it, with the checksum it goes out with when one is known
+  // Its bytes are in place here: queue it, with the checksum it goes out with when one is known,
+  // and the leaf tags it arrived with (a relay's: core/trust/leaf_tag.h) when there were some
   // (false when out of range or offered before).
-  bool offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum = std::nullopt);
+  bool offer(uint32_t slice, TimePoint now, std::optional<uint64_t> checksum = std::nullopt,
+             std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
   void offer_all(TimePoint now);
   // The receiver gets it elsewhere: done without sending (false when out of range or done).
   bool skip(uint32_t slice, TimePoint now);
@@ -79,6 +81,10 @@ class SliceTable {
   // A delivered slice has none any more: sent again (a probe) its channel hashes its bytes.
   bool has_checksum(uint32_t slice) const { return (flags_[slice] & kChecksummed) != 0; }
   uint64_t checksum(uint32_t slice) const { return pages_[slice / kPageSlices]->value[slice % kPageSlices]; }
+  // The leaf tags it was offered with (null: none), kept as long as its checksum.
+  const std::shared_ptr<const trust::LeafTags>& leaf_tags(uint32_t slice) const {
+    return pages_[slice / kPageSlices]->leaf_tags[slice % kPageSlices];
+  }
   void set_checksum(uint32_t slice, uint64_t value);
 
   // Acknowledged by the receiver over this link (not skipped: a skipped slice may not be there).
@@ -109,6 +115,7 @@ class SliceTable {
   static constexpr uint32_t kPageSlices = 1024;
   struct ChecksumPage {
     std::array<uint64_t, kPageSlices> value;
+    std::array<std::shared_ptr<const trust::LeafTags>, kPageSlices> leaf_tags;
     uint32_t held = 0;  // its slices with kChecksummed: the page goes when none is left
   };
   bool is(uint32_t slice, Flag f) const { return (flags_[slice] & f) != 0; }

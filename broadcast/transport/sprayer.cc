@@ -170,7 +170,9 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     // A slice offered without a checksum is hashed by its channel's own thread just before the
     // send reads the bytes (in parallel across rails, and from cache for the send).
     const SliceRef ref =
-        table.has_checksum(slice) ? shape.slice(slice, table.checksum(slice), leaf_tags) : shape.unhashed_slice(slice);
+        !table.has_checksum(slice)
+            ? shape.unhashed_slice(slice)
+            : shape.slice(slice, table.checksum(slice), table.leaf_tags(slice) ? table.leaf_tags(slice) : leaf_tags);
     rail.channel->send(ref, data + shape.offset(slice), [self, id](Status s) {
       if (auto state = self.lock()) state->on_done(id, s);
     });
@@ -501,12 +503,12 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
   return shape;
 }
 
-void Sprayer::offer(uint32_t slice, uint64_t checksum) {
+void Sprayer::offer(uint32_t slice, uint64_t checksum, std::shared_ptr<const trust::LeafTags> leaf_tags) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   const TimePoint now = s.now();
   s.will_offer(now);
-  if (s.table.offer(slice, now, checksum)) s.place(now);
+  if (s.table.offer(slice, now, checksum, std::move(leaf_tags))) s.place(now);
 }
 
 void Sprayer::offer(uint32_t slice) {

@@ -122,7 +122,9 @@ class Sprayer {
   // Offers a slice whose checksum is already known (a relay forwards the checksum the slice
   // arrived with, so that checksums are the producer's end to end and a slot whose bytes
   // changed since is refused by the next receiver instead of passed on).
-  void offer(uint32_t slice, uint64_t checksum);
+  // `leaf_tags`: the slice's own, as it arrived with them (a relay forwards the producer's leaf
+  // tags as it forwards its checksums), which go out with it in place of the transfer's.
+  void offer(uint32_t slice, uint64_t checksum, std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
   void offer_all();
   // Every slice, each with its checksum (checksums[i] for slice i).
   void offer_all(std::span<const uint64_t> checksums);

@@ -1,8 +1,9 @@
 """benchmarks/wire/trust_cost.py, small and quick: every mode's wire transfer and sparse versions
 run (each exact, or the script fails) and the figures name every mode with its ratio to
 insecure, with each rail end's payload work inline and on its helper thread (--piece-helpers
-compare), and each sealed transfer under both AES-GCM libraries (--aes-gcm compare) where the
-build has ipsec-mb. Timing is not judged here; the full run's figures are in
+compare), each sealed transfer under both AES-GCM libraries (--aes-gcm compare) where the
+build has ipsec-mb, and each authenticated one with its payload's leaf tags made once and with
+every rail tagging the payload (--leaf-tags compare). Timing is not judged here; the full run's figures are in
 benchmarks/README.md."""
 import json
 import os
@@ -15,7 +16,7 @@ script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "b
 out = os.path.join(tempfile.mkdtemp(prefix="deltacast-trust-"), "trust.json")
 done = subprocess.run([sys.executable, script, bench, "--rounds", "1", "--bytes", str(32 << 20), "--rails", "2",
                        "--sync-elements", str(1 << 20), "--sync-versions", "2", "--piece-helpers", "compare", "--aes-gcm", "compare",
-                       "--json", out],
+                       "--leaf-tags", "compare", "--json", out],
                       capture_output=True, text=True, timeout=600)
 assert done.returncode == 0, done.stdout + done.stderr[-4000:]
 with open(out) as f:
@@ -37,14 +38,19 @@ for mode, row in figures["modes"].items():
     assert row["sync_median_seconds"] > 0, (mode, row)
     for helpers in ("off", "on"):
         if mode == "insecure" or len(libraries) == 1:
-            assert row[f"wire_median_gbps_helpers_{helpers}"] > 0, (mode, helpers, row)
+            for leaf in ("payload", "off") if mode == "authenticated" else (None,):
+                key = f"helpers_{helpers}" + (f"_leaf_tags_{leaf}" if leaf else "")
+                assert row[f"wire_median_gbps_{key}"] > 0, (mode, key, row)
             continue
         for library in libraries:
-            key = f"helpers_{helpers}_{library.replace('-', '_')}"
-            assert row[f"wire_median_gbps_{key}"] > 0, (mode, key, row)
-            # The transfer ran under the library asked for, as the bench reports it.
-            assert row[f"aes_gcm_{key}"] == [library] * figures["rounds"], (mode, key, row)
-            assert f"| {mode} | {helpers} | {library} |" in done.stdout, done.stdout
+            # Only authenticated transfers make leaf tags (the bench says whether it used them, and
+            # trust_cost.py fails a run whose answer is not the one asked for).
+            for leaf in ("payload", "off") if mode == "authenticated" else (None,):
+                key = f"helpers_{helpers}_{library.replace('-', '_')}" + (f"_leaf_tags_{leaf}" if leaf else "")
+                assert row[f"wire_median_gbps_{key}"] > 0, (mode, key, row)
+                # The transfer ran under the library asked for, as the bench reports it.
+                assert row[f"aes_gcm_{key}"] == [library] * figures["rounds"], (mode, key, row)
+                assert f"| {mode} | {helpers} | {library} | {leaf or '-'} |" in done.stdout, done.stdout
 for helpers in ("off", "on"):
     assert figures["modes"]["insecure"][f"wire_ratio_helpers_{helpers}"] == 1.0
     assert f"| encrypted | {helpers} |" in done.stdout, done.stdout

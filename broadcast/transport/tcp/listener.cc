@@ -272,6 +272,8 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
     return s.with_context(fmt::format("payload of slice {}", slice.index));
   }
   const bool verified = landing.bytes != nullptr && hash.digest() == slice.checksum;
+  // The tags it came with go on with it (a relay forwards them instead of tagging the payload).
+  if (verified && leaf_tagged) slice.leaf_tags = leaf_tags_of(c, slice);
   const bool accepted = sink_->complete(slice, landing, verified);
   uint8_t ack[kFrameHeaderBytes + 16];
   write_frame_header(ack, kAck);
@@ -304,6 +306,17 @@ Status TcpListener::read_leaf_tags(Connection* c, const SliceRef& slice, const u
     DC_ASSIGN_OR_RETURN(c->leaf_tagger, trust::LeafTagger::make(options_.trust.secret, salt));
   }
   return Status();
+}
+
+std::shared_ptr<const trust::LeafTags> TcpListener::leaf_tags_of(const Connection* c, const SliceRef& slice) {
+  auto tags = std::make_shared<trust::LeafTags>();
+  tags->salt = c->leaf_tagger->salt();
+  tags->buffer_bytes = slice.transfer_bytes;
+  tags->first_leaf = slice.first_leaf();
+  tags->tags.resize(slice.leaf_count());
+  std::memcpy(tags->tags.data(), c->lead.data() + kFrameHeaderBytes + kSliceHeaderBytes + trust::kLeafSaltBytes,
+              tags->tags.size() * trust::kLeafTagBytes);
+  return tags;
 }
 
 void TcpListener::serve(Connection* c) {

@@ -63,6 +63,8 @@ class TcpListener : public Listener {
   // Reads a leaf-tagged slice's salt and tags into c->lead (after `head`) and has c->leaf_tagger
   // take its salt.
   Status read_leaf_tags(Connection* c, const SliceRef& slice, const uint8_t* head, Clock::time_point deadline);
+  // The leaf tags a verified leaf-tagged slice came with (c->lead's), to go on with it.
+  static std::shared_ptr<const trust::LeafTags> leaf_tags_of(const Connection* c, const SliceRef& slice);
   void heartbeat_loop();
   void drop(Connection* c, const Status& why);
   void reap_finished();

@@ -11,6 +11,8 @@
 
 #include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -702,6 +704,61 @@ TEST_P(TcpHelper, APayloadAlteredUnderItsLeafTagsIsRefused) {
   ASSERT_TRUE(rx.staging.wait(1, milliseconds(2000)).ok());
   const auto got = rx.staging.bytes(1);
   EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+}
+
+// A relay forwards each slice with the leaf tags it arrived with (as with its checksum): the next
+// receiver checks the producer's tags, and no hop tags the payload again. Tags altered on the way
+// (a relay's memory, say) are refused there as on the first hop.
+TEST_P(TcpHelper, ARelayForwardsTheLeafTagsItReceived) {
+  Receiver middle(1, {}, trust::Protection::kAuthenticated, GetParam());
+  Receiver last(1, {}, trust::Protection::kAuthenticated, GetParam());
+  const uint32_t slice = 4 * kHashLeafBytes;
+  const auto data = pattern(5 * slice - 1000, 47);
+  const auto tags = leaf_tags_of(data);
+  std::mutex mu;
+  std::map<uint32_t, SliceRef> arrived;
+  middle.staging.set_on_slice([&](const SliceRef& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    arrived[s.index] = s;
+  });
+  ASSERT_TRUE(middle.staging.expect(1, data.size(), slice).ok());
+  ThreadPool pool(1);
+  const auto leaves = content_hash_leaves(data.data(), data.size(), pool);
+  ASSERT_TRUE(make_sender(middle, kToken, slice)->send(1, data.data(), data.size(), leaves, tags).ok());
+  ASSERT_TRUE(middle.staging.wait(1, milliseconds(2000)).ok());
+  ASSERT_EQ(arrived.size(), 5u);
+  for (const auto& [index, ref] : arrived) {  // the producer's tags, each slice's own
+    ASSERT_TRUE(ref.leaf_tags != nullptr) << index;
+    EXPECT_TRUE(ref.leaf_tags_fit()) << index;
+    EXPECT_EQ(ref.leaf_tags->salt, tags->salt);
+    EXPECT_EQ(ref.leaf_tags->first_leaf, ref.first_leaf());
+    for (uint64_t l = ref.first_leaf(); l < ref.first_leaf() + ref.leaf_count(); ++l) {
+      EXPECT_EQ(ref.leaf_tags->of(l), tags->tags[l]) << "leaf " << l;
+    }
+  }
+  const auto forward = [&](uint64_t transfer, const std::map<uint32_t, SliceRef>& refs) {
+    EXPECT_TRUE(last.staging.expect(transfer, data.size(), slice).ok());
+    auto relay = make_sender(last, kToken, slice);
+    const auto held = middle.staging.bytes(1);
+    EXPECT_TRUE(relay->open(transfer, held.data(), held.size(), slice).ok());
+    for (const auto& [index, ref] : refs) relay->offer(index, ref.checksum, ref.leaf_tags);
+    return relay->wait();
+  };
+  ASSERT_TRUE(forward(2, arrived).ok());
+  ASSERT_TRUE(last.staging.wait(2, milliseconds(2000)).ok());
+  const auto got = last.staging.bytes(2);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  for (const auto& drop : last.listener->recent_drops()) ADD_FAILURE() << drop;
+
+  auto altered = arrived;
+  auto bent = std::make_shared<trust::LeafTags>(*altered[3].leaf_tags);
+  bent->tags[1][0] ^= 1;  // slice 3's second leaf: leaf 13
+  altered[3].leaf_tags = bent;
+  EXPECT_FALSE(forward(3, altered).ok());
+  EXPECT_EQ(last.staging.present(3), (std::vector<uint8_t>{1, 1, 1, 0, 1}));
+  std::string all;
+  for (const auto& d : last.listener->recent_drops()) all += d + "\n";
+  EXPECT_NE(all.find("leaf 13 failed its tag"), std::string::npos) << all;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ends, TcpHelper, ::testing::Values(PieceHelperMode::kOff, PieceHelperMode::kOn), helper_name);
