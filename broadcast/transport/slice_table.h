@@ -6,8 +6,9 @@
 // its lock, passing the time in.
 //
 // Every relay holds one per child, each as long as the version has slices, so a slice costs
-// three bytes here (its flags and its copies in flight); checksums live in pages of 1,024 slices
-// that exist while one of their slices is offered and not yet delivered: a pipeline keeps a few.
+// three bytes here (its flags and its copies in flight); checksums (and the leaf tags a relay
+// forwards) live in pages of 1,024 slices that exist while one of their slices is offered and not
+// yet delivered: a pipeline keeps a few.
 #pragma once
 
 #include <array>
