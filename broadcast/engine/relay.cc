@@ -95,8 +95,8 @@ void Relay::begin(const TransferShape& shape, const uint8_t* data, uint32_t stri
   present_count_ = source_checksums != nullptr ? shape.slices() : 0;
   // Slices that arrive later get the checksum they arrived with (on_slice).
   checksums_ = source_checksums != nullptr ? *source_checksums : std::vector<uint64_t>(shape.slices(), 0);
-  leaf_tags_ = std::move(leaf_tags);
-  slice_tags_.assign(source_checksums != nullptr ? 0 : shape.slices(), nullptr);
+  // The producer's leaf tags for every slice (none given: slices get the ones they arrived with).
+  leaf_tags_.assign(shape.slices(), leaf_tags);
   children_.assign(stripes_, {});
   ended_links_.clear();
   last_arrival_ = now();
@@ -118,8 +118,7 @@ std::vector<uint32_t> Relay::child_ids() const {
 }
 
 void Relay::open_child(Sprayer& sender, const std::vector<bool>& fed, const std::vector<bool>* have) {
-  // The producer's leaf tags go with its bytes (a failed open leaves nothing to send them with).
-  if (sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes).ok()) sender.set_leaf_tags(leaf_tags_);
+  (void)sender.open(shape_.id, data_, shape_.bytes, shape_.slice_bytes);
   for (uint32_t i = 0; i < shape_.slices(); ++i) {
     const bool mine = fed[i % stripes_];
     const bool child_has = have != nullptr && i < have->size() && (*have)[i];
@@ -203,9 +202,7 @@ Status Relay::set_children(const StripeChildren& children, const std::map<uint32
   return status;
 }
 
-void Relay::offer(Sprayer& sender, uint32_t slice) {
-  sender.offer(slice, checksums_[slice], slice < slice_tags_.size() ? slice_tags_[slice] : nullptr);
-}
+void Relay::offer(Sprayer& sender, uint32_t slice) { sender.offer(slice, checksums_[slice], leaf_tags_[slice]); }
 
 void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum,
                      std::shared_ptr<const trust::LeafTags> leaf_tags) {
@@ -214,7 +211,7 @@ void Relay::on_slice(uint64_t transfer, uint32_t slice, uint64_t checksum,
   present_[slice] = 1;
   ++present_count_;
   checksums_[slice] = checksum;
-  if (slice < slice_tags_.size()) slice_tags_[slice] = std::move(leaf_tags);
+  leaf_tags_[slice] = std::move(leaf_tags);
   last_arrival_ = now();
   for (uint32_t child : children_[slice % stripes_]) {
     auto it = senders_.find(child);

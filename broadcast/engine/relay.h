@@ -144,8 +144,7 @@ class Relay {
   std::vector<uint8_t> present_;
   size_t present_count_ = 0;
   std::vector<uint64_t> checksums_;  // per present slice, as it arrived (forwarded as is)
-  std::shared_ptr<const trust::LeafTags> leaf_tags_;  // the producer's (begin)
-  std::vector<std::shared_ptr<const trust::LeafTags>> slice_tags_;  // per present slice, as it arrived (a consumer's)
+  std::vector<std::shared_ptr<const trust::LeafTags>> leaf_tags_;  // per present slice, forwarded as is (null: none)
   StripeChildren children_;         // per stripe
   // Whether `id` gets `stripe` from here.
   bool feeds(uint32_t id, uint32_t stripe) const;

@@ -71,7 +71,6 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
 
   SliceTable table;               // the open transfer
   const uint8_t* data = nullptr;  // its bytes
-  std::shared_ptr<const trust::LeafTags> leaf_tags;  // and their tags, where its maker made them
   Status failure;                 // set when the transfer stalled for good
   TimePoint last_progress{};
   // The last acknowledgement from the receiver, or when it was last owed nothing: how long it has
@@ -169,10 +168,8 @@ struct Sprayer::State : std::enable_shared_from_this<Sprayer::State> {
     std::weak_ptr<State> self = weak_from_this();
     // A slice offered without a checksum is hashed by its channel's own thread just before the
     // send reads the bytes (in parallel across rails, and from cache for the send).
-    const SliceRef ref =
-        !table.has_checksum(slice)
-            ? shape.unhashed_slice(slice)
-            : shape.slice(slice, table.checksum(slice), table.leaf_tags(slice) ? table.leaf_tags(slice) : leaf_tags);
+    const SliceRef ref = table.has_checksum(slice) ? shape.slice(slice, table.checksum(slice), table.leaf_tags(slice))
+                                                   : shape.unhashed_slice(slice);
     rail.channel->send(ref, data + shape.offset(slice), [self, id](Status s) {
       if (auto state = self.lock()) state->on_done(id, s);
     });
@@ -495,7 +492,6 @@ Result<TransferShape> Sprayer::open(uint64_t transfer, const uint8_t* data, uint
     rail.busy_mark = rail.estimate.busy_total(now);
   }
   s.data = data;
-  s.leaf_tags = nullptr;
   s.failure = Status();
   s.stall_reported = false;
   s.last_progress = now;
@@ -529,14 +525,14 @@ void Sprayer::offer_all() {
   s.place(now);
 }
 
-void Sprayer::offer_all(std::span<const uint64_t> checksums) {
+void Sprayer::offer_all(std::span<const uint64_t> checksums, const std::shared_ptr<const trust::LeafTags>& leaf_tags) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active()) return;
   const TimePoint now = s.now();
   s.will_offer(now);
   const uint32_t slices = s.table.shape().slices();
-  for (uint32_t i = 0; i < slices && i < checksums.size(); ++i) (void)s.table.offer(i, now, checksums[i]);
+  for (uint32_t i = 0; i < slices && i < checksums.size(); ++i) (void)s.table.offer(i, now, checksums[i], leaf_tags);
   s.place(now);
 }
 
@@ -630,18 +626,12 @@ void Sprayer::close() {
   s.drain(lock);
 }
 
-void Sprayer::set_leaf_tags(std::shared_ptr<const trust::LeafTags> tags) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->leaf_tags = std::move(tags);
-}
-
 Result<TransferResult> Sprayer::send(uint64_t transfer, const uint8_t* data, uint64_t bytes,
                                      std::span<const uint64_t> leaves,
                                      std::shared_ptr<const trust::LeafTags> leaf_tags) {
   DC_ASSIGN_OR_RETURN(const TransferShape shape, open(transfer, data, bytes));
-  set_leaf_tags(std::move(leaf_tags));
   if (const auto checksums = slice_checksums_from_leaves(leaves, shape)) {
-    offer_all(*checksums);
+    offer_all(*checksums, leaf_tags);
   } else {
     offer_all();
   }

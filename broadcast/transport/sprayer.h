@@ -99,7 +99,7 @@ class Sprayer {
   // made; when the slices start on leaves every slice goes out with the checksum derived from
   // them, otherwise (or without leaves) each channel hashes its slices as it sends them.
   // `leaf_tags`: the bytes' leaf tags (core/trust/leaf_tag.h), made where they were made, which
-  // authenticated rails send in place of tagging each payload (set_leaf_tags).
+  // authenticated rails send with the slices that have checksums in place of tagging each payload.
   Result<TransferResult> send(uint64_t transfer, const uint8_t* data, uint64_t bytes,
                               std::span<const uint64_t> leaves = {},
                               std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
@@ -115,19 +115,17 @@ class Sprayer {
   // transfer's shape.
   Result<TransferShape> open(uint64_t transfer, const uint8_t* data, uint64_t bytes, uint32_t slice_bytes = 0);
   void offer(uint32_t slice);
-  // The open transfer's leaf tags, made where its bytes were (open() forgets them): the slices
-  // that go out with a checksum and start on a leaf then go with their leaves' tags, and an
-  // authenticated rail tags only their frames' headers.
-  void set_leaf_tags(std::shared_ptr<const trust::LeafTags> tags);
   // Offers a slice whose checksum is already known (a relay forwards the checksum the slice
   // arrived with, so that checksums are the producer's end to end and a slot whose bytes
   // changed since is refused by the next receiver instead of passed on).
-  // `leaf_tags`: the slice's own, as it arrived with them (a relay forwards the producer's leaf
-  // tags as it forwards its checksums), which go out with it in place of the transfer's.
+  // `leaf_tags`: tags holding the slice's leaves (the producer's for its whole bytes, or the ones
+  // the slice arrived with, which a relay forwards as it forwards its checksum): a slice that
+  // starts on a leaf goes with them, and an authenticated rail tags only its frame's header.
   void offer(uint32_t slice, uint64_t checksum, std::shared_ptr<const trust::LeafTags> leaf_tags = nullptr);
   void offer_all();
-  // Every slice, each with its checksum (checksums[i] for slice i).
-  void offer_all(std::span<const uint64_t> checksums);
+  // Every slice, each with its checksum (checksums[i] for slice i) and the bytes' leaf tags.
+  void offer_all(std::span<const uint64_t> checksums,
+                 const std::shared_ptr<const trust::LeafTags>& leaf_tags = nullptr);
   void skip(uint32_t slice);
   // A slice skipped before is wanted after all (a relay given more of a child's stripes while its
   // transfer is open): it goes once offered again. Unlike opening the transfer again, what is in

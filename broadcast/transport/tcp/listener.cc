@@ -184,8 +184,9 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   // covered by the frame's tag in place of the payload, which is checked leaf by leaf.
   const bool leaf_tagged = (frame.flags & kLeafTagged) != 0;
   trust::FrameSeal& seal = *c->session.seals.incoming;
+  std::shared_ptr<const trust::LeafTags> tags;  // leaf-tagged: the ones it came with
   if (leaf_tagged) {
-    DC_RETURN_IF_ERROR(read_leaf_tags(c, slice, head, Clock::now() + options_.frame_timeout));
+    DC_ASSIGN_OR_RETURN(tags, read_leaf_tags(c, slice, head, Clock::now() + options_.frame_timeout));
     seal.begin_open(c->lead.data(), c->lead.size());
   } else {
     seal.begin_open(head, kFrameHeaderBytes + kSliceHeaderBytes);
@@ -208,21 +209,17 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
     // below); the helper is drained before anything else touches the seal, the tagger, the hash or
     // the slot (which may go back to missing below, or be handed to a newer copy).
     const uint8_t* slot = landing.bytes;
-    const uint8_t* tags =
-        leaf_tagged ? c->lead.data() + kFrameHeaderBytes + kSliceHeaderBytes + trust::kLeafSaltBytes : nullptr;
     static_assert(kHashedPieceBytes % kHashLeafBytes == 0, "pieces must start on leaves");
-    const auto open_piece = [&, slot, tags](const uint8_t* in, uint8_t* out, size_t n) {
+    const auto open_piece = [&, slot](const uint8_t* in, uint8_t* out, size_t n) {
       if (!leaf_tagged) {
         seal.add_open(in, out, n);
       } else {  // pieces start on leaves (they start on multiples of kHashedPieceBytes): each leaf is checked whole
         for (size_t at = 0; at < n; at += kHashLeafBytes) {
-          const uint64_t leaf = (in + at - slot) / kHashLeafBytes;  // within the slice
+          const uint64_t leaf = slice.first_leaf() + (in + at - slot) / kHashLeafBytes;  // within the transfer
           trust::LeafTagger& tagger = *c->leaf_tagger;
-          tagger.begin(slice.transfer_bytes, slice.first_leaf() + leaf);
+          tagger.begin(slice.transfer_bytes, leaf);
           tagger.add(in + at, std::min<size_t>(kHashLeafBytes, n - at));
-          trust::LeafTag expected;
-          std::memcpy(expected.data(), tags + leaf * trust::kLeafTagBytes, expected.size());
-          if (!tagger.verify(expected) && !failed_leaf) failed_leaf = slice.first_leaf() + leaf;
+          if (!tagger.verify(tags->of(leaf)) && !failed_leaf) failed_leaf = leaf;
         }
       }
       hash.update(out, n);
@@ -273,7 +270,7 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
   }
   const bool verified = landing.bytes != nullptr && hash.digest() == slice.checksum;
   // The tags it came with go on with it (a relay forwards them instead of tagging the payload).
-  if (verified && leaf_tagged) slice.leaf_tags = leaf_tags_of(c, slice);
+  if (verified) slice.leaf_tags = std::move(tags);
   const bool accepted = sink_->complete(slice, landing, verified);
   uint8_t ack[kFrameHeaderBytes + 16];
   write_frame_header(ack, kAck);
@@ -285,8 +282,9 @@ Status TcpListener::receive_slice(Connection* c, const FrameHeader& frame, const
                       &closed_);
 }
 
-Status TcpListener::read_leaf_tags(Connection* c, const SliceRef& slice, const uint8_t* head,
-                                   Clock::time_point deadline) {
+Result<std::shared_ptr<const trust::LeafTags>> TcpListener::read_leaf_tags(Connection* c, const SliceRef& slice,
+                                                                           const uint8_t* head,
+                                                                           Clock::time_point deadline) {
   if (c->session.mode() != trust::Protection::kAuthenticated) {
     return corrupt("slice {} comes with leaf tags in a {} session", slice.index,
                    trust::protection_name(c->session.mode()));
@@ -300,23 +298,17 @@ Status TcpListener::read_leaf_tags(Connection* c, const SliceRef& slice, const u
   std::memcpy(c->lead.data(), head, head_bytes);
   DC_RETURN_IF_ERROR(
       net::read_full(c->fd, c->lead.data() + head_bytes, c->lead.size() - head_bytes, deadline, &closed_));
-  trust::LeafSalt salt;
-  std::memcpy(salt.data(), c->lead.data() + head_bytes, salt.size());
-  if (!c->leaf_tagger || c->leaf_tagger->salt() != salt) {
-    DC_ASSIGN_OR_RETURN(c->leaf_tagger, trust::LeafTagger::make(options_.trust.secret, salt));
-  }
-  return Status();
-}
-
-std::shared_ptr<const trust::LeafTags> TcpListener::leaf_tags_of(const Connection* c, const SliceRef& slice) {
   auto tags = std::make_shared<trust::LeafTags>();
-  tags->salt = c->leaf_tagger->salt();
   tags->buffer_bytes = slice.transfer_bytes;
   tags->first_leaf = slice.first_leaf();
   tags->tags.resize(slice.leaf_count());
-  std::memcpy(tags->tags.data(), c->lead.data() + kFrameHeaderBytes + kSliceHeaderBytes + trust::kLeafSaltBytes,
+  std::memcpy(tags->salt.data(), c->lead.data() + head_bytes, tags->salt.size());
+  std::memcpy(tags->tags.data(), c->lead.data() + head_bytes + trust::kLeafSaltBytes,
               tags->tags.size() * trust::kLeafTagBytes);
-  return tags;
+  if (!c->leaf_tagger || c->leaf_tagger->salt() != tags->salt) {
+    DC_ASSIGN_OR_RETURN(c->leaf_tagger, trust::LeafTagger::make(options_.trust.secret, tags->salt));
+  }
+  return std::shared_ptr<const trust::LeafTags>(std::move(tags));
 }
 
 void TcpListener::serve(Connection* c) {

@@ -60,11 +60,11 @@ class TcpListener : public Listener {
   // `head`: the frame's header and body, as read.
   Status receive_slice(Connection* c, const FrameHeader& frame, const uint8_t* head, std::vector<uint8_t>& discard,
                        ContentHashStream& hash);
-  // Reads a leaf-tagged slice's salt and tags into c->lead (after `head`) and has c->leaf_tagger
-  // take its salt.
-  Status read_leaf_tags(Connection* c, const SliceRef& slice, const uint8_t* head, Clock::time_point deadline);
-  // The leaf tags a verified leaf-tagged slice came with (c->lead's), to go on with it.
-  static std::shared_ptr<const trust::LeafTags> leaf_tags_of(const Connection* c, const SliceRef& slice);
+  // Reads a leaf-tagged slice's salt and tags into c->lead (after `head`: the frame's tag covers
+  // them all) and has c->leaf_tagger take its salt; returns them, to check its leaves against and
+  // to go on with it once verified.
+  Result<std::shared_ptr<const trust::LeafTags>> read_leaf_tags(Connection* c, const SliceRef& slice,
+                                                                const uint8_t* head, Clock::time_point deadline);
   void heartbeat_loop();
   void drop(Connection* c, const Status& why);
   void reap_finished();
