@@ -141,7 +141,9 @@ def test_a_site_cut_off_from_two_sites_takes_the_version_through_the_one_that_re
             assert_exact(c, version, count=consumers)
             after = tb.wan_bytes_into("north")
             from_west = (after["west"] - before["west"]) / report["wire_bytes"]
-            print(f"{argument} after the cut: {from_west:.3f}x crossed into north from west")
+            print(f"{argument} after the cut: {from_west:.3f}x crossed into north from west "
+                  f"(committed in {report['seconds']:.3f} s, wire {report['wire_seconds']:.3f} s, "
+                  f"{report['replans']} re-plans)")
             # Planned around the cut link from the start: east hardly tries it (ARP, a probe).
             tried = tb.wan_bytes_sent("east", "north") - tried
             print(f"  east still sent {tried} bytes toward north over the cut link")
