@@ -42,7 +42,12 @@ _SETTLE_SECONDS = 30.0
 def _env_seconds(name):
     """The environment variable `name` in seconds, or None where it is unset or empty."""
     value = os.environ.get(name)
-    return float(value) if value else None
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise InvalidArgumentError(f"{name}={value!r} is not a number of seconds") from None
 
 
 def _env_int(name):
@@ -64,9 +69,19 @@ def _is_loopback(host):
 
 def _default_master_port(master_port):
     # As checkpoint-engine: torchrun's rendezvous has MASTER_PORT, its store takes the next one.
-    if master_port is not None:
-        return int(master_port)
-    return _env_int("MASTER_PORT") + 1
+    # Checked here: a port no store can have would otherwise be retried until the start timeout.
+    if master_port is None:
+        port = _env_int("MASTER_PORT") + 1
+        what = f"MASTER_PORT + 1 = {port}"
+    else:
+        try:
+            port = int(master_port)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"master_port={master_port!r} is not an integer") from None
+        what = f"master_port={master_port!r}"
+    if not 0 < port < 65536:
+        raise InvalidArgumentError(f"{what}: the ranks' store needs a port in [1, 65535]")
+    return port
 
 
 class ParameterServer:

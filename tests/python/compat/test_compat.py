@@ -97,6 +97,24 @@ def test_registration_misuse_names_the_checkpoint_or_tensor(tmp_path, caplog):
         assert "never-registered not found" in caplog.text
 
 
+def test_a_world_that_cannot_meet_is_refused_at_once_naming_the_argument(monkeypatch):
+    """A port no store can have, or a timeout that is not a number, is refused by the constructor
+    (not retried until the 5-minute start timeout), naming the argument or variable."""
+    world = dict(rank=1, world_size=2, master_addr="127.0.0.1")
+    started = time.monotonic()
+    with pytest.raises(deltacast.InvalidArgumentError, match=r"master_port=70000: .*\[1, 65535\]"):
+        compat.ParameterServer(**world, master_port=70000)
+    with pytest.raises(deltacast.InvalidArgumentError, match="master_port='store' is not an integer"):
+        compat.ParameterServer(**world, master_port="store")
+    monkeypatch.setenv("MASTER_PORT", "65535")
+    with pytest.raises(deltacast.InvalidArgumentError, match=r"MASTER_PORT \+ 1 = 65536: "):
+        compat.ParameterServer(**world)
+    monkeypatch.setenv("DELTACAST_RENDEZVOUS_TIMEOUT", "soon")
+    with pytest.raises(deltacast.InvalidArgumentError, match="DELTACAST_RENDEZVOUS_TIMEOUT='soon' is not a number"):
+        compat.ParameterServer(**world, master_port=free_port())
+    assert time.monotonic() - started < 30
+
+
 def test_shared_memory_pool_has_one_user_and_a_fixed_shape():
     with compat.ParameterServer() as ps:
         ps.register_checkpoint("a", named_tensors={"x": np.ones(4, np.float32)}, use_shared_memory_pool=True)
