@@ -41,8 +41,9 @@ trust::Trust rail_trust(trust::Protection mode) {
   return t;
 }
 
-// A listener per session mode and helper setting, kept across inputs (closing one waits out its
-// threads' 50 ms polls), writing into one staging area.
+// A listener per session mode and helper setting, each with its staging area, kept across inputs
+// (closing a listener waits out its threads' 50 ms polls). Every input's transfer lands in one
+// guarded buffer; only the input's own connection writes there.
 struct Rig {
   StagingArea staging;
   std::unique_ptr<tcp::TcpListener> listener;
