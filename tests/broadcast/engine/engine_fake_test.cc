@@ -216,7 +216,9 @@ TEST(FakeEngine, ARelaysLinksIntoAnotherSiteReachTheRateBookAfterItStaged) {
     wan = cluster.producer().stats().wan_into;
   }
   ASSERT_TRUE(wan.count("west")) << "no link into west measured";
-  EXPECT_GT(wan["west"].bytes_per_second, 0.5 * 2 * kRails * 8e6) << "west's two hosts, two rails of 8 MB/s each";
+  // The WAN's rate, not the LAN's (above it) or none: the fake links are paced on the same two
+  // cores as everything else, so a loaded run measures less (0.48x of it seen in one CI run).
+  EXPECT_GT(wan["west"].bytes_per_second, 0.25 * 2 * kRails * 8e6) << "west's two hosts, two rails of 8 MB/s each";
   EXPECT_LT(wan["west"].bytes_per_second, 1.5 * 2 * kRails * 8e6);
   EXPECT_GT(wan["west"].round_trip, 0);
 }
