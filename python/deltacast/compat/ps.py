@@ -69,7 +69,7 @@ def _is_loopback(host):
 
 def _default_master_port(master_port):
     # As checkpoint-engine: torchrun's rendezvous has MASTER_PORT, its store takes the next one.
-    # Checked here: a port no store can have would otherwise be retried until the start timeout.
+    # Checked here: a port no store can have otherwise fails inside torch's TCPStore, naming nothing.
     if master_port is None:
         port = _env_int("MASTER_PORT") + 1
         what = f"MASTER_PORT + 1 = {port}"

@@ -99,7 +99,7 @@ def test_registration_misuse_names_the_checkpoint_or_tensor(tmp_path, caplog):
 
 def test_a_world_that_cannot_meet_is_refused_at_once_naming_the_argument(monkeypatch):
     """A port no store can have, or a timeout that is not a number, is refused by the constructor
-    (not retried until the 5-minute start timeout), naming the argument or variable."""
+    before any connection is tried, naming the argument or variable."""
     world = dict(rank=1, world_size=2, master_addr="127.0.0.1")
     started = time.monotonic()
     with pytest.raises(deltacast.InvalidArgumentError, match=r"master_port=70000: .*\[1, 65535\]"):
